@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Fetch the JVM jars protolake needs from Maven Central, once, into infra/.cache/jars/{spark,kafka}.
+# Safe to repeat: a folder with its .complete marker is not fetched again (works offline after).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cache="${PROTOLAKE_JAR_CACHE:-$here/.cache/jars}"
+settings="$here/maven/settings.xml"
+
+fetch() {  # fetch NAME [maven args...]
+  local name="$1"; shift
+  local out="$cache/$name"
+  if [ -f "$out/.complete" ]; then return 0; fi
+  echo "fetching $name jars from Maven Central into $out"
+  rm -rf "$out.tmp"
+  mvn -q -B -s "$settings" -f "$here/maven/$name/pom.xml" dependency:copy-dependencies \
+      -DincludeScope=runtime -DoutputDirectory="$out.tmp" "$@"
+  rm -rf "$out"; mv "$out.tmp" "$out"; touch "$out/.complete"
+}
+
+# Only what pyspark's own jars lack: the Kafka source and Delta (and their own dependencies).
+fetch spark -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2,delta-spark_4.2_2.13,delta-storage,delta-kernel-api,delta-kernel-defaults,delta-kernel-unitycatalog,unitycatalog-client,unitycatalog-hadoop
+fetch kafka

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Install what is missing, and nothing that is already there: the Python virtualenv with the
+# project and its extras, the JVM jars (Maven Central), and Debian's chromium for the Data Docs test.
+# Safe to repeat; a no-op when everything is current.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+venv="${PROTOLAKE_VENV:-$root/.venv}"
+python="${PYTHON:-python3}"
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "creating virtualenv $venv"
+  "$python" -m venv "$venv"
+fi
+# Reinstall only when pyproject.toml changed since the last install.
+stamp="$venv/.protolake-installed"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "installing protolake and its dependencies into $venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q -e ".[all,dev]"
+  echo "$want" > "$stamp"
+fi
+
+command -v java >/dev/null || { echo "java (JDK 17+) is required: apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
+if ! command -v mvn >/dev/null; then
+  echo "installing maven (Debian)"; apt-get update -qq && apt-get install -y -qq maven >/dev/null
+fi
+"$root/infra/fetch_jars.sh"
+
+if [ "${PROTOLAKE_SKIP_CHROMIUM:-0}" != "1" ] && ! command -v chromium >/dev/null; then
+  echo "installing chromium (Debian) for the Data Docs browser test"
+  if command -v apt-get >/dev/null; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "warning: could not install chromium; the Data Docs browser test will fail" >&2
+  fi
+fi

@@ -1,0 +1,78 @@
+"""Build the SparkSession every protolake job uses, in-process or under spark-submit.
+
+The JVM jars Spark lacks (Kafka source, Delta) come from the cache that ``infra/fetch_jars.sh``
+fills; under spark-submit the caller passes ``--jars`` itself and this module adds nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_JAR_DIR = REPO_ROOT / "infra" / ".cache" / "jars" / "spark"
+
+DELTA_CONF: dict[str, str] = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+
+def find_spark_jars(jar_dir: str | os.PathLike[str] | None = None) -> list[str]:
+    """Return the cached JVM jars (Kafka source, Delta) as absolute paths.
+
+    Raises:
+        FileNotFoundError: the cache is empty; run ``make setup`` (``infra/fetch_jars.sh``).
+    """
+    folder = Path(jar_dir or os.environ.get("PROTOLAKE_SPARK_JARS_DIR") or DEFAULT_JAR_DIR)
+    jars = sorted(str(p) for p in folder.glob("*.jar"))
+    if not jars:
+        raise FileNotFoundError(
+            f"no Spark jars in {folder}: run `make setup` (infra/fetch_jars.sh) first"
+        )
+    return jars
+
+
+def build_session(
+    app_name: str,
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Return a SparkSession with Delta Lake and the Kafka source on its classpath.
+
+    Args:
+        app_name: the application name shown by Spark.
+        master: a Spark master URL; None keeps what spark-submit set, else ``local[2]``.
+        conf: extra Spark settings, applied last.
+    """
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.appName(app_name)
+    under_submit = "spark.master" in _submitted_conf()
+    if not under_submit:
+        builder = builder.master(master or os.environ.get("PROTOLAKE_SPARK_MASTER", "local[2]"))
+        builder = builder.config("spark.jars", ",".join(find_spark_jars()))
+        builder = builder.config("spark.driver.host", "127.0.0.1")
+        builder = builder.config("spark.sql.shuffle.partitions", "4")
+        builder = builder.config("spark.ui.enabled", "false")
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
+        # Delta rebuilds a table's state with this many tasks; 50 (its default) is for clusters.
+        builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
+    elif master:
+        builder = builder.master(master)
+    for key, value in DELTA_CONF.items():
+        builder = builder.config(key, value)
+    builder = builder.config("spark.sql.session.timeZone", "UTC")
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _submitted_conf() -> dict[str, str]:
+    """Settings spark-submit passed to this Python process (empty when run in-process)."""
+    raw = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    if os.environ.get("SPARK_ENV_LOADED") or "SPARK_SUBMIT_OPTS" in os.environ:
+        return {"spark.master": "submitted"}
+    return {"spark.master": "submitted"} if "--master" in raw else {}
