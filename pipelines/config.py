@@ -1,0 +1,336 @@
+"""protolake's configuration: one TOML file, validated on load.
+
+The same file serves ``protolake <job> --config FILE`` on a laptop and ``spark-submit`` on a
+cluster. Contract:
+
+- Unknown keys and missing required values raise :class:`ConfigError` naming the key
+  (``kafka.bootstraps_servers: unknown key``), before any job starts.
+- ``${env:NAME}`` anywhere in a string value is replaced by the environment variable NAME;
+  an unset variable is an error naming it. Secrets (passwords, tokens, JAAS configs) belong
+  there, never in the file. :meth:`ProtolakeConfig.redacted` gives a loggable view.
+- Relative paths (``lakehouse.path``) are resolved against the current directory.
+
+Example (every key, with its default)::
+
+    [lakehouse]
+    path = "./lakehouse"
+
+    [kafka]
+    bootstrap_servers = "127.0.0.1:9092"     # required
+    topics = ["shop.orders"]                 # or topic_pattern = "shop\\..*" (exactly one of them)
+    starting_offsets = "earliest"            # earliest | latest | JSON per partition
+    max_offsets_per_trigger = 0              # 0 = unlimited
+    fail_on_data_loss = true
+    [kafka.options]                          # passed through as kafka.<key> to Spark's source
+    "security.protocol" = "SASL_SSL"
+    "sasl.jaas.config" = "${env:KAFKA_JAAS}"
+
+    [registry]
+    url = "http://127.0.0.1:8081"            # or "dir:/path/to/schemas" (directory registry)
+    basic_auth = "${env:REGISTRY_AUTH}"      # "user:pass", optional
+    bearer_token = ""                        # optional
+    ca_bundle = ""                           # optional path
+    client_cert = ""                         # optional path (PEM with key, or cert)
+    client_key = ""                          # optional path
+    timeout_seconds = 10.0
+    max_retries = 5
+
+    [bronze]
+    table_mode = "per_topic"                 # per_topic | single
+    single_table = "records"                 # table name when table_mode = "single"
+    partition_by = ["_ingest_date"]
+    trigger = "available-now"                # available-now | processing-time
+    processing_interval = "30 seconds"
+
+    [silver]
+    trigger = "available-now"
+    processing_interval = "30 seconds"
+    max_recursion_depth = 3                  # deeper levels of recursive messages become JSON text
+    keep_unknown_fields = false              # false: UNKNOWN_FIELDS goes to quarantine
+    catalog_database = "protolake"           # Spark catalog database the silver tables are registered in
+
+    [[quality.expectations]]
+    message_type = "shop.v1.Order"
+    expectation = "expect_column_values_to_not_be_null"
+    kwargs = { column = "order_id" }
+    policy = "quarantine"                    # warn | quarantine | fail
+
+    [metrics]
+    prometheus_port = 0                      # 0 = no HTTP endpoint; metrics still logged
+
+    [spark]
+    master = ""                              # empty: local[2] in-process, or what spark-submit set
+    [spark.conf]
+    "spark.sql.shuffle.partitions" = "4"
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+_ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+_SECRET_KEY = re.compile(r"(pass|secret|token|jaas|auth|key|credential)", re.IGNORECASE)
+TRIGGERS = ("available-now", "processing-time")
+
+
+class ConfigError(ValueError):
+    """The configuration file is invalid; the message names the offending key."""
+
+
+@dataclass(frozen=True)
+class LakehouseConfig:
+    path: str = "./lakehouse"
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    bootstrap_servers: str = ""
+    topics: tuple[str, ...] = ()
+    topic_pattern: str = ""
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int = 0
+    fail_on_data_loss: bool = True
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RegistryConfig:
+    url: str = "http://127.0.0.1:8081"
+    basic_auth: str = ""
+    bearer_token: str = ""
+    ca_bundle: str = ""
+    client_cert: str = ""
+    client_key: str = ""
+    timeout_seconds: float = 10.0
+    max_retries: int = 5
+
+
+@dataclass(frozen=True)
+class BronzeConfig:
+    table_mode: str = "per_topic"
+    single_table: str = "records"
+    partition_by: tuple[str, ...] = ("_ingest_date",)
+    trigger: str = "available-now"
+    processing_interval: str = "30 seconds"
+
+
+@dataclass(frozen=True)
+class SilverConfig:
+    trigger: str = "available-now"
+    processing_interval: str = "30 seconds"
+    max_recursion_depth: int = 3
+    keep_unknown_fields: bool = False
+    catalog_database: str = "protolake"
+
+
+@dataclass(frozen=True)
+class QualityConfig:
+    # Raw rule tables; quality.parse_rules validates them against Great Expectations at start-up.
+    expectations: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    prometheus_port: int = 0
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    master: str = ""
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProtolakeConfig:
+    lakehouse: LakehouseConfig = field(default_factory=LakehouseConfig)
+    kafka: KafkaConfig = field(default_factory=KafkaConfig)
+    registry: RegistryConfig = field(default_factory=RegistryConfig)
+    bronze: BronzeConfig = field(default_factory=BronzeConfig)
+    silver: SilverConfig = field(default_factory=SilverConfig)
+    quality: QualityConfig = field(default_factory=QualityConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    source: str = ""  # the file it was loaded from, for messages
+
+    @property
+    def lakehouse_path(self) -> str:
+        """Absolute path (or URI) of the lakehouse root."""
+        p = self.lakehouse.path
+        return p if "://" in p else str(Path(p).expanduser().resolve())
+
+    def redacted(self) -> dict[str, Any]:
+        """A loggable view: every value whose key looks secret is replaced by ``***``."""
+        return _redact(_as_dict(self))
+
+
+_SECTIONS: dict[str, type] = {
+    "lakehouse": LakehouseConfig,
+    "kafka": KafkaConfig,
+    "registry": RegistryConfig,
+    "bronze": BronzeConfig,
+    "silver": SilverConfig,
+    "quality": QualityConfig,
+    "metrics": MetricsConfig,
+    "spark": SparkConfig,
+}
+# Keys whose values are free-form string maps (their own keys are not checked).
+_MAPS = {("kafka", "options"), ("spark", "conf")}
+
+
+def load_config(
+    path: str | os.PathLike[str], env: Mapping[str, str] | None = None
+) -> ProtolakeConfig:
+    """Read, substitute ``${env:NAME}`` and validate a TOML configuration file.
+
+    Raises:
+        ConfigError: the file is missing, not TOML, or a key is unknown, missing or invalid.
+    """
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"configuration file not found: {path}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return parse_config(raw, env=env, source=str(path))
+
+
+def parse_config(
+    raw: Mapping[str, Any], env: Mapping[str, str] | None = None, source: str = "<dict>"
+) -> ProtolakeConfig:
+    """Validate an already-parsed configuration mapping (see :func:`load_config`)."""
+    environ = os.environ if env is None else env
+    values = _substitute(raw, environ, "")
+    sections: dict[str, Any] = {}
+    for name, section in values.items():
+        cls = _SECTIONS.get(name)
+        if cls is None:
+            raise ConfigError(f"{name}: unknown section (known: {', '.join(_SECTIONS)})")
+        if not isinstance(section, Mapping):
+            raise ConfigError(f"{name}: must be a table")
+        sections[name] = _build(cls, name, section)
+    cfg = ProtolakeConfig(**sections, source=source)
+    _check(cfg)
+    return cfg
+
+
+def _substitute(value: Any, env: Mapping[str, str], key: str) -> Any:
+    if isinstance(value, str):
+
+        def repl(m: re.Match[str]) -> str:
+            name = m.group(1)
+            if name not in env:
+                raise ConfigError(f"{key}: environment variable {name} is not set")
+            return env[name]
+
+        return _ENV_REF.sub(repl, value)
+    if isinstance(value, Mapping):
+        return {k: _substitute(v, env, f"{key}.{k}" if key else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, env, f"{key}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def _build(cls: type, section: str, data: Mapping[str, Any]) -> Any:
+    known = {f.name: f for f in fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        where = f"{section}.{key}"
+        if key not in known:
+            raise ConfigError(f"{where}: unknown key (known: {', '.join(sorted(known))})")
+        default = getattr(cls(), key)
+        if (section, key) in _MAPS:
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}: must be a table of strings")
+            kwargs[key] = {str(k): _scalar_str(v, f"{where}.{k}") for k, v in value.items()}
+        elif section == "quality" and key == "expectations":
+            if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+                raise ConfigError(f"{where}: must be an array of tables ([[quality.expectations]])")
+            kwargs[key] = tuple(dict(v) for v in value)
+        elif isinstance(default, tuple):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"{where}: must be an array of strings")
+            kwargs[key] = tuple(value)
+        elif isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: must be true or false, got {value!r}")
+            kwargs[key] = value
+        elif isinstance(default, int):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{where}: must be an integer, got {value!r}")
+            kwargs[key] = value
+        elif isinstance(default, float):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{where}: must be a number, got {value!r}")
+            kwargs[key] = float(value)
+        else:
+            if not isinstance(value, str):
+                raise ConfigError(f"{where}: must be a string, got {value!r}")
+            kwargs[key] = value
+    return cls(**kwargs)
+
+
+def _scalar_str(value: Any, where: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    raise ConfigError(f"{where}: must be a string, number or boolean")
+
+
+def _check(cfg: ProtolakeConfig) -> None:
+    k = cfg.kafka
+    if not k.bootstrap_servers:
+        raise ConfigError('kafka.bootstrap_servers: missing value (e.g. "127.0.0.1:9092")')
+    if bool(k.topics) == bool(k.topic_pattern):
+        raise ConfigError("kafka.topics / kafka.topic_pattern: give exactly one of them")
+    if k.max_offsets_per_trigger < 0:
+        raise ConfigError("kafka.max_offsets_per_trigger: must be >= 0")
+    for key in k.options:
+        if key.startswith("kafka."):
+            raise ConfigError(f"kafka.options.{key}: write the Kafka property without 'kafka.'")
+    if cfg.bronze.table_mode not in ("per_topic", "single"):
+        raise ConfigError('bronze.table_mode: must be "per_topic" or "single"')
+    if not re.fullmatch(r"[A-Za-z0-9_]+", cfg.bronze.single_table):
+        raise ConfigError("bronze.single_table: letters, digits and '_' only")
+    for section, trigger in (("bronze", cfg.bronze.trigger), ("silver", cfg.silver.trigger)):
+        if trigger not in TRIGGERS:
+            raise ConfigError(f"{section}.trigger: must be one of {', '.join(TRIGGERS)}")
+    if cfg.silver.max_recursion_depth < 1:
+        raise ConfigError("silver.max_recursion_depth: must be >= 1")
+    if not cfg.registry.url:
+        raise ConfigError("registry.url: missing value")
+    if cfg.registry.max_retries < 0 or cfg.registry.timeout_seconds <= 0:
+        raise ConfigError("registry.max_retries / registry.timeout_seconds: must be positive")
+    if not (0 <= cfg.metrics.prometheus_port < 65536):
+        raise ConfigError("metrics.prometheus_port: must be a port number or 0")
+    if not cfg.lakehouse.path:
+        raise ConfigError("lakehouse.path: missing value")
+
+
+def _as_dict(obj: Any) -> Any:
+    if hasattr(obj, "__dataclass_fields__"):
+        return {f.name: _as_dict(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, Mapping):
+        return {k: _as_dict(v) for k, v in obj.items()}
+    if isinstance(obj, tuple | list):
+        return [_as_dict(v) for v in obj]
+    return obj
+
+
+def _redact(value: Any, key: str = "") -> Any:
+    if isinstance(value, Mapping):
+        return {k: _redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact(v, key) for v in value]
+    if isinstance(value, str) and value and _SECRET_KEY.search(key):
+        return "***"
+    if isinstance(value, str) and "://" in value and "@" in value:
+        # user:password@host in a URL
+        return re.sub(r"://[^/@]*@", "://***@", value)
+    return value
