@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Run the whole suite against the local stack: lint-imports, then pytest (unit + integration).
+#   infra/run_tests.sh [pytest args...]      e.g. infra/run_tests.sh -k registry -x
+# Starts what of the stack is not running (infra/stack.sh up) and, on exit, stops only what it
+# started: a stack that was already up before stays up. Exits with pytest's code (or
+# lint-imports' code when the import contracts are broken, without running pytest).
+# The same environment variables as infra/stack.sh choose ports and the run folder.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+venv="${PROTOLAKE_VENV:-$root/.venv}"
+export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
+
+started=()
+for service in kafka registry; do
+  # `status` lists each service; one that is not "running" now is ours to stop later.
+  if ! infra/stack.sh status 2>/dev/null | grep -q "^$service *running"; then
+    started+=("$service")
+  fi
+done
+cleanup() {
+  local s
+  for s in "${started[@]}"; do infra/stack.sh down "$s" || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+for s in "${started[@]}"; do
+  infra/stack.sh up "$s" || { echo "run_tests: could not start $s" >&2; exit 1; }
+done
+infra/stack.sh status
+
+echo "== lint-imports"
+"$venv/bin/lint-imports" || { rc=$?; echo "run_tests: import contracts broken" >&2; exit $rc; }
+
+echo "== pytest"
+"$venv/bin/python" -m pytest tests -q "$@"
+exit $?
