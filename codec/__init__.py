@@ -1,0 +1,63 @@
+"""protolake codec: Confluent-framed Protobuf from Kafka records, decoded against a registry.
+
+Pure Python (protobuf, requests, grpcio-tools); imports no pyspark, airflow, great
+expectations nor any other protolake package (an import-linter contract keeps it so).
+Layers: `framing` -> `registry` (`http_registry`, `directory_registry`) -> `descriptors`
+-> `decode`. See docs/contracts.md, section "codec".
+"""
+
+from .decode import DecodedRecord, Decoder, decode_payload, has_unknown_fields, message_to_json
+from .descriptors import ResolvedSchema, SchemaResolver, message_class_for
+from .directory_registry import DirectorySchemaRegistry
+from .errors import (
+    REASON_CODES,
+    BadIndexes,
+    BadMagic,
+    BadPayload,
+    CodecError,
+    EmptyValue,
+    NotProtobuf,
+    RegistryUnavailable,
+    SchemaInvalid,
+    Truncated,
+    UnknownFields,
+    UnknownMessage,
+    UnknownSchema,
+)
+from .framing import Frame, parse_frame, write_frame
+from .http_registry import HttpSchemaRegistry
+from .registries import open_registry
+from .registry import RegisteredSchema, SchemaReference, SchemaRegistry
+
+__all__ = [
+    "REASON_CODES",
+    "BadIndexes",
+    "BadMagic",
+    "BadPayload",
+    "CodecError",
+    "DecodedRecord",
+    "Decoder",
+    "DirectorySchemaRegistry",
+    "EmptyValue",
+    "Frame",
+    "HttpSchemaRegistry",
+    "NotProtobuf",
+    "RegisteredSchema",
+    "RegistryUnavailable",
+    "ResolvedSchema",
+    "SchemaInvalid",
+    "SchemaReference",
+    "SchemaRegistry",
+    "SchemaResolver",
+    "Truncated",
+    "UnknownFields",
+    "UnknownMessage",
+    "UnknownSchema",
+    "decode_payload",
+    "has_unknown_fields",
+    "message_class_for",
+    "message_to_json",
+    "open_registry",
+    "parse_frame",
+    "write_frame",
+]

@@ -1,0 +1,183 @@
+"""Decode a Kafka record: framing -> writer schema -> message type -> protobuf message.
+
+`Decoder.decode(value, headers, is_key)` returns a `DecodedRecord` or raises a `CodecError`
+leaf whose `schema_id`, `schema_guid`, `message_indexes` and `message_type` are filled in as far
+as decoding got (for the quarantine row). `decode_payload` parses a bare payload with the
+upb-backed protobuf runtime; it is the one place protobuf's `DecodeError` becomes `BadPayload`.
+
+Unknown fields: a payload carrying fields its writer schema does not define is
+`UnknownFields` by default, so nothing is dropped silently. With `allow_unknown_fields=True`
+the message keeps them (they survive re-serialization) and `DecodedRecord.has_unknown_fields`
+says so. Detection is exact: protobuf keeps unknown fields when parsing, so the message's size
+shrinks when they are discarded if and only if there were any, at any depth.
+
+Invalid UTF-8 in a proto3 `string` is rejected by protobuf and so is `BadPayload`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError, Message
+
+from .descriptors import ResolvedSchema, SchemaResolver, message_class_for
+from .errors import BadPayload, CodecError, UnknownFields
+from .framing import Frame, Headers, parse_frame
+from .registry import SchemaRegistry
+from .varint import Buffer
+
+_TYPE_CACHE_SIZE = 10_000
+
+
+def _count_unknown_bytes(message: Message) -> int:
+    """Bytes of unknown fields anywhere in `message`; discards them as a side effect."""
+    before = message.ByteSize()
+    message.DiscardUnknownFields()
+    return before - message.ByteSize()
+
+
+def decode_payload(
+    message_class: type[Message], payload: Buffer, *, allow_unknown_fields: bool = False
+) -> Message:
+    """Parse a bare protobuf payload into `message_class`.
+
+    Raises:
+        BadPayload: protobuf rejects the bytes (malformed wire data, invalid UTF-8, ...).
+        UnknownFields: the payload has fields the class does not define (unless allowed).
+    """
+    data = payload if isinstance(payload, bytes) else bytes(payload)
+    try:
+        message = message_class.FromString(data)
+    except DecodeError as exc:
+        raise BadPayload(f"protobuf rejects the payload: {exc}") from None
+    if not allow_unknown_fields:
+        unknown = _count_unknown_bytes(message)
+        if unknown:
+            raise UnknownFields(
+                f"payload has {unknown} bytes of fields that "
+                f"{message_class.DESCRIPTOR.full_name} does not define",
+                message_type=message_class.DESCRIPTOR.full_name,
+            )
+    return message
+
+
+def has_unknown_fields(message: Message) -> bool:
+    """True when `message` (at any depth) holds fields its type does not define."""
+    copy = type(message)()
+    copy.CopyFrom(message)
+    return _count_unknown_bytes(copy) > 0
+
+
+def message_to_json(message: Message) -> dict[str, Any]:
+    """The message in protobuf's canonical JSON mapping, with the .proto field names."""
+    return json_format.MessageToDict(
+        message,
+        preserving_proto_field_name=True,
+        descriptor_pool=message.DESCRIPTOR.file.pool,  # resolves google.protobuf.Any
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedRecord:
+    """A decoded record.
+
+    Attributes:
+        frame: the framing read from the value or header.
+        schema: the compiled writer schema.
+        message_type: full name of the message type.
+        message: the decoded protobuf message.
+        has_unknown_fields: the message holds fields its writer schema does not define
+            (only possible with `allow_unknown_fields=True`).
+    """
+
+    frame: Frame
+    schema: ResolvedSchema
+    message_type: str
+    message: Message
+    has_unknown_fields: bool = False
+
+    @property
+    def schema_id(self) -> int | None:
+        """The schema id the frame named (None for a GUID frame)."""
+        return self.frame.schema_id
+
+    @property
+    def schema_guid(self) -> str | None:
+        """The schema GUID the frame named (None for an id frame)."""
+        return self.frame.schema_guid
+
+    @property
+    def message_indexes(self) -> tuple[int, ...]:
+        """The frame's message indexes."""
+        return self.frame.message_indexes
+
+    def to_json(self) -> dict[str, Any]:
+        """The message in protobuf's canonical JSON mapping, original field names."""
+        return message_to_json(self.message)
+
+
+class Decoder:
+    """Decode Confluent-framed Protobuf records, schemas resolved through a registry.
+
+    Args:
+        registry: a `SchemaRegistry`, or a `SchemaResolver` to share its cache.
+        allow_unknown_fields: keep records with unknown fields instead of raising.
+    """
+
+    def __init__(
+        self, registry: SchemaRegistry | SchemaResolver, *, allow_unknown_fields: bool = False
+    ) -> None:
+        self.resolver = (
+            registry if isinstance(registry, SchemaResolver) else SchemaResolver(registry)
+        )
+        self.allow_unknown_fields = allow_unknown_fields
+        # (schema id or guid, indexes) -> (schema, type name, class): the per-record fast path.
+        self._types: dict[
+            tuple[int | str, tuple[int, ...]], tuple[ResolvedSchema, str, type[Message]]
+        ] = {}
+
+    def __repr__(self) -> str:
+        return f"Decoder({self.resolver!r}, allow_unknown_fields={self.allow_unknown_fields})"
+
+    def resolve_type(self, frame: Frame) -> tuple[ResolvedSchema, str, type[Message]]:
+        """The writer schema, message type name and class a frame names (cached)."""
+        key = (
+            frame.schema_id if frame.schema_id is not None else frame.schema_guid,
+            frame.message_indexes,
+        )
+        found = self._types.get(key)  # type: ignore[arg-type]
+        if found is None:
+            schema = self.resolver.resolve(frame)
+            name = schema.message_type_for(frame.message_indexes)
+            found = (schema, name, message_class_for(schema.file_descriptor_set, name))
+            if len(self._types) >= _TYPE_CACHE_SIZE:
+                self._types.clear()
+            self._types[key] = found  # type: ignore[index]
+        return found
+
+    def decode(
+        self, value: Buffer | None, headers: Headers | None = None, is_key: bool = False
+    ) -> DecodedRecord:
+        """Decode one record value (or key).
+
+        Raises:
+            CodecError: a leaf naming why; `RegistryUnavailable` is not the record's fault.
+        """
+        frame = parse_frame(value, headers, is_key=is_key)
+        assert value is not None  # parse_frame raised EmptyValue otherwise
+        name = None
+        try:
+            schema, name, cls = self.resolve_type(frame)
+            offset = frame.payload_offset
+            payload = value if offset == 0 else value[offset:]
+            message = decode_payload(cls, payload, allow_unknown_fields=self.allow_unknown_fields)
+        except CodecError as exc:
+            exc.schema_id = frame.schema_id
+            exc.schema_guid = frame.schema_guid
+            exc.message_indexes = frame.message_indexes
+            exc.message_type = exc.message_type or name
+            raise
+        unknown = self.allow_unknown_fields and has_unknown_fields(message)
+        return DecodedRecord(frame, schema, name, message, unknown)
