@@ -1,0 +1,413 @@
+"""Bronze: land Kafka records in Delta exactly as they arrived, exactly once.
+
+Contract (docs/contracts.md, "Lakehouse layout"):
+
+- Source: Spark's Kafka source, subscribed to ``kafka.topics`` or ``kafka.topic_pattern``,
+  with ``startingOffsets``, ``failOnDataLoss``, ``maxOffsetsPerTrigger`` (when > 0) and
+  ``includeHeaders`` from the configuration; every ``[kafka.options]`` entry is passed as
+  ``kafka.<key>`` (SASL, SSL, ...). Option values are never logged: only their keys.
+- Rows: ``key binary, value binary, topic string, partition int, offset long,
+  timestamp timestamp, timestampType int, headers array<struct<key:string,value:binary>>,
+  _ingested_at timestamp, _ingest_date date``. Bytes are never decoded here.
+- Tables: ``bronze.table_mode = "per_topic"`` writes ``<lakehouse>/bronze/<table>`` with
+  ``table = pipelines.naming.bronze_table_of_topic(topic)`` (every character outside
+  ``[A-Za-z0-9_]`` becomes ``_``, lowercased; topics that differ only there share a table and
+  are told apart by the ``topic`` column). ``"single"`` writes every topic to
+  ``<lakehouse>/bronze/<bronze.single_table>``. Tables are partitioned by
+  ``bronze.partition_by`` (default ``_ingest_date``).
+- Exactly once: one streaming query, one checkpoint (:func:`bronze_checkpoint`). Per-topic
+  mode routes rows inside one ``foreachBatch`` (with a topic pattern, topics appear at run
+  time) and appends to each table with Delta's ``txnAppId``/``txnVersion = batch_id``, so a
+  batch replayed after a crash is skipped by every table that already has it. The app id is
+  a UUID kept inside the checkpoint folder: a new checkpoint means a new app id (reusing an
+  old one would make Delta skip the new query's first batches). Single mode is Delta's own
+  streaming sink, which does the same with the query id.
+- Triggers: ``available-now`` (take what is there, in one or more batches, stop) and
+  ``processing-time`` (``bronze.processing_interval``; runs until stopped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark reader knows
+from pyspark.sql.streaming import StreamingQuery
+
+from pipelines.config import TRIGGERS, ConfigError, ProtolakeConfig, load_config
+from pipelines.naming import bronze_table_of_topic
+from pipelines.spark import build_session
+
+log = logging.getLogger(__name__)
+
+JOB = "bronze"
+APP_ID_FILE = "_protolake_app_id"
+# The Kafka source's columns, in the order bronze keeps them.
+KAFKA_COLUMNS = (
+    "key",
+    "value",
+    "topic",
+    "partition",
+    "offset",
+    "timestamp",
+    "timestampType",
+    "headers",
+)
+BRONZE_COLUMNS = (*KAFKA_COLUMNS, "_ingested_at", "_ingest_date")
+
+
+def bronze_root(cfg: ProtolakeConfig) -> str:
+    """``<lakehouse>/bronze``."""
+    return f"{cfg.lakehouse_path.rstrip('/')}/bronze"
+
+
+def bronze_table_path(cfg: ProtolakeConfig, table: str) -> str:
+    """Path of one bronze Delta table."""
+    return f"{bronze_root(cfg)}/{table}"
+
+
+def bronze_table_for(cfg: ProtolakeConfig, topic: str) -> str:
+    """The table a topic's records land in under the configured table mode."""
+    if cfg.bronze.table_mode == "single":
+        return cfg.bronze.single_table
+    return bronze_table_of_topic(topic)
+
+
+def bronze_checkpoint(cfg: ProtolakeConfig) -> str:
+    """The bronze query's checkpoint (``<lakehouse>/_checkpoints/bronze/<name>``).
+
+    The name depends on the table mode so that switching modes starts a fresh query instead
+    of resuming offsets that were written to other tables.
+    """
+    name = "per_topic" if cfg.bronze.table_mode == "per_topic" else cfg.bronze.single_table
+    return f"{cfg.lakehouse_path.rstrip('/')}/_checkpoints/{JOB}/{name}"
+
+
+def kafka_source_options(cfg: ProtolakeConfig) -> dict[str, str]:
+    """The options of Spark's Kafka source for this configuration (values may be secret)."""
+    k = cfg.kafka
+    opts = {
+        "kafka.bootstrap.servers": k.bootstrap_servers,
+        "startingOffsets": k.starting_offsets,
+        "failOnDataLoss": "true" if k.fail_on_data_loss else "false",
+        "includeHeaders": "true",
+    }
+    if k.topics:
+        opts["subscribe"] = ",".join(k.topics)
+    else:
+        opts["subscribePattern"] = k.topic_pattern
+    if k.max_offsets_per_trigger > 0:
+        opts["maxOffsetsPerTrigger"] = str(k.max_offsets_per_trigger)
+    for key, value in k.options.items():
+        opts[f"kafka.{key}"] = value
+    return opts
+
+
+def loggable_config(cfg: ProtolakeConfig) -> dict[str, Any]:
+    """``cfg.redacted()`` with every ``kafka.options`` value hidden too (keys stay)."""
+    view = cfg.redacted()
+    view["kafka"]["options"] = {key: "***" for key in view["kafka"].get("options", {})}
+    return view
+
+
+def read_kafka(spark: SparkSession, cfg: ProtolakeConfig) -> DataFrame:
+    """Open the Kafka source as a streaming DataFrame (Spark's Kafka schema, with headers)."""
+    opts = kafka_source_options(cfg)
+    source = f"topics {list(cfg.kafka.topics)}" if cfg.kafka.topics else "pattern"
+    log.info(
+        "bronze: reading Kafka %s from %s, options %s",
+        source if cfg.kafka.topics else f"pattern {cfg.kafka.topic_pattern!r}",
+        cfg.kafka.bootstrap_servers,
+        sorted(opts),  # keys only: values may hold credentials
+    )
+    return spark.readStream.format("kafka").options(**opts).load()
+
+
+def to_bronze_rows(df: DataFrame) -> DataFrame:
+    """Kafka source rows -> bronze rows: the record untouched, plus when it was ingested.
+
+    ``_ingested_at`` is the micro-batch's timestamp (the same for a batch replayed after a
+    crash, since Spark keeps it in the offset log); ``_ingest_date`` is its date in the
+    session time zone (UTC in protolake's sessions).
+    """
+    return df.select(
+        *(F.col(c) for c in KAFKA_COLUMNS),
+        F.current_timestamp().alias("_ingested_at"),
+    ).withColumn("_ingest_date", F.to_date(F.col("_ingested_at")))
+
+
+def load_app_id(spark: SparkSession, checkpoint: str) -> str:
+    """The idempotent-write app id of a checkpoint: created once, kept inside its folder."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/{APP_ID_FILE}")
+    fs = path.getFileSystem(hadoop_conf)
+    if not fs.exists(path):
+        fs.mkdirs(path.getParent())
+        candidate = str(uuid.uuid4())
+        try:
+            out = fs.create(path, False)  # no overwrite: a concurrent creator wins, we read it
+            try:
+                out.write(bytearray(candidate.encode("ascii")))
+            finally:
+                out.close()
+        except Exception:  # noqa: BLE001 - py4j error when the file appeared meanwhile
+            if not fs.exists(path):
+                raise
+    stream = fs.open(path)
+    try:
+        reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
+        app_id = str(reader.readLine() or "").strip()
+    finally:
+        stream.close()
+    try:
+        uuid.UUID(app_id)
+    except ValueError as exc:
+        raise RuntimeError(
+            f"{checkpoint}/{APP_ID_FILE}: not a UUID; the checkpoint is damaged"
+        ) from exc
+    return app_id
+
+
+def append_idempotent(
+    df: DataFrame, path: str, app_id: str, batch_id: int, partition_by: Sequence[str]
+) -> None:
+    """Append ``df`` to the Delta table at ``path`` unless it already has (app_id, batch_id)."""
+    writer = (
+        df.write.format("delta")
+        .mode("append")
+        .option("txnAppId", app_id)
+        .option("txnVersion", batch_id)
+    )
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.save(path)
+
+
+@dataclass(frozen=True)
+class TopicRouter:
+    """The per-topic ``foreachBatch`` function: each topic's rows to its own table.
+
+    ``known_topic`` is the one topic a static single-topic subscription can yield; then the
+    batch is written as is, in one pass over Kafka's data. Otherwise the batch is kept on
+    local disk (bounded memory, one read from Kafka), its topics listed, and each table
+    gets one filtered append.
+    """
+
+    root: str
+    app_id: str
+    partition_by: tuple[str, ...]
+    known_topic: str | None = None
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if self.known_topic is not None:
+            table = bronze_table_of_topic(self.known_topic)
+            append_idempotent(
+                batch, f"{self.root}/{table}", self.app_id, batch_id, self.partition_by
+            )
+            log.info("bronze: batch %d -> %s", batch_id, table)
+            return
+        batch = batch.persist(StorageLevel.DISK_ONLY)
+        try:
+            topics = sorted(r.topic for r in batch.select("topic").distinct().collect())
+            tables: dict[str, list[str]] = {}
+            for topic in topics:
+                tables.setdefault(bronze_table_of_topic(topic), []).append(topic)
+            for table, members in sorted(tables.items()):
+                # One append per table, even when several topics share it: a second append
+                # with the same (app id, batch id) would be skipped by Delta as a duplicate.
+                rows = batch if len(tables) == 1 else batch.where(_topic_in(members))
+                append_idempotent(
+                    rows, f"{self.root}/{table}", self.app_id, batch_id, self.partition_by
+                )
+            log.info("bronze: batch %d -> %s", batch_id, ", ".join(sorted(tables)) or "-")
+        finally:
+            batch.unpersist()
+
+
+def _topic_in(topics: Sequence[str]) -> Column:
+    return F.col("topic").isin(list(topics))
+
+
+def write_bronze(df: DataFrame, cfg: ProtolakeConfig, trigger: str) -> list[StreamingQuery]:
+    """Start the bronze streaming query (see the module docstring for modes and guarantees).
+
+    Args:
+        df: bronze rows (:func:`to_bronze_rows` of :func:`read_kafka`), streaming.
+        cfg: the configuration.
+        trigger: ``available-now`` or ``processing-time``.
+
+    Returns:
+        The started queries (one).
+
+    Raises:
+        ConfigError: unknown trigger, or a partition column that is not a bronze column.
+    """
+    partition_by = tuple(cfg.bronze.partition_by)
+    unknown = [c for c in partition_by if c not in df.columns]
+    if unknown:
+        raise ConfigError(
+            f"bronze.partition_by: {', '.join(unknown)} not a bronze column "
+            f"(columns: {', '.join(df.columns)})"
+        )
+    checkpoint = bronze_checkpoint(cfg)
+    writer = df.writeStream.queryName(f"protolake-bronze-{cfg.bronze.table_mode}").option(
+        "checkpointLocation", checkpoint
+    )
+    writer = _with_trigger(writer, trigger, cfg.bronze.processing_interval)
+    if cfg.bronze.table_mode == "single":
+        path = bronze_table_path(cfg, cfg.bronze.single_table)
+        writer = writer.format("delta").outputMode("append")
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        log.info("bronze: %s -> %s (checkpoint %s)", trigger, path, checkpoint)
+        return [writer.start(path)]
+    spark = df.sparkSession
+    router = TopicRouter(
+        root=bronze_root(cfg),
+        app_id=load_app_id(spark, checkpoint),
+        partition_by=partition_by,
+        known_topic=cfg.kafka.topics[0] if len(cfg.kafka.topics) == 1 else None,
+    )
+    log.info("bronze: %s -> %s/<table> (checkpoint %s)", trigger, router.root, checkpoint)
+    return [writer.foreachBatch(router).start()]
+
+
+def _with_trigger(writer: Any, trigger: str, interval: str) -> Any:
+    if trigger == "available-now":
+        return writer.trigger(availableNow=True)
+    if trigger == "processing-time":
+        return writer.trigger(processingTime=interval)
+    raise ConfigError(f"trigger: must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
+
+
+def run(
+    cfg: ProtolakeConfig,
+    trigger: str | None = None,
+    await_termination: bool = True,
+    spark: SparkSession | None = None,
+) -> list[StreamingQuery]:
+    """Run bronze: read Kafka, shape rows, write Delta.
+
+    Args:
+        cfg: the configuration.
+        trigger: overrides ``bronze.trigger``.
+        await_termination: wait until the queries end (available-now) or fail; with
+            processing-time this waits until they are stopped (see :func:`stop_on_signals`).
+        spark: a session to use; default: :func:`pipelines.spark.build_session`.
+
+    Raises:
+        pyspark.errors.StreamingQueryException: a query failed.
+    """
+    trigger = trigger or cfg.bronze.trigger
+    log.info("bronze: configuration %s", json.dumps(loggable_config(cfg), sort_keys=True))
+    if spark is None:
+        spark = build_session(
+            "protolake-bronze", master=cfg.spark.master or None, conf=cfg.spark.conf
+        )
+    queries = write_bronze(read_kafka(spark, cfg).transform(to_bronze_rows), cfg, trigger)
+    if await_termination:
+        await_queries(queries)
+    return queries
+
+
+def await_queries(queries: Sequence[StreamingQuery], poll_seconds: int = 1) -> None:
+    """Wait until every query has ended; raise the first failure.
+
+    Polls instead of blocking in the JVM so that Python signal handlers run meanwhile.
+    """
+    for query in queries:
+        while not query.awaitTermination(poll_seconds):
+            pass
+        error = query.exception()
+        if error is not None:
+            raise error
+
+
+def stop_on_signals(queries: Sequence[StreamingQuery]) -> None:
+    """On SIGTERM/SIGINT, stop the queries (the current batch is replayed on restart)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        log.warning("bronze: %s received, stopping", signal.Signals(signum).name)
+        for query in queries:
+            query.stop()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def summarize(queries: Sequence[StreamingQuery], cfg: ProtolakeConfig) -> dict[str, Any]:
+    """What the queries did, from their progress reports (the last 100 batches at most)."""
+    batches = [p for q in queries for p in q.recentProgress]
+    rows = sum(int(p.numInputRows) for p in batches)
+    return {
+        "job": JOB,
+        "table_mode": cfg.bronze.table_mode,
+        "tables": bronze_root(cfg),
+        "checkpoint": bronze_checkpoint(cfg),
+        "batches": len(batches),
+        "records": rows,
+    }
+
+
+# --- command line (protolake bronze; see pipelines/cli.py) ---------------------------------
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``protolake bronze`` (cli.py adds --config, --trigger, --json, -v)."""
+    parser = subparsers.add_parser(
+        "bronze",
+        help="land Kafka records in bronze Delta tables, exactly once",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    parser.set_defaults(func=run_from_args)
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """``protolake bronze``: load the configuration, run, print a summary."""
+    cfg = load_config(args.config)
+    t0 = time.monotonic()
+    queries = run(cfg, trigger=args.trigger, await_termination=False)
+    stop_on_signals(queries)
+    await_queries(queries)
+    summary = summarize(queries, cfg) | {"seconds": round(time.monotonic() - t0, 3)}
+    _print_summary(summary, as_json=bool(getattr(args, "json", False)))
+    return 0
+
+
+def _print_summary(
+    summary: dict[str, Any], as_json: bool, out: Callable[[str], Any] = print
+) -> None:
+    if as_json:
+        out(json.dumps(summary, sort_keys=True))
+        return
+    out(
+        f"bronze: {summary['records']} records in {summary['batches']} batches "
+        f"({summary['seconds']} s) -> {summary['tables']} [{summary['table_mode']}]"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m pipelines.bronze --config FILE``: the same as ``protolake bronze``."""
+    from pipelines.cli import main as cli_main
+
+    return cli_main(["bronze", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

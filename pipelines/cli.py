@@ -1,0 +1,150 @@
+"""The ``protolake`` command: one subcommand per job, each in its own module.
+
+    protolake <command> --config FILE [--trigger available-now|processing-time] [--json] [-v]
+
+Contract for a subcommand module (listed in :data:`COMMANDS`):
+
+- it exposes ``add_parser(subparsers) -> None`` that calls ``subparsers.add_parser(<name>,
+  ...)``, adds the command's own options and sets ``func`` (``parser.set_defaults(func=f)``);
+- ``func(args: argparse.Namespace) -> int | None`` runs the command and returns the exit code
+  (None means 0); it loads the configuration itself (``load_config(args.config)``);
+- this module adds the common options to the command's parser after ``add_parser`` returns
+  (``args.config``, ``args.trigger`` (None unless given), ``args.json``, ``args.verbose``), so
+  a module need not (and if it does, its own definition is kept).
+
+Modules are imported only when their command runs (Spark and friends load slowly, and a
+command whose module is missing must not break the others); the listing in ``--help`` comes
+from the static table. A missing module is an error naming it, never silently skipped.
+``ConfigError`` is reported as one line (exit 2); other failures propagate (exit 1).
+``pipelines/jobs/run.py`` (spark-submit) calls :func:`main` too: the same code path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pipelines.config import TRIGGERS, ConfigError
+
+# name -> (module, one-line help). Keep in step with docs/contracts.md ("Command line").
+COMMANDS: dict[str, tuple[str, str]] = {
+    "bronze": ("pipelines.bronze", "land Kafka records in bronze Delta tables, exactly once"),
+    "silver": (
+        "pipelines.silver",
+        "decode bronze into silver tables per message type + quarantine",
+    ),
+    "demo": ("pipelines.demo", "produce a demo stream and run every stage on it"),
+    "replay": ("pipelines.ops.replay", "re-decode quarantined records"),
+    "status": ("pipelines.ops.status", "Kafka end offsets against the lakehouse, per partition"),
+    "audit": ("pipelines.ops.audit", "check bronze = silver + quarantine, record by record"),
+    "maintain": ("pipelines.ops.maintain", "optimize and vacuum the Delta tables"),
+}
+
+
+class CommandUnavailableError(RuntimeError):
+    """A listed command whose module cannot be imported in this installation."""
+
+
+def build_parser(command: str | None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s module is imported (None: listing only).
+
+    Raises:
+        CommandUnavailableError: the module of ``command`` does not exist or does not register it.
+    """
+    parser = argparse.ArgumentParser(
+        prog="protolake",
+        description="Land Confluent-framed Protobuf from Kafka in a Delta Lake lakehouse.",
+        epilog="Run `protolake <command> --help` for a command's options.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="<command>", required=True)
+    for name, (module_name, help_text) in COMMANDS.items():
+        if name != command:
+            subparsers.add_parser(name, help=help_text, add_help=False)
+            continue
+        module = _import_command(name, module_name)
+        add_parser = getattr(module, "add_parser", None)
+        if not callable(add_parser):
+            raise CommandUnavailableError(f"{module_name} has no add_parser(subparsers)")
+        add_parser(subparsers)
+        sub = subparsers.choices.get(name)
+        if sub is None:
+            raise CommandUnavailableError(f"{module_name}.add_parser did not register {name!r}")
+        add_common_options(sub)
+    return parser
+
+
+def add_common_options(parser: argparse.ArgumentParser) -> None:
+    """``--config``, ``--trigger``, ``--json``, ``-v`` (each unless the parser has it)."""
+    have = set(parser._option_string_actions)  # argparse keeps no public view of these
+    if "--config" not in have:
+        parser.add_argument("--config", required=True, metavar="FILE", help="TOML file")
+    if "--trigger" not in have:
+        parser.add_argument(
+            "--trigger", choices=TRIGGERS, default=None, help="overrides the file's trigger"
+        )
+    if "--json" not in have:
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+    if "-v" not in have and "--verbose" not in have:
+        parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def _import_command(name: str, module_name: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        # Only the command's own module missing means "not available"; a missing dependency
+        # inside it is a broken install, reported as such by the traceback.
+        if exc.name == module_name or module_name.startswith(f"{exc.name}."):
+            raise CommandUnavailableError(
+                f"{name}: not available in this installation ({module_name} is missing)"
+            ) from exc
+        raise
+
+
+def _chosen_command(argv: Sequence[str]) -> str | None:
+    # The first argument that is not an option names the command (no global options take a
+    # value, so no value can be mistaken for it).
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def configure_logging(verbose: bool) -> None:
+    """Log to stderr: INFO for protolake (DEBUG with -v), WARNING for everything else."""
+    logging.basicConfig(
+        level=logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for name in ("pipelines", "codec", "quality"):
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.INFO)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``protolake`` console script; returns the exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser(_chosen_command(args_list))
+    except CommandUnavailableError as exc:
+        print(f"protolake: {exc}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(args_list)
+    configure_logging(bool(getattr(args, "verbose", False)))
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.error(f"{args.command}: the command registered no func")
+    try:
+        code = func(args)
+    except ConfigError as exc:
+        print(f"protolake {args.command}: configuration error: {exc}", file=sys.stderr)
+        return 2
+    return 0 if code is None else int(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
