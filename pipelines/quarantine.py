@@ -1,0 +1,320 @@
+"""The quarantine table and the invariant that nothing is lost.
+
+``lakehouse/quarantine/records`` (Delta) holds every bronze record that could not land in
+silver, with its raw bytes and a stable reason. Schema (docs/contracts.md), in this order:
+:data:`QUARANTINE_SCHEMA`.
+
+- ``reason_code``: the codec's codes (EMPTY_VALUE ... UNKNOWN_FIELDS), ``SCHEMA_CONFLICT``
+  (a schema version whose change cannot be widened into the table), ``DQ_FAILED``.
+- ``stage``: framing | registry | schema | payload | quality.
+- ``replayed_at`` / ``replay_outcome``: null when written; ``protolake replay`` sets them.
+  A row whose ``replay_outcome`` is :data:`REPLAYED` has moved to silver and no longer counts
+  as quarantined; any other outcome (a new reason code) leaves it quarantined.
+
+The invariant (:func:`check_invariant`): every bronze ``(topic, partition, offset)`` is in
+exactly one silver table or (active) in quarantine: never both, never twice, never missing,
+and nothing is in silver or quarantine that bronze does not have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql import types as T  # noqa: N812
+
+QUARANTINE_TABLE = "records"
+REPLAYED = "replayed"
+
+HEADERS_TYPE = T.ArrayType(
+    T.StructType([T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())])
+)
+
+QUARANTINE_SCHEMA = T.StructType(
+    [
+        T.StructField("key", T.BinaryType()),
+        T.StructField("value", T.BinaryType()),
+        T.StructField("headers", HEADERS_TYPE),
+        T.StructField("_kafka_topic", T.StringType()),
+        T.StructField("_kafka_partition", T.IntegerType()),
+        T.StructField("_kafka_offset", T.LongType()),
+        T.StructField("_kafka_timestamp", T.TimestampType()),
+        T.StructField("reason_code", T.StringType()),
+        T.StructField("stage", T.StringType()),
+        T.StructField("reason", T.StringType()),
+        T.StructField("_schema_id", T.LongType()),
+        T.StructField("_schema_guid", T.StringType()),
+        T.StructField("message_indexes", T.ArrayType(T.IntegerType())),
+        T.StructField("_message_type", T.StringType()),
+        T.StructField("_quarantined_at", T.TimestampType()),
+        T.StructField("replayed_at", T.TimestampType()),
+        T.StructField("replay_outcome", T.StringType()),
+    ]
+)
+
+RECORD_KEY = ("_kafka_topic", "_kafka_partition", "_kafka_offset")
+
+
+def quarantine_path(lakehouse_path: str) -> str:
+    """Where the quarantine Delta table lives."""
+    return f"{lakehouse_path.rstrip('/')}/quarantine/{QUARANTINE_TABLE}"
+
+
+def to_quarantine_rows(
+    df: DataFrame,
+    *,
+    key: Column | str,
+    value: Column | str,
+    headers: Column | str,
+    topic: Column | str,
+    partition: Column | str,
+    offset: Column | str,
+    timestamp: Column | str,
+    reason_code: Column | str,
+    stage: Column | str,
+    reason: Column | str,
+    schema_id: Column | str | None = None,
+    schema_guid: Column | str | None = None,
+    message_indexes: Column | str | None = None,
+    message_type: Column | str | None = None,
+    quarantined_at: Column | None = None,
+) -> DataFrame:
+    """Project any DataFrame onto :data:`QUARANTINE_SCHEMA` (a pure transform).
+
+    Each argument is a column name or a Column of ``df``; None means null.
+    """
+
+    def c(x: Column | str | None) -> Column:
+        if x is None:
+            return F.lit(None)
+        return F.col(x) if isinstance(x, str) else x
+
+    exprs = [
+        c(key),
+        c(value),
+        c(headers),
+        c(topic),
+        c(partition),
+        c(offset),
+        c(timestamp),
+        c(reason_code),
+        c(stage),
+        c(reason),
+        c(schema_id),
+        c(schema_guid),
+        c(message_indexes),
+        c(message_type),
+        quarantined_at if quarantined_at is not None else F.current_timestamp(),
+        F.lit(None),
+        F.lit(None),
+    ]
+    return df.select(
+        *[
+            e.cast(f.dataType).alias(f.name)
+            for e, f in zip(exprs, QUARANTINE_SCHEMA.fields, strict=True)
+        ]
+    )
+
+
+def ensure_quarantine_table(spark: SparkSession, lakehouse_path: str) -> str:
+    """Create the (empty) quarantine table if it does not exist; return its path."""
+    from delta.tables import DeltaTable
+
+    path = quarantine_path(lakehouse_path)
+    if not DeltaTable.isDeltaTable(spark, path):
+        spark.createDataFrame([], QUARANTINE_SCHEMA).write.format("delta").mode("append").save(path)
+    return path
+
+
+# -- invariant -----------------------------------------------------------------------------
+
+
+@dataclass
+class InvariantReport:
+    """Counts per destination and the offending records, by kind.
+
+    ``offenders`` samples at most ``sample`` records per kind, as dicts with topic,
+    partition, offset and where the record was found.
+    """
+
+    bronze_records: int = 0
+    silver_records: int = 0
+    quarantined_records: int = 0
+    missing: int = 0  # in bronze, in neither silver nor quarantine
+    in_both: int = 0  # in silver and in quarantine
+    duplicated: int = 0  # more than once in silver, or in quarantine
+    orphans: int = 0  # in silver or quarantine, not in bronze
+    bronze_duplicates: int = 0  # more than once in bronze (bronze's own exactly-once)
+    offenders: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def holds(self) -> bool:
+        return not (
+            self.missing
+            or self.in_both
+            or self.duplicated
+            or self.orphans
+            or self.bronze_duplicates
+        )
+
+    def summary(self) -> str:
+        state = "holds" if self.holds else "VIOLATED"
+        return (
+            f"invariant {state}: bronze={self.bronze_records} silver={self.silver_records} "
+            f"quarantine={self.quarantined_records} missing={self.missing} in_both={self.in_both} "
+            f"duplicated={self.duplicated} orphans={self.orphans} "
+            f"bronze_duplicates={self.bronze_duplicates}"
+        )
+
+
+def list_delta_tables(spark: SparkSession, folder: str) -> list[str]:
+    """Paths of the Delta tables directly under ``folder`` (any Hadoop file system)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hpath = jvm.org.apache.hadoop.fs.Path(folder)
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    if not fs.exists(hpath):
+        return []
+    out = []
+    for status in fs.listStatus(hpath):
+        if status.isDirectory() and fs.exists(
+            jvm.org.apache.hadoop.fs.Path(status.getPath(), "_delta_log")
+        ):
+            out.append(status.getPath().toString())
+    return sorted(out)
+
+
+def check_invariant(
+    spark: SparkSession,
+    lakehouse_path: str,
+    *,
+    bronze_tables: list[str] | None = None,
+    sample: int = 20,
+) -> InvariantReport:
+    """Check that every bronze record is in exactly one silver table or in quarantine.
+
+    Args:
+        lakehouse_path: the lakehouse root (bronze/, silver/, quarantine/ under it).
+        bronze_tables: bronze table paths to check (default: every table under bronze/);
+            silver and quarantine rows of topics outside them are then ignored.
+        sample: how many offending records to name per kind.
+    """
+    root = lakehouse_path.rstrip("/")
+    bronze_paths = (
+        bronze_tables if bronze_tables is not None else list_delta_tables(spark, f"{root}/bronze")
+    )
+    key_cols = [F.col("t"), F.col("p"), F.col("o")]
+    report = InvariantReport()
+    if not bronze_paths:
+        return report
+    bronze = None
+    for p in bronze_paths:
+        b = (
+            spark.read.format("delta")
+            .load(p)
+            .select(
+                F.col("topic").alias("t"), F.col("partition").alias("p"), F.col("offset").alias("o")
+            )
+        )
+        bronze = b if bronze is None else bronze.unionByName(b)
+    assert bronze is not None
+    dests: list[DataFrame] = []
+    for p in list_delta_tables(spark, f"{root}/silver"):
+        dests.append(
+            spark.read.format("delta")
+            .load(p)
+            .select(
+                F.col("_kafka_topic").alias("t"),
+                F.col("_kafka_partition").alias("p"),
+                F.col("_kafka_offset").alias("o"),
+                F.lit(p.rsplit("/", 1)[-1]).alias("where"),
+                F.lit(1).alias("s"),
+                F.lit(0).alias("q"),
+            )
+        )
+    qpath = quarantine_path(root)
+    if spark.sparkContext._jvm is not None and list_delta_tables(spark, f"{root}/quarantine"):
+        qdf = spark.read.format("delta").load(qpath)
+        active = qdf.filter(
+            F.col("replay_outcome").isNull() | (F.col("replay_outcome") != REPLAYED)
+        )
+        dests.append(
+            active.select(
+                F.col("_kafka_topic").alias("t"),
+                F.col("_kafka_partition").alias("p"),
+                F.col("_kafka_offset").alias("o"),
+                F.concat(F.lit("quarantine:"), F.col("reason_code")).alias("where"),
+                F.lit(0).alias("s"),
+                F.lit(1).alias("q"),
+            )
+        )
+    b_counts = bronze.groupBy(*key_cols).agg(F.count(F.lit(1)).alias("bn"))
+    if dests:
+        d = dests[0]
+        for x in dests[1:]:
+            d = d.unionByName(x)
+        topics = bronze.select("t").distinct()
+        if bronze_tables is not None:
+            d = d.join(F.broadcast(topics), "t", "left_semi")
+        d_counts = d.groupBy(*key_cols).agg(
+            F.sum("s").alias("sn"),
+            F.sum("q").alias("qn"),
+            F.sort_array(F.collect_list("where")).alias("where"),
+        )
+    else:
+        d_counts = spark.createDataFrame(
+            [], "t string, p int, o long, sn long, qn long, where array<string>"
+        )
+    joined = b_counts.join(d_counts, ["t", "p", "o"], "full_outer").select(
+        "t",
+        "p",
+        "o",
+        F.coalesce("bn", F.lit(0)).alias("bn"),
+        F.coalesce("sn", F.lit(0)).alias("sn"),
+        F.coalesce("qn", F.lit(0)).alias("qn"),
+        "where",
+    )
+    kind = (
+        F.when(F.col("bn") == 0, "orphans")
+        .when(F.col("bn") > 1, "bronze_duplicates")
+        .when((F.col("sn") > 0) & (F.col("qn") > 0), "in_both")
+        .when(F.col("sn") + F.col("qn") == 0, "missing")
+        .when(F.col("sn") + F.col("qn") > 1, "duplicated")
+    )
+    classified = joined.withColumn("kind", kind).cache()
+    try:
+        totals = classified.agg(
+            F.sum("bn").alias("bn"), F.sum("sn").alias("sn"), F.sum("qn").alias("qn")
+        ).first()
+        assert totals is not None
+        report.bronze_records = int(totals["bn"] or 0)
+        report.silver_records = int(totals["sn"] or 0)
+        report.quarantined_records = int(totals["qn"] or 0)
+        bad = classified.filter(F.col("kind").isNotNull())
+        for row in bad.groupBy("kind").count().collect():
+            setattr(report, row["kind"], int(row["count"]))
+        if not report.holds:
+            ranked = bad.withColumn("rn", F.row_number().over(_window_by_kind())).filter(
+                F.col("rn") <= sample
+            )
+            for row in ranked.orderBy("kind", "t", "p", "o").collect():
+                report.offenders.setdefault(row["kind"], []).append(
+                    {
+                        "topic": row["t"],
+                        "partition": row["p"],
+                        "offset": row["o"],
+                        "bronze_count": row["bn"],
+                        "found_in": list(row["where"] or []),
+                    }
+                )
+    finally:
+        classified.unpersist()
+    return report
+
+
+def _window_by_kind() -> Any:
+    from pyspark.sql.window import Window
+
+    return Window.partitionBy("kind").orderBy("t", "p", "o")

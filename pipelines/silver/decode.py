@@ -1,0 +1,191 @@
+"""Step 3 of a silver micro-batch: decode one schema version of one message type.
+
+Runs on the executors (``mapInArrow``): per Arrow batch, each payload is parsed with
+``codec.decode_payload`` against its writer schema (``codec.message_class_for`` compiles the
+descriptor set once per executor process and caches it), and the parsed messages become
+typed Arrow columns through ``pipelines.proto_types.RowConverter`` in one call per batch.
+
+Output (:func:`decoded_schema`): the message's columns, then
+
+- ``_key binary`` (raw key, always) and ``_key_decoded string``: when the key is itself
+  Confluent-framed and decodes, its canonical JSON mapping (original field names), else null.
+  Keys are JSON text, not a struct, because one table may hold records whose keys were
+  written with different key schemas (or none): a JSON column keeps one table schema.
+- ``_kafka_topic, _kafka_partition, _kafka_offset, _kafka_timestamp``: lineage.
+- ``_decode_code, _decode_stage, _decode_reason``: set (``BAD_PAYLOAD`` / ``UNKNOWN_FIELDS``)
+  when the payload does not decode; such a row has null message columns and carries the raw
+  ``_value`` and ``_headers`` for the quarantine. Decoded rows leave those null.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T  # noqa: N812
+
+from codec import CodecError, decode_payload, message_class_for, message_to_json
+
+LINEAGE_DECODE_FIELDS: tuple[T.StructField, ...] = (
+    T.StructField("_key", T.BinaryType()),
+    T.StructField("_key_decoded", T.StringType()),
+    T.StructField("_kafka_topic", T.StringType()),
+    T.StructField("_kafka_partition", T.IntegerType()),
+    T.StructField("_kafka_offset", T.LongType()),
+    T.StructField("_kafka_timestamp", T.TimestampType()),
+    T.StructField("_decode_code", T.StringType()),
+    T.StructField("_decode_stage", T.StringType()),
+    T.StructField("_decode_reason", T.StringType()),
+    T.StructField("_value", T.BinaryType()),
+    T.StructField(
+        "_headers",
+        T.ArrayType(
+            T.StructType(
+                [T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())]
+            )
+        ),
+    ),
+)
+ERROR_COLUMNS = ("_decode_code", "_decode_stage", "_decode_reason", "_value", "_headers")
+
+
+@dataclass(frozen=True)
+class DecodeSpec:
+    """Everything an executor needs to decode one schema version (pickled into the task)."""
+
+    file_descriptor_set: bytes
+    message_type: str
+    max_depth: int
+    allow_unknown_fields: bool
+    # key schema key -> (descriptor set, message type), for keys that are framed themselves
+    key_types: Mapping[str, tuple[bytes, str]]
+
+
+def message_spark_schema(fds: bytes, message_type: str, max_depth: int) -> T.StructType:
+    """The Spark schema of a message type's columns (pipelines.proto_types' mapping)."""
+    from pipelines.proto_types import spark_schema_for
+
+    descriptor = message_class_for(fds, message_type).DESCRIPTOR
+    return spark_schema_for(descriptor, max_depth)
+
+
+def decoded_schema(message_schema: T.StructType) -> T.StructType:
+    """Output schema of :func:`decode_records`: message columns, then lineage and errors."""
+    return T.StructType([*message_schema.fields, *LINEAGE_DECODE_FIELDS])
+
+
+_CONVERTERS: dict[tuple[bytes, str, int], Any] = {}
+
+
+def _converter(spec: DecodeSpec) -> Any:
+    from pipelines.proto_types import RowConverter
+
+    cache_key = (spec.file_descriptor_set, spec.message_type, spec.max_depth)
+    conv = _CONVERTERS.get(cache_key)
+    if conv is None:
+        cls = message_class_for(spec.file_descriptor_set, spec.message_type)
+        conv = RowConverter(cls.DESCRIPTOR, spec.max_depth)
+        if len(_CONVERTERS) > 256:  # bounded: a long-lived executor sees many versions
+            _CONVERTERS.clear()
+        _CONVERTERS[cache_key] = conv
+    return conv
+
+
+def decode_key(
+    spec: DecodeSpec, key: bytes | None, key_schema_key: str | None, offset: int | None
+) -> str | None:
+    """The canonical JSON of a framed key, or None (unframed, unknown or undecodable key)."""
+    if key is None or key_schema_key is None or offset is None:
+        return None
+    kt = spec.key_types.get(key_schema_key)
+    if kt is None:
+        return None
+    try:
+        msg = decode_payload(message_class_for(kt[0], kt[1]), key[offset:])
+        return json.dumps(message_to_json(msg), sort_keys=True, separators=(",", ":"))
+    except CodecError:
+        return None
+
+
+def decode_batches(spec: DecodeSpec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Decode framed bronze batches (all of one schema version) into typed batches."""
+    conv = _converter(spec)
+    cls = message_class_for(spec.file_descriptor_set, spec.message_type)
+    msg_schema: pa.Schema = conv.arrow_schema
+    for batch in batches:
+        values = batch.column("value").to_pylist()
+        offsets = batch.column("_payload_offset").to_pylist()
+        keys = batch.column("key").to_pylist()
+        key_keys = batch.column("_key_schema_key").to_pylist()
+        key_offsets = batch.column("_key_payload_offset").to_pylist()
+        good_idx: list[int] = []
+        messages: list[Any] = []
+        bad_idx: list[int] = []
+        errors: list[tuple[str, str, str]] = []
+        for i, (v, off) in enumerate(zip(values, offsets, strict=True)):
+            try:
+                messages.append(
+                    decode_payload(
+                        cls,
+                        v[off:],
+                        allow_unknown_fields=spec.allow_unknown_fields,
+                    )
+                )
+                good_idx.append(i)
+            except CodecError as exc:
+                bad_idx.append(i)
+                errors.append((exc.code, exc.stage, str(exc)))
+        key_json = [
+            decode_key(spec, k, kk, ko)
+            for k, kk, ko in zip(keys, key_keys, key_offsets, strict=True)
+        ]
+        if good_idx:
+            decoded = conv.to_record_batch(messages)
+            yield _assemble(batch, good_idx, list(decoded.columns), msg_schema, key_json, None)
+        if bad_idx:
+            nulls = [pa.nulls(len(bad_idx), type=f.type) for f in msg_schema]
+            yield _assemble(batch, bad_idx, nulls, msg_schema, key_json, errors)
+
+
+def _assemble(
+    batch: pa.RecordBatch,
+    idx: list[int],
+    message_cols: list[pa.Array],
+    msg_schema: pa.Schema,
+    key_json: list[str | None],
+    errors: list[tuple[str, str, str]] | None,
+) -> pa.RecordBatch:
+    take = pa.array(idx, type=pa.int32())
+    n = len(idx)
+    cols: list[pa.Array] = list(message_cols)
+    cols.append(batch.column("key").take(take))
+    cols.append(pa.array([key_json[i] for i in idx], type=pa.string()))
+    cols.append(batch.column("topic").take(take))
+    cols.append(batch.column("partition").take(take))
+    cols.append(batch.column("offset").take(take))
+    cols.append(batch.column("timestamp").take(take))
+    if errors is None:
+        cols += [pa.nulls(n, pa.string())] * 3
+        cols.append(pa.nulls(n, pa.binary()))
+        cols.append(pa.nulls(n, batch.schema.field("headers").type))
+    else:
+        cols.append(pa.array([e[0] for e in errors], pa.string()))
+        cols.append(pa.array([e[1] for e in errors], pa.string()))
+        cols.append(pa.array([e[2] for e in errors], pa.string()))
+        cols.append(batch.column("value").take(take))
+        cols.append(batch.column("headers").take(take))
+    names = [f.name for f in msg_schema] + [f.name for f in LINEAGE_DECODE_FIELDS]
+    return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+def decode_records(framed: DataFrame, spec: DecodeSpec, message_schema: T.StructType) -> DataFrame:
+    """Decode the framed rows of ``framed`` (already filtered to one schema version)."""
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return decode_batches(spec, batches)
+
+    return framed.mapInArrow(run, decoded_schema(message_schema))

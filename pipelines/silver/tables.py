@@ -1,0 +1,211 @@
+"""Step 4 and 6 of a silver micro-batch: schema evolution and idempotent Delta writes.
+
+- One table per fully-qualified message type, at ``<lakehouse>/silver/<table_name_for(type)>``;
+  every schema version of the type writes there. The table schema is the union of the
+  versions' fields: a version adding fields adds columns (Delta ``mergeSchema``; existing
+  files are not rewritten, old rows read null there). ``schemas_compatible`` decides, version
+  by version in schema-key order, whether a version can be merged; one that cannot (a field
+  changing to an incompatible type, ...) is reported as a conflict and its records go to
+  quarantine with ``SCHEMA_CONFLICT``; the table is left as it was.
+- Each table records its message type in the table property ``protolake.message_type``;
+  writing another type there raises (it would take a hash collision, see naming.py).
+- Writes carry ``txnAppId``/``txnVersion = batch_id``: Delta skips a batch a table already has,
+  so a retried micro-batch never duplicates. Concurrent commits from another query (two
+  bronze tables holding one message type) are retried a few times: the write is idempotent.
+- Tables are registered in the Spark catalog as ``<catalog_database>.<table>`` (an external
+  table at the path, so other engines keep reading it by path).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
+from pyspark.sql import types as T  # noqa: N812
+
+from pipelines.naming import MESSAGE_TYPE_PROPERTY
+
+log = logging.getLogger(__name__)
+
+#: Columns silver adds to the message's own (their names start with "_").
+LINEAGE_FIELDS: tuple[T.StructField, ...] = (
+    T.StructField("_key", T.BinaryType()),
+    T.StructField("_key_decoded", T.StringType()),
+    T.StructField("_kafka_topic", T.StringType()),
+    T.StructField("_kafka_partition", T.IntegerType()),
+    T.StructField("_kafka_offset", T.LongType()),
+    T.StructField("_kafka_timestamp", T.TimestampType()),
+    T.StructField("_schema_id", T.LongType()),
+    T.StructField("_schema_guid", T.StringType()),
+    T.StructField("_message_type", T.StringType()),
+    T.StructField("_processed_at", T.TimestampType()),
+)
+LINEAGE_NAMES = frozenset(f.name for f in LINEAGE_FIELDS)
+
+
+class TableTypeMismatchError(RuntimeError):
+    """A silver table holds another message type than the one about to be written."""
+
+
+def message_part(table_schema: T.StructType) -> T.StructType:
+    """The message columns of a silver table's schema (lineage columns removed)."""
+    return T.StructType([f for f in table_schema.fields if f.name not in LINEAGE_NAMES])
+
+
+def existing_schema(spark: SparkSession, path: str) -> T.StructType | None:
+    """The schema of the Delta table at ``path``, or None when there is none yet."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        return None
+    return spark.read.format("delta").load(path).schema
+
+
+def align_column(expr: Column, source: T.DataType, target: T.DataType) -> Column:
+    """Reshape ``expr`` (of type ``source``) to ``target`` by field name, recursively.
+
+    Struct fields missing in ``source`` become nulls; struct-to-struct casts in Spark are by
+    position, so structs are rebuilt field by field instead of cast.
+    """
+    if source == target:
+        return expr
+    if isinstance(source, T.StructType) and isinstance(target, T.StructType):
+        by_name = {f.name: f for f in source.fields}
+        parts = []
+        for f in target.fields:
+            if f.name in by_name:
+                parts.append(
+                    align_column(expr.getField(f.name), by_name[f.name].dataType, f.dataType).alias(
+                        f.name
+                    )
+                )
+            else:
+                parts.append(F.lit(None).cast(f.dataType).alias(f.name))
+        return F.when(expr.isNull(), F.lit(None).cast(target)).otherwise(F.struct(*parts))
+    if isinstance(source, T.ArrayType) and isinstance(target, T.ArrayType):
+        if isinstance(source.elementType, T.StructType | T.ArrayType | T.MapType):
+            return F.transform(
+                expr, lambda x: align_column(x, source.elementType, target.elementType)
+            )
+        return expr.cast(target)
+    if isinstance(source, T.MapType) and isinstance(target, T.MapType):
+        if isinstance(source.valueType, T.StructType | T.ArrayType | T.MapType):
+            return F.transform_values(
+                expr, lambda _k, v: align_column(v, source.valueType, target.valueType)
+            )
+        return expr.cast(target)
+    return expr.cast(target)
+
+
+def align_to(df: DataFrame, target: T.StructType) -> DataFrame:
+    """Select ``df``'s columns in ``target``'s order and types; missing ones are null."""
+    by_name = {f.name: f for f in df.schema.fields}
+    cols = []
+    for f in target.fields:
+        if f.name in by_name:
+            cols.append(
+                align_column(F.col(f"`{f.name}`"), by_name[f.name].dataType, f.dataType).alias(
+                    f.name
+                )
+            )
+        else:
+            cols.append(F.lit(None).cast(f.dataType).alias(f.name))
+    return df.select(*cols)
+
+
+def ensure_table(spark: SparkSession, path: str, schema: T.StructType, message_type: str) -> None:
+    """Create the silver table with ``schema`` if needed; check it holds ``message_type``.
+
+    Raises:
+        TableTypeMismatchError: the table exists and records another message type.
+    """
+    from delta.tables import DeltaTable
+
+    if DeltaTable.isDeltaTable(spark, path):
+        detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
+        props = dict(detail["properties"] or {}) if detail is not None else {}
+        found = props.get(MESSAGE_TYPE_PROPERTY)
+        if found is not None and found != message_type:
+            raise TableTypeMismatchError(f"{path} holds {found}, not {message_type}")
+        return
+    (
+        DeltaTable.createIfNotExists(spark)
+        .location(path)
+        .addColumns(schema)
+        .property(MESSAGE_TYPE_PROPERTY, message_type)
+        .execute()
+    )
+
+
+def register_table(spark: SparkSession, database: str, table: str, path: str) -> None:
+    """``CREATE TABLE IF NOT EXISTS <database>.<table> USING DELTA LOCATION '<path>'``."""
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+    location = path.replace("'", "\\'")
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS `{database}`.`{table}` USING DELTA LOCATION '{location}'"
+    )
+
+
+def register_tables(spark: SparkSession, lakehouse_path: str, database: str) -> list[str]:
+    """Register every silver table under the lakehouse (for a fresh session or catalog)."""
+    from pipelines.quarantine import list_delta_tables
+
+    names = []
+    for path in list_delta_tables(spark, f"{lakehouse_path.rstrip('/')}/silver"):
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        register_table(spark, database, name, path)
+        names.append(f"{database}.{name}")
+    return names
+
+
+_RETRYABLE = (
+    "ConcurrentAppendException",
+    "MetadataChangedException",
+    "ConcurrentTransactionException",
+    "ProtocolChangedException",
+)
+
+
+def append_idempotent(
+    df: DataFrame,
+    path: str,
+    app_id: str,
+    batch_id: int,
+    *,
+    merge_schema: bool = False,
+    attempts: int = 5,
+) -> None:
+    """Append ``df`` to the Delta table at ``path`` unless it already has (app_id, batch_id).
+
+    A conflicting concurrent commit is retried (the write is idempotent, so retrying is safe).
+    """
+    for attempt in range(1, attempts + 1):
+        writer = (
+            df.write.format("delta")
+            .mode("append")
+            .option("txnAppId", app_id)
+            .option("txnVersion", batch_id)
+        )
+        if merge_schema:
+            writer = writer.option("mergeSchema", "true")
+        try:
+            writer.save(path)
+            return
+        except Exception as exc:
+            if attempt == attempts or not any(name in str(exc) for name in _RETRYABLE):
+                raise
+            log.warning(
+                "silver: concurrent commit on %s, retrying (%d/%d)", path, attempt, attempts
+            )
+            time.sleep(0.5 * attempt)
+
+
+def union_all(frames: Sequence[DataFrame]) -> DataFrame | None:
+    """Union DataFrames of one schema, by position (None for no frames)."""
+    out: DataFrame | None = None
+    for f in frames:
+        out = f if out is None else out.union(f)
+    return out
