@@ -1,0 +1,448 @@
+"""Validate silver micro-batches with Great Expectations and split them into kept and failed rows.
+
+``QualityChecker(spark, lakehouse_path, rules)`` opens one Great Expectations file context under
+``<lakehouse>/quality/gx`` (created once, reused for every batch), registers one Spark dataframe
+asset per silver table and builds one expectation suite per message type: the defaults of
+:func:`quality.rules.default_rules` plus the configured rules (suites are code: rebuilt at every
+start, the stored JSON is only what Data Docs render).
+
+``validate(df, message_type=..., table=..., batch_id=...)`` runs the suite on the batch (GE's
+``BASIC`` result format: verdict and counts) and returns a :class:`QualityOutcome`:
+
+- ``passed``: the rows that stay in silver: all of them unless a ``quarantine`` rule failed;
+- ``failed``: the rows unexpected by a failed ``quarantine`` rule, with ``reason_code =
+  "DQ_FAILED"``, ``stage = "quality"`` and ``reason`` naming every such rule, e.g.
+  ``expect_column_values_to_not_be_null(column=order_id) failed: 3 of 100 rows unexpected``;
+- ``passed`` and ``failed`` partition the input: every row is in exactly one of them;
+- ``results``: one :class:`QualityResult` per expectation;
+- ``fail_batch``: a ``fail`` rule failed; the caller raises :class:`QualityFailed` and commits
+  nothing (it may write the results first: :meth:`write_results` is idempotent).
+
+Rows are found by :mod:`quality.predicates` (Spark conditions equal to GE's), checked against
+GE's unexpected counts; otherwise by GE's ``unexpected_index_list`` keyed by the Kafka
+coordinates ``(_kafka_topic, _kafka_partition, _kafka_offset)``. ``passed`` and ``failed`` are
+lazy DataFrames over the input, which is read several times (GE's metrics, then each write):
+the caller should persist the batch first when computing it is expensive.
+
+Raises :class:`QualityConfigError` when a rule cannot run on the batch (a missing column, or
+an exception inside Great Expectations, e.g. a regex on a number column). Local lakehouse
+paths (or ``file://`` URIs) only: Great Expectations keeps its context on the local disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import great_expectations as gx
+from great_expectations.core import ExpectationSuite
+from great_expectations.core.batch_definition import BatchDefinition
+from great_expectations.core.expectation_validation_result import (
+    ExpectationSuiteValidationResult,
+    ExpectationValidationResult,
+)
+from great_expectations.core.run_identifier import RunIdentifier
+from great_expectations.data_context.types.base import ProgressBarsConfig
+from great_expectations.data_context.types.resource_identifiers import (
+    ExpectationSuiteIdentifier,
+    ValidationResultIdentifier,
+)
+from great_expectations.expectations.expectation import Expectation
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql.types import StructType
+
+from quality.predicates import unexpected_predicate
+from quality.results import QualityResult, format_observed, results_path, write_results
+from quality.rules import (
+    KAFKA_KEY,
+    TIMESTAMP_MAX_PARAMETER,
+    ExpectationRule,
+    QualityConfigError,
+    suite_rules,
+)
+
+log = logging.getLogger(__name__)
+
+REASON_CODE = "DQ_FAILED"
+STAGE = "quality"
+DOCS_SITE = "protolake"
+DATASOURCE = "protolake_silver"
+_FLAG = "__dq_flag_{}"
+
+
+class QualityFailed(RuntimeError):  # noqa: N818  (name fixed by the silver contract)
+    """A ``fail``-policy expectation failed: the batch must not be committed."""
+
+    def __init__(self, outcome: QualityOutcome) -> None:
+        self.outcome = outcome
+        failed = [r.expectation for r in outcome.results if r.policy == "fail" and not r.success]
+        super().__init__(
+            f"quality check failed for {outcome.table} batch {outcome.batch_id}: "
+            + "; ".join(failed)
+        )
+
+
+@dataclass
+class QualityOutcome:
+    """What :meth:`QualityChecker.validate` found in one batch (see the module docstring)."""
+
+    table: str
+    message_type: str
+    batch_id: int
+    passed: DataFrame
+    failed: DataFrame
+    results: list[QualityResult]
+    fail_batch: bool
+    rows_checked: int | None = None
+    rows_quarantined: int = 0
+
+    @property
+    def failures(self) -> list[QualityResult]:
+        return [r for r in self.results if not r.success]
+
+
+@dataclass
+class _Suite:
+    suite: ExpectationSuite
+    rules: list[ExpectationRule]
+    by_id: dict[str, ExpectationRule] = field(default_factory=dict)
+
+
+class QualityChecker:
+    """One Great Expectations context and one suite per message type, reused for every batch."""
+
+    def __init__(
+        self, spark: SparkSession, lakehouse_path: str, rules: list[ExpectationRule]
+    ) -> None:
+        self._spark = spark
+        self._lakehouse = lakehouse_path.rstrip("/")
+        self._rules = list(rules)
+        quality_dir = _local_dir(self._lakehouse) / "quality"
+        self.docs_dir = quality_dir / "docs"
+        quality_dir.mkdir(parents=True, exist_ok=True)
+        self._context = gx.get_context(mode="file", project_root_dir=str(quality_dir))
+        self._context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        self._context.variables.save()
+        self._configure_docs_site()
+        self._datasource = self._context.data_sources.add_or_update_spark(name=DATASOURCE)
+        self._batch_definitions: dict[str, BatchDefinition] = {}
+        self._suites: dict[str, _Suite] = {}
+        self._latest: dict[str, tuple[ExpectationSuiteValidationResult, str, int, datetime]] = {}
+        for message_type in sorted({r.message_type for r in self._rules}):
+            self._suite_for(message_type)
+
+    @property
+    def docs_index(self) -> Path:
+        """The Data Docs entry page (exists after :meth:`build_data_docs`)."""
+        return self.docs_dir / "index.html"
+
+    def suite_names(self) -> list[str]:
+        return sorted(self._suites)
+
+    def rules_for(self, message_type: str) -> list[ExpectationRule]:
+        return list(self._suite_for(message_type).rules)
+
+    # -- validation ------------------------------------------------------------------------
+
+    def validate(
+        self, df: DataFrame, *, message_type: str, table: str, batch_id: int
+    ) -> QualityOutcome:
+        """Validate one batch of one silver table (see the module docstring).
+
+        Raises:
+            QualityConfigError: a rule's column is missing, or GE raised while evaluating it.
+        """
+        entry = self._suite_for(message_type)
+        _check_columns(entry.rules, df.schema)
+        validated_at = datetime.now(UTC)
+        parameters = {TIMESTAMP_MAX_PARAMETER: validated_at + timedelta(days=1)}
+        batch = self._batch_definition(table).get_batch(batch_parameters={"dataframe": df})
+        suite_result = batch.validate(
+            entry.suite, result_format="BASIC", expectation_parameters=parameters
+        )
+        verdicts = self._match_results(entry, suite_result)
+        rows_checked = max((v.result.get("element_count") or 0 for _, v in verdicts), default=None)
+        to_quarantine = [
+            (rule, v) for rule, v in verdicts if rule.policy == "quarantine" and not v.success
+        ]
+        fail_batch = any(rule.policy == "fail" and not v.success for rule, v in verdicts)
+        if to_quarantine:
+            passed, failed, rows_quarantined = self._split(df, batch, to_quarantine, parameters)
+        else:
+            passed, failed, rows_quarantined = (
+                df,
+                _with_reason(df.where(F.lit(False)), F.lit("")),
+                0,
+            )
+        results = [
+            QualityResult(
+                batch_id=int(batch_id),
+                table=table,
+                message_type=message_type,
+                expectation=rule.expectation_id,
+                expectation_type=rule.expectation,
+                policy=rule.policy,
+                success=bool(v.success),
+                element_count=_int_or_none(v.result.get("element_count")),
+                unexpected_count=_int_or_none(v.result.get("unexpected_count")),
+                observed_value=format_observed(v.result),
+                validated_at=validated_at,
+                rows_checked=rows_checked,
+                rows_quarantined=rows_quarantined,
+            )
+            for rule, v in verdicts
+        ]
+        self._latest[message_type] = (suite_result, table, int(batch_id), validated_at)
+        return QualityOutcome(
+            table=table,
+            message_type=message_type,
+            batch_id=int(batch_id),
+            passed=passed,
+            failed=failed,
+            results=results,
+            fail_batch=fail_batch,
+            rows_checked=rows_checked,
+            rows_quarantined=rows_quarantined,
+        )
+
+    def _match_results(
+        self, entry: _Suite, suite_result: ExpectationSuiteValidationResult
+    ) -> list[tuple[ExpectationRule, ExpectationValidationResult]]:
+        by_rule: dict[str, ExpectationValidationResult] = {}
+        for v in suite_result.results:
+            config = v.expectation_config
+            rule = entry.by_id.get(str(config.id)) if config is not None else None
+            if rule is None:
+                raise RuntimeError(f"Great Expectations returned a result for no rule: {config}")
+            if v.exception_info and v.exception_info.get("raised_exception"):
+                message = " ".join(str(v.exception_info.get("exception_message")).split())
+                raise QualityConfigError(f"{rule.describe()}: Great Expectations raised: {message}")
+            by_rule[rule.expectation_id] = v
+        return [(rule, by_rule[rule.expectation_id]) for rule in entry.rules]
+
+    def _split(
+        self,
+        df: DataFrame,
+        batch: Any,
+        failing: list[tuple[ExpectationRule, ExpectationValidationResult]],
+        parameters: dict[str, Any],
+    ) -> tuple[DataFrame, DataFrame, int]:
+        """Flag the rows of each failed quarantine rule; return (passed, failed, rows failed)."""
+        flagged = df
+        flags: list[str] = []
+        modelled: list[int] = []
+        for i, (rule, _) in enumerate(failing):
+            name = _FLAG.format(i)
+            predicate = unexpected_predicate(rule, parameters)
+            if predicate is None:
+                flagged = self._flag_by_keys(flagged, batch, rule, parameters, name)
+            else:
+                flagged = flagged.withColumn(name, F.coalesce(predicate, F.lit(False)))
+                modelled.append(i)
+            flags.append(name)
+        any_flag = _any(F.col(f) for f in flags)
+        counts = flagged.agg(
+            *[F.sum(F.col(f).cast("long")).alias(f) for f in flags],
+            F.sum(any_flag.cast("long")).alias("__any"),
+        ).first()
+        assert counts is not None
+        drifted = [
+            i
+            for i in modelled
+            if (counts[flags[i]] or 0) != failing[i][1].result.get("unexpected_count")
+        ]
+        for i in drifted:
+            rule, verdict = failing[i]
+            log.warning(
+                "%s: row predicate found %s rows, Great Expectations %s; using GE's row list",
+                rule.describe(),
+                counts[flags[i]],
+                verdict.result.get("unexpected_count"),
+            )
+            flagged = self._flag_by_keys(flagged.drop(flags[i]), batch, rule, parameters, flags[i])
+        rows_failed = int(counts["__any"] or 0)
+        if drifted:
+            rows_failed = int(flagged.where(any_flag).count())
+        reason = F.concat_ws(
+            "; ",
+            *[
+                F.when(F.col(flags[i]), F.lit(_reason(rule, verdict)))
+                for i, (rule, verdict) in enumerate(failing)
+            ],
+        )
+        columns = df.columns
+        passed = flagged.where(~any_flag).select(*columns)
+        failed = _with_reason(flagged.where(any_flag), reason).select(
+            *columns, "reason_code", "stage", "reason"
+        )
+        return passed, failed, rows_failed
+
+    def _flag_by_keys(
+        self,
+        df: DataFrame,
+        batch: Any,
+        rule: ExpectationRule,
+        parameters: dict[str, Any],
+        name: str,
+    ) -> DataFrame:
+        """Flag the rows GE lists as unexpected, found by their Kafka coordinates."""
+        verdict = batch.validate(
+            self._expectation(rule),
+            result_format={
+                "result_format": "COMPLETE",
+                "unexpected_index_column_names": list(KAFKA_KEY),
+                "return_unexpected_index_query": False,
+            },
+            expectation_parameters=parameters,
+        )
+        keys = {
+            tuple(item[k] for k in KAFKA_KEY)
+            for item in verdict.result.get("unexpected_index_list") or []
+        }
+        key_schema = StructType([df.schema[k] for k in KAFKA_KEY])
+        key_df = self._spark.createDataFrame(sorted(keys), schema=key_schema).withColumn(
+            name, F.lit(True)
+        )
+        joined = df.join(F.broadcast(key_df), on=list(KAFKA_KEY), how="left")
+        return joined.withColumn(name, F.coalesce(F.col(name), F.lit(False)))
+
+    # -- suites, assets, docs --------------------------------------------------------------
+
+    def _suite_for(self, message_type: str) -> _Suite:
+        entry = self._suites.get(message_type)
+        if entry is not None:
+            return entry
+        rules = suite_rules(message_type, self._rules)
+        suite = ExpectationSuite(name=message_type)
+        for rule in rules:
+            suite.add_expectation(self._expectation(rule))
+        suite = self._context.suites.add_or_update(suite)
+        entry = _Suite(suite=suite, rules=rules)
+        for rule, expectation in zip(rules, suite.expectations, strict=True):
+            entry.by_id[str(expectation.id)] = rule
+        self._suites[message_type] = entry
+        return entry
+
+    @staticmethod
+    def _expectation(rule: ExpectationRule) -> Expectation:
+        return rule.to_expectation()
+
+    def _batch_definition(self, table: str) -> BatchDefinition:
+        found = self._batch_definitions.get(table)
+        if found is not None:
+            return found
+        try:
+            asset = self._datasource.get_asset(table)
+        except LookupError:
+            asset = self._datasource.add_dataframe_asset(name=table)
+        try:
+            definition = asset.get_batch_definition("whole_batch")
+        except (KeyError, LookupError):
+            definition = asset.add_batch_definition_whole_dataframe("whole_batch")
+        self._batch_definitions[table] = definition
+        return definition
+
+    def _configure_docs_site(self) -> None:
+        for name in list(self._context.list_data_docs_sites()):
+            if name != DOCS_SITE:
+                self._context.delete_data_docs_site(name)
+        site: Any = {
+            "class_name": "SiteBuilder",
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            "store_backend": {
+                "class_name": "TupleFilesystemStoreBackend",
+                "base_directory": str(self.docs_dir),
+            },
+        }
+        if DOCS_SITE in self._context.list_data_docs_sites():
+            self._context.update_data_docs_site(DOCS_SITE, site)
+        else:
+            self._context.add_data_docs_site(DOCS_SITE, site)
+
+    def build_data_docs(self) -> Path:
+        """Render every suite and the latest result of each under ``<lakehouse>/quality/docs``.
+
+        Only the latest validation of each suite is kept in GE's store (older ones are removed),
+        so the index lists one result per suite. Returns the path of ``index.html``.
+        """
+        store = self._context.validation_results_store
+        for message_type, (result, table, batch_id, when) in self._latest.items():
+            suite_id = ExpectationSuiteIdentifier(name=message_type)
+            for key in store.list_keys():
+                if isinstance(key, ValidationResultIdentifier) and (
+                    key.expectation_suite_identifier.name == message_type
+                ):
+                    store.remove_key(key)
+            run_id = RunIdentifier(run_name=f"{table} batch {batch_id}", run_time=when)
+            # GE's own ValidationDefinition.run stores these two (the renderer reads them).
+            meta: dict[str, Any] = {"run_id": run_id, "validation_time": when}
+            result.meta.update(meta)  # type: ignore[typeddict-item]
+            key = ValidationResultIdentifier(
+                expectation_suite_identifier=suite_id, run_id=run_id, batch_identifier=table
+            )
+            store.store_validation_results(result, key, suite_id)
+        # Pages of removed results would linger; the index is rebuilt from the store anyway.
+        shutil.rmtree(self.docs_dir / "validations", ignore_errors=True)
+        self._context.build_data_docs(site_names=[DOCS_SITE])
+        return self.docs_index
+
+    # -- results -----------------------------------------------------------------------------
+
+    def write_results(self, results: list[QualityResult], batch_id: int) -> int:
+        """Store results in ``<lakehouse>/quality/results``, idempotently per (batch, table)."""
+        return write_results(self._spark, self._lakehouse, results, batch_id)
+
+    @property
+    def results_path(self) -> str:
+        return results_path(self._lakehouse)
+
+
+def _check_columns(rules: list[ExpectationRule], schema: StructType) -> None:
+    present = set(schema.fieldNames())
+    for rule in rules:
+        missing = [c for c in rule.columns() if c not in present]
+        if missing:
+            raise QualityConfigError(
+                f"{rule.describe()}: column(s) {', '.join(missing)} not in the batch "
+                f"(columns: {', '.join(schema.fieldNames())})"
+            )
+
+
+def _reason(rule: ExpectationRule, verdict: ExpectationValidationResult) -> str:
+    result = verdict.result
+    return (
+        f"{rule.expectation_id} failed: {result.get('unexpected_count')} of "
+        f"{result.get('element_count')} rows unexpected"
+    )
+
+
+def _with_reason(df: DataFrame, reason: Column) -> DataFrame:
+    return df.withColumns(
+        {"reason_code": F.lit(REASON_CODE), "stage": F.lit(STAGE), "reason": reason.cast("string")}
+    )
+
+
+def _any(flags: Any) -> Column:
+    out = F.lit(False)
+    for flag in flags:
+        out = out | flag
+    return out
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _local_dir(lakehouse_path: str) -> Path:
+    if lakehouse_path.startswith("file://"):
+        return Path(lakehouse_path[len("file://") :])
+    if "://" in lakehouse_path:
+        raise QualityConfigError(
+            f"quality needs a local lakehouse path for Great Expectations, got {lakehouse_path!r}"
+        )
+    return Path(lakehouse_path).expanduser().resolve()

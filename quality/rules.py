@@ -1,0 +1,269 @@
+"""Expectation rules: what the configuration declares, checked against Great Expectations at start-up.
+
+A rule is one table of ``[[quality.expectations]]`` in the pipeline configuration::
+
+    {"message_type": "shop.v1.Order", "expectation": "expect_column_values_to_not_be_null",
+     "kwargs": {"column": "order_id"}, "policy": "quarantine"}
+
+``parse_rules`` checks every rule before the first batch runs: the shape of the table, the
+policy (``warn`` | ``quarantine`` | ``fail``), that Great Expectations 1.x knows the expectation
+and accepts its arguments (GE's own pydantic model validates them), that a ``quarantine`` rule
+has a row-level meaning (a column-map, column-pair-map or multicolumn-map expectation), and
+that no rule is declared twice. Any problem raises :class:`QualityConfigError` naming the rule
+by index, message type and expectation.
+
+Every silver table also gets :func:`default_rules`: its lineage columns are not null (``fail``),
+its Kafka coordinates are unique (``fail``: a duplicate means a pipeline bug, not bad data) and
+its Kafka timestamp lies between 2000-01-01 and now + 1 day (``quarantine``). A configured rule
+with the same expectation and arguments as a default replaces the default (its policy wins).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from great_expectations.exceptions import ExpectationNotFoundError
+from great_expectations.expectations.expectation import (
+    ColumnMapExpectation,
+    ColumnPairMapExpectation,
+    Expectation,
+    MulticolumnMapExpectation,
+)
+from great_expectations.expectations.registry import (
+    get_expectation_impl,
+    list_registered_expectation_implementations,
+)
+
+POLICIES = ("warn", "quarantine", "fail")
+RULE_KEYS = frozenset({"message_type", "expectation", "kwargs", "policy"})
+
+LINEAGE_NOT_NULL = (
+    "_kafka_topic",
+    "_kafka_partition",
+    "_kafka_offset",
+    "_message_type",
+    "_processed_at",
+)
+KAFKA_KEY = ("_kafka_topic", "_kafka_partition", "_kafka_offset")
+TIMESTAMP_COLUMN = "_kafka_timestamp"
+TIMESTAMP_MIN = datetime(2000, 1, 1, tzinfo=UTC)
+# Suite parameter (GE's ``$PARAMETER``) set to now + 1 day on every validation, so a suite built
+# at start-up still has a current upper bound days later.
+TIMESTAMP_MAX_PARAMETER = "protolake_max_kafka_timestamp"
+
+# Expectations whose failures are rows: only these can send rows to quarantine.
+_ROW_LEVEL_BASES = (ColumnMapExpectation, ColumnPairMapExpectation, MulticolumnMapExpectation)
+
+
+class QualityConfigError(ValueError):
+    """A quality rule is malformed, unknown to Great Expectations, or cannot apply to the data."""
+
+
+@dataclass(frozen=True)
+class ExpectationRule:
+    """One expectation applied to every batch of one message type.
+
+    Attributes:
+        message_type: fully-qualified Protobuf message name, e.g. ``shop.v1.Order``.
+        expectation: Great Expectations' snake-case name, e.g. ``expect_column_values_to_not_be_null``.
+        kwargs: the expectation's arguments (GE's field names).
+        policy: ``warn`` (count and report), ``quarantine`` (failing rows leave silver) or
+            ``fail`` (the whole batch fails, nothing is committed).
+        index: position in the configured list; -1 for a default rule.
+    """
+
+    message_type: str
+    expectation: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    policy: str = "warn"
+    index: int = -1
+
+    @property
+    def is_default(self) -> bool:
+        return self.index < 0
+
+    @property
+    def expectation_id(self) -> str:
+        """``name(key=value, ...)``: unique within a suite; the ``expectation`` column of results."""
+        args = ", ".join(f"{k}={_show(v)}" for k, v in sorted(self.kwargs.items()))
+        return f"{self.expectation}({args})"
+
+    @property
+    def row_level(self) -> bool:
+        return issubclass(expectation_class(self.expectation), _ROW_LEVEL_BASES)
+
+    def describe(self) -> str:
+        """How an error message names this rule."""
+        where = "default rule" if self.is_default else f"quality.expectations[{self.index}]"
+        return f"{where} (message_type={self.message_type!r}, expectation={self.expectation!r})"
+
+    def to_expectation(self) -> Expectation:
+        """Build the Great Expectations object (validates the arguments)."""
+        cls = expectation_class(self.expectation)
+        try:
+            return cls(**dict(self.kwargs))
+        except Exception as exc:  # pydantic's ValidationError, or a model validator's ValueError
+            raise QualityConfigError(
+                f"{self.describe()}: arguments {dict(self.kwargs)!r} rejected by Great "
+                f"Expectations: {_one_line(exc)}"
+            ) from exc
+
+    def columns(self) -> tuple[str, ...]:
+        """Columns the rule reads (for checking them against a batch's schema)."""
+        cols: list[str] = []
+        for key in ("column", "column_A", "column_B"):
+            value = self.kwargs.get(key)
+            if isinstance(value, str):
+                cols.append(value)
+        for value in self.kwargs.get("column_list") or ():
+            if isinstance(value, str):
+                cols.append(value)
+        return tuple(cols)
+
+
+@cache
+def expectation_class(name: str) -> type[Expectation]:
+    """Great Expectations' class for a snake-case expectation name.
+
+    Raises:
+        QualityConfigError: GE has no such expectation (with the closest names).
+    """
+    try:
+        return get_expectation_impl(name)
+    except ExpectationNotFoundError:
+        known = list_registered_expectation_implementations()
+        close = difflib.get_close_matches(name, known, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise QualityConfigError(f"unknown Great Expectations expectation {name!r}{hint}") from None
+
+
+def parse_rules(raw: Sequence[Mapping[str, Any]] | None) -> list[ExpectationRule]:
+    """Validate the configured rule tables and return them as :class:`ExpectationRule`.
+
+    Raises:
+        QualityConfigError: naming the first bad rule (index, message type, expectation).
+    """
+    if raw is None:
+        return []
+    if isinstance(raw, (str, bytes)) or not isinstance(raw, Sequence):
+        raise QualityConfigError("quality.expectations: must be a list of tables")
+    rules: list[ExpectationRule] = []
+    seen: dict[tuple[str, str], int] = {}
+    for index, table in enumerate(raw):
+        rule = _parse_rule(index, table)
+        key = (rule.message_type, rule.expectation_id)
+        if key in seen:
+            raise QualityConfigError(
+                f"{rule.describe()}: same expectation and arguments as "
+                f"quality.expectations[{seen[key]}]"
+            )
+        seen[key] = index
+        rules.append(rule)
+    return rules
+
+
+def _parse_rule(index: int, table: Any) -> ExpectationRule:
+    where = f"quality.expectations[{index}]"
+    if not isinstance(table, Mapping):
+        raise QualityConfigError(f"{where}: must be a table, got {type(table).__name__}")
+    message_type = table.get("message_type")
+    expectation = table.get("expectation")
+    where = f"{where} (message_type={message_type!r}, expectation={expectation!r})"
+    unknown = sorted(set(table) - RULE_KEYS)
+    if unknown:
+        raise QualityConfigError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(RULE_KEYS))}"
+        )
+    if not isinstance(message_type, str) or not message_type.strip():
+        raise QualityConfigError(f"{where}: message_type must be a non-empty string")
+    if not isinstance(expectation, str) or not expectation.strip():
+        raise QualityConfigError(f"{where}: expectation must be a non-empty string")
+    kwargs = table.get("kwargs", {})
+    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+        raise QualityConfigError(f"{where}: kwargs must be a table of arguments")
+    policy = table.get("policy", "warn")
+    if policy not in POLICIES:
+        raise QualityConfigError(
+            f"{where}: policy must be one of {', '.join(POLICIES)}, got {policy!r}"
+        )
+    try:
+        expectation_class(expectation)
+    except QualityConfigError as exc:
+        raise QualityConfigError(f"{where}: {exc}") from None
+    rule = ExpectationRule(message_type, expectation, _plain(dict(kwargs)), policy, index)
+    rule.to_expectation()  # raises QualityConfigError on bad arguments
+    if policy == "quarantine" and not rule.row_level:
+        raise QualityConfigError(
+            f"{where}: policy 'quarantine' needs a row-level expectation (column map, column "
+            f"pair map or multicolumn map); {expectation} judges the batch as a whole: use "
+            f"'warn' or 'fail'"
+        )
+    return rule
+
+
+def default_rules(message_type: str) -> list[ExpectationRule]:
+    """The rules every silver table gets (see the module docstring)."""
+    rules = [
+        ExpectationRule(message_type, "expect_column_values_to_not_be_null", {"column": c}, "fail")
+        for c in LINEAGE_NOT_NULL
+    ]
+    rules.append(
+        ExpectationRule(
+            message_type,
+            "expect_compound_columns_to_be_unique",
+            {"column_list": list(KAFKA_KEY)},
+            "fail",
+        )
+    )
+    rules.append(
+        ExpectationRule(
+            message_type,
+            "expect_column_values_to_be_between",
+            {
+                "column": TIMESTAMP_COLUMN,
+                "min_value": TIMESTAMP_MIN,
+                "max_value": {"$PARAMETER": TIMESTAMP_MAX_PARAMETER},
+            },
+            "quarantine",
+        )
+    )
+    return rules
+
+
+def suite_rules(message_type: str, configured: Sequence[ExpectationRule]) -> list[ExpectationRule]:
+    """Defaults then configured rules for one message type; a configured twin replaces a default."""
+    mine = [r for r in configured if r.message_type == message_type]
+    overridden = {r.expectation_id for r in mine}
+    return [r for r in default_rules(message_type) if r.expectation_id not in overridden] + mine
+
+
+def _plain(value: Any) -> Any:
+    """TOML tables and arrays as plain dicts and lists (GE serialises its kwargs as JSON)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping) and set(value) == {"$PARAMETER"}:
+        return f"${value['$PARAMETER']}"
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, default=str, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
