@@ -6,6 +6,8 @@ Layers: `framing` -> `registry` (`http_registry`, `directory_registry`) -> `desc
 -> `decode`. See docs/contracts.md, section "codec".
 """
 
+import logging
+
 from .decode import DecodedRecord, Decoder, decode_payload, has_unknown_fields, message_to_json
 from .descriptors import ResolvedSchema, SchemaResolver, message_class_for
 from .directory_registry import DirectorySchemaRegistry
@@ -28,6 +30,9 @@ from .framing import Frame, parse_frame, write_frame
 from .http_registry import HttpSchemaRegistry
 from .registries import open_registry
 from .registry import RegisteredSchema, SchemaReference, SchemaRegistry
+
+# A library logs, the application decides where to: no "last resort" stderr output.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "REASON_CODES",

@@ -291,7 +291,7 @@ class HttpSchemaRegistry:
                     **ids,
                 ) from None
             except requests.RequestException as exc:
-                last_problem = self._redact(f"{type(exc).__name__}: {exc}")
+                last_problem = self._redact(_describe_request_error(exc))
                 last_status = None
             else:
                 status = response.status_code
@@ -361,6 +361,21 @@ class HttpSchemaRegistry:
             registry_error_code=error_code,
             **ids,
         )
+
+
+_ERRNO = re.compile(r"\[Errno -?\d+\] [^'\")]+")
+
+
+def _describe_request_error(exc: requests.RequestException) -> str:
+    """A short cause ("[Errno 111] Connection refused", "read timed out"), no URL."""
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return "connect timed out"
+    if isinstance(exc, requests.exceptions.Timeout):
+        return "read timed out"
+    found = _ERRNO.search(str(exc))
+    if found:
+        return f"{type(exc).__name__}: {found.group(0).strip()}"
+    return type(exc).__name__
 
 
 def _error_body(response: requests.Response) -> tuple[int | None, str]:

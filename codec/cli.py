@@ -1,0 +1,249 @@
+"""Command line of the codec (`python -m codec`); acceptance tests use it exactly.
+
+decode: `python -m codec decode --registry-url URL [--registry-user USER:PASS]`
+    reads JSON lines on stdin, `{"value": <base64 or null>, "headers": [[<key>, <base64 or
+    null>], ...]}`, and writes exactly one JSON line per input line, in order:
+    `{"ok": true, "schema_id": <int or null>, "schema_guid": <str or null>, "message_type":
+    "<full.Name>", "message_indexes": [..], "record": <canonical JSON, .proto field names>}`
+    or `{"ok": false, "error": {"code": "<CODE>", "message": "<text>"}}`. A line that is not
+    such an object is answered with code "BAD_INPUT"; blank lines are skipped.
+    Exit 0 when every line was answered. When the registry is unreachable (or refuses the
+    credentials) the lines answered so far stay written, one line goes to stderr and the exit
+    status is 3.
+
+inspect: `python -m codec inspect <hex or base64> [--header KEY=HEX_OR_BASE64]...
+    [--registry-url URL] [--registry-user USER:PASS]` shows the framing (magic, id or GUID,
+    indexes, payload size) and, with a registry, the resolved type and decoded message or the
+    reason it does not decode. Exit 0 decoded (or framing shown without a registry), 1 the
+    record does not decode, 3 registry unavailable.
+
+The registry URL defaults to $PROTOLAKE_REGISTRY_URL and the user to
+$PROTOLAKE_REGISTRY_USER; a URL may also be `dir:/path` (a folder registry). Other exit
+statuses: 2 usage error (argparse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import json
+import os
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from .decode import Decoder, message_to_json
+from .errors import CodecError, RegistryUnavailable
+from .framing import Frame, parse_frame
+from .registries import open_registry
+from .registry import SchemaRegistry
+
+EXIT_OK = 0
+EXIT_RECORD_ERROR = 1
+EXIT_REGISTRY_UNAVAILABLE = 3
+
+_HEX = re.compile(r"(?:0x)?((?:[0-9a-fA-F]{2})+)")
+
+
+def _b64(text: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return base64.urlsafe_b64decode(text)
+
+
+def _parse_line(line: str) -> tuple[bytes | None, list[tuple[str, bytes | None]]]:
+    """One input line -> (value, headers); ValueError/TypeError/KeyError when malformed."""
+    obj = json.loads(line)
+    if not isinstance(obj, dict):
+        raise TypeError("each line must be a JSON object")
+    raw = obj.get("value")
+    if raw is not None and not isinstance(raw, str):
+        raise TypeError('"value" must be base64 text or null')
+    value = None if raw is None else _b64(raw)
+    headers: list[tuple[str, bytes | None]] = []
+    for item in obj.get("headers") or []:
+        key, header = item
+        if not isinstance(key, str) or not (header is None or isinstance(header, str)):
+            raise TypeError("each header must be [<key string>, <base64 or null>]")
+        headers.append((key, None if header is None else _b64(header)))
+    return value, headers
+
+
+def _open(args: argparse.Namespace) -> SchemaRegistry:
+    url = args.registry_url
+    if args.registry_user and not url.startswith(("http://", "https://")):
+        raise SystemExit("codec: --registry-user needs an http(s) registry URL")
+    options = {"basic_auth": args.registry_user} if args.registry_user else {}
+    try:
+        return open_registry(url, **options)
+    except ValueError as exc:
+        raise SystemExit(f"codec: {exc}") from None
+
+
+def run_decode(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """The `decode` command."""
+    if not args.registry_url:
+        stderr.write("codec: give --registry-url or set PROTOLAKE_REGISTRY_URL\n")
+        return 2
+    registry = _open(args)
+    decoder = Decoder(registry, allow_unknown_fields=args.allow_unknown_fields)
+    try:
+        for line in stdin:
+            if not line.strip():
+                continue
+            answer: dict[str, Any]
+            try:
+                value, headers = _parse_line(line)
+            except (ValueError, TypeError, KeyError, binascii.Error) as exc:
+                answer = {"ok": False, "error": {"code": "BAD_INPUT", "message": str(exc)}}
+            else:
+                try:
+                    record = decoder.decode(value, headers, is_key=args.key)
+                except RegistryUnavailable as exc:
+                    stdout.flush()
+                    stderr.write(f"codec: registry unavailable: {exc.message}\n")
+                    return EXIT_REGISTRY_UNAVAILABLE
+                except CodecError as exc:
+                    answer = {"ok": False, "error": {"code": exc.code, "message": exc.message}}
+                else:
+                    answer = {
+                        "ok": True,
+                        "schema_id": record.schema_id,
+                        "schema_guid": record.schema_guid,
+                        "message_type": record.message_type,
+                        "message_indexes": list(record.message_indexes),
+                        "record": record.to_json(),
+                    }
+            stdout.write(json.dumps(answer) + "\n")
+            stdout.flush()
+    finally:
+        registry.close()
+    return EXIT_OK
+
+
+def _parse_bytes(text: str) -> bytes:
+    compact = re.sub(r"[\s:]", "", text)
+    match = _HEX.fullmatch(compact)
+    if match:
+        return bytes.fromhex(match.group(1))
+    try:
+        return _b64(compact)
+    except (binascii.Error, ValueError):
+        raise SystemExit(f"codec: {text[:40]!r} is neither hex nor base64") from None
+
+
+def _describe_frame(frame: Frame, value: bytes, out: TextIO) -> None:
+    kind = "schema id" if frame.magic == 0 else "schema GUID"
+    out.write(f"framing:          {frame.source}\n")
+    out.write(f"magic:            0x{frame.magic:02x} ({kind})\n")
+    if frame.schema_id is not None:
+        out.write(f"schema id:        {frame.schema_id}\n")
+    else:
+        out.write(f"schema guid:      {frame.schema_guid}\n")
+    out.write(f"message indexes:  {list(frame.message_indexes)}\n")
+    size = len(value) - frame.payload_offset
+    out.write(f"payload:          {size} bytes at offset {frame.payload_offset}\n")
+
+
+def run_inspect(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    """The `inspect` command."""
+    value = _parse_bytes("".join(args.value))
+    headers: list[tuple[str, bytes | None]] = []
+    for item in args.header:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise SystemExit("codec: --header takes KEY=HEX_OR_BASE64")
+        headers.append((key, _parse_bytes(raw) if raw else None))
+    stdout.write(
+        f"value:            {len(value)} bytes: {value[:32].hex(' ')}"
+        f"{' ...' if len(value) > 32 else ''}\n"
+    )
+    try:
+        frame = parse_frame(value, headers, is_key=args.key)
+    except CodecError as exc:
+        stdout.write(f"error:            {exc.code}: {exc.message}\n")
+        return EXIT_RECORD_ERROR
+    _describe_frame(frame, value, stdout)
+    if not args.registry_url:
+        stdout.write("resolved type:    (no registry: give --registry-url to decode)\n")
+        return EXIT_OK
+    registry = _open(args)
+    try:
+        record = Decoder(registry, allow_unknown_fields=args.allow_unknown_fields).decode(
+            value, headers, is_key=args.key
+        )
+    except RegistryUnavailable as exc:
+        stderr.write(f"codec: registry unavailable: {exc.message}\n")
+        return EXIT_REGISTRY_UNAVAILABLE
+    except CodecError as exc:
+        if exc.message_type:
+            stdout.write(f"resolved type:    {exc.message_type}\n")
+        stdout.write(f"error:            {exc.code}: {exc.message}\n")
+        return EXIT_RECORD_ERROR
+    finally:
+        registry.close()
+    stdout.write(f"resolved type:    {record.message_type}\n")
+    if record.has_unknown_fields:
+        stdout.write("unknown fields:   yes (kept)\n")
+    stdout.write("message:\n" + json.dumps(message_to_json(record.message), indent=2) + "\n")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `python -m codec`."""
+    parser = argparse.ArgumentParser(
+        prog="python -m codec", description="Decode Confluent-framed Protobuf records."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def registry_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--registry-url",
+            default=os.environ.get("PROTOLAKE_REGISTRY_URL"),
+            help="schema registry URL, or dir:/path (default $PROTOLAKE_REGISTRY_URL)",
+        )
+        sub.add_argument(
+            "--registry-user",
+            default=os.environ.get("PROTOLAKE_REGISTRY_USER"),
+            metavar="USER:PASS",
+            help="basic auth (default $PROTOLAKE_REGISTRY_USER)",
+        )
+        sub.add_argument(
+            "--allow-unknown-fields",
+            action="store_true",
+            help="decode records carrying fields the writer schema does not define",
+        )
+        sub.add_argument("--key", action="store_true", help="the bytes are a record key")
+
+    decode = commands.add_parser("decode", help="JSON lines of records in, JSON lines out")
+    registry_options(decode)
+    inspect = commands.add_parser("inspect", help="show the framing of one record")
+    inspect.add_argument("value", nargs="+", help="the record value, hex or base64")
+    inspect.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a record header, value in hex or base64 (empty: null); repeatable",
+    )
+    registry_options(inspect)
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run the command line; return the exit status."""
+    args = build_parser().parse_args(argv)
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    if args.command == "decode":
+        return run_decode(args, stdin, stdout, stderr)
+    return run_inspect(args, stdout, stderr)
