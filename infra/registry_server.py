@@ -310,7 +310,7 @@ def _option_pairs(options: Any, prefix: str = "") -> list[tuple[str, str]]:
     pairs: list[tuple[str, str]] = []
     for fd, value in options.ListFields():
         name = f"({fd.full_name})" if fd.is_extension else fd.name
-        values = value if fd.label == fd.LABEL_REPEATED else [value]
+        values = value if fd.is_repeated else [value]
         for item in values:
             if fd.type == fd.TYPE_MESSAGE:
                 pairs += _option_pairs(item, f"{prefix}{name}.")
@@ -388,27 +388,36 @@ def _render_extensions(extensions: Iterable[Any], syntax: str, depth: int) -> li
     return lines
 
 
-def _render_field(f: Any, syntax: str, map_entries: Mapping[str, Any], *, in_oneof: bool) -> str:
+def _field_suffix(f: Any) -> str:
     options = [(n, v) for n, v in _option_pairs(f.options)]
     if f.HasField("default_value") and f.type not in (_TYPE_MESSAGE, _TYPE_GROUP):
         options.insert(0, ("default", _default_literal(f)))
     if f.HasField("json_name") and f.json_name != _camel(f.name):
         options.append(("json_name", _quote(f.json_name)))
-    suffix = (" [" + ", ".join(f"{n} = {v}" for n, v in options) + "]") if options else ""
+    return (" [" + ", ".join(f"{n} = {v}" for n, v in options) + "]") if options else ""
+
+
+def _render_field(f: Any, syntax: str, map_entries: Mapping[str, Any], *, in_oneof: bool) -> str:
+    suffix = _field_suffix(f)
     if f.type == _TYPE_MESSAGE and f.type_name in map_entries:
         entry = map_entries[f.type_name]
         key, value = entry.field[0], entry.field[1]
         return f"map<{_type_of(key)}, {_type_of(value)}> {f.name} = {f.number}{suffix};"
-    label = ""
+    return f"{_label(f, syntax, in_oneof)}{_type_of(f)} {f.name} = {f.number}{suffix};"
+
+
+def _label(f: Any, syntax: str, in_oneof: bool) -> str:
     if in_oneof:
-        label = ""
-    elif f.label == _LABEL_REPEATED:
-        label = "repeated "
-    elif f.label == _LABEL_REQUIRED:
-        label = "required "
-    elif syntax == "proto2" or f.proto3_optional:
-        label = "optional "
-    return f"{label}{_type_of(f)} {f.name} = {f.number}{suffix};"
+        return ""
+    if f.label == _LABEL_REPEATED:
+        return "repeated "
+    if syntax == "editions":  # presence is a feature there, never a label
+        return ""
+    if f.label == _LABEL_REQUIRED:
+        return "required "
+    if syntax == "proto2" or f.proto3_optional:
+        return "optional "
+    return ""
 
 
 def _camel(name: str) -> str:
@@ -466,11 +475,29 @@ def _render_message(message: Any, syntax: str, depth: int, parent: str = "") -> 
         for nested in message.nested_type
         if nested.options.map_entry
     }
+    # proto2 groups: a GROUP field and the nested type of the same name are written as one
+    # "group Name = n { ... }" block.
+    groups = {
+        f.type_name: next(n for n in message.nested_type if f".{full}.{n.name}" == f.type_name)
+        for f in message.field
+        if f.type == _TYPE_GROUP
+        and any(f".{full}.{n.name}" == f.type_name for n in message.nested_type)
+    }
+
+    def member(f: Any, in_oneof: bool, indent: str) -> list[str]:
+        if f.type == _TYPE_GROUP and f.type_name in groups:
+            nested = groups[f.type_name]
+            body = _render_message(nested, syntax, depth + (2 if in_oneof else 1), full)
+            label = _label(f, syntax, in_oneof)
+            body[0] = f"{indent}{label}group {nested.name} = {f.number}{_field_suffix(f)} {{"
+            return body
+        return [indent + _render_field(f, syntax, map_entries, in_oneof=in_oneof)]
+
     rendered_oneofs: set[int] = set()
     for f in message.field:
         real_oneof = f.HasField("oneof_index") and not f.proto3_optional
         if not real_oneof:
-            lines.append(pad + "  " + _render_field(f, syntax, map_entries, in_oneof=False))
+            lines += member(f, False, pad + "  ")
             continue
         if f.oneof_index in rendered_oneofs:
             continue
@@ -479,14 +506,13 @@ def _render_message(message: Any, syntax: str, depth: int, parent: str = "") -> 
         lines.append(f"{pad}  oneof {oneof.name} {{")
         for name, literal in _option_pairs(oneof.options):
             lines.append(f"{pad}    option {name} = {literal};")
-        for member in message.field:
-            if member.HasField("oneof_index") and member.oneof_index == f.oneof_index:
-                lines.append(
-                    pad + "    " + _render_field(member, syntax, map_entries, in_oneof=True)
-                )
+        for other in message.field:
+            if other.HasField("oneof_index") and other.oneof_index == f.oneof_index:
+                lines += member(other, True, pad + "    ")
         lines.append(f"{pad}  }}")
+    group_names = {n.name for n in groups.values()}
     for nested in message.nested_type:
-        if not nested.options.map_entry:
+        if not nested.options.map_entry and nested.name not in group_names:
             lines += _render_message(nested, syntax, depth + 1, full)
     for enum in message.enum_type:
         lines += _render_enum(enum, depth + 1)
