@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pyspark.sql import SparkSession
+if TYPE_CHECKING:  # pyspark loads slowly; find_spark_jars (used by DAGs) must not need it
+    from pyspark.sql import SparkSession
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_JAR_DIR = REPO_ROOT / "infra" / ".cache" / "jars" / "spark"
@@ -18,6 +20,17 @@ DEFAULT_JAR_DIR = REPO_ROOT / "infra" / ".cache" / "jars" / "spark"
 DELTA_CONF: dict[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+# Settings for a small local master (in-process, or spark-submit --master local[N], where
+# pipelines.jobs.submit_command passes them); a cluster keeps its own.
+LOCAL_CONF: dict[str, str] = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    # Delta rebuilds a table's state with this many tasks; 50 (its default) is for clusters.
+    "spark.databricks.delta.snapshotPartitions": "2",
 }
 
 
@@ -48,18 +61,16 @@ def build_session(
         master: a Spark master URL; None keeps what spark-submit set, else ``local[2]``.
         conf: extra Spark settings, applied last.
     """
+    from pyspark.sql import SparkSession
+
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name)
     under_submit = "spark.master" in _submitted_conf()
     if not under_submit:
         builder = builder.master(master or os.environ.get("PROTOLAKE_SPARK_MASTER", "local[2]"))
         builder = builder.config("spark.jars", ",".join(find_spark_jars()))
-        builder = builder.config("spark.driver.host", "127.0.0.1")
-        builder = builder.config("spark.sql.shuffle.partitions", "4")
-        builder = builder.config("spark.ui.enabled", "false")
-        builder = builder.config("spark.ui.showConsoleProgress", "false")
-        # Delta rebuilds a table's state with this many tasks; 50 (its default) is for clusters.
-        builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
+        for key, value in LOCAL_CONF.items():
+            builder = builder.config(key, value)
     elif master:
         builder = builder.master(master)
     for key, value in DELTA_CONF.items():

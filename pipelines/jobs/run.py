@@ -1,0 +1,15 @@
+"""spark-submit entry point: ``spark-submit ... pipelines/jobs/run.py <subcommand> --config FILE``.
+
+The arguments are those of the ``protolake`` command (:mod:`pipelines.cli`), so a job submitted
+to a cluster runs exactly the code path of a local ``protolake <subcommand>``. Build the whole
+command line with :func:`pipelines.jobs.submit_command`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pipelines.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
