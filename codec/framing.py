@@ -14,7 +14,9 @@ Wire format (Confluent "Formats, Serializers, and Deserializers", Protobuf secti
   a top-level message of the schema file, each next one a nested message of the previous
   (see `codec.descriptors` for how nested messages are counted).
 
-A value that is null or zero bytes long is `EmptyValue`, in both forms. Anything malformed is
+A null value is `EmptyValue`, and so is a zero-length value in the prefix form. In the header
+form a zero-length value is a complete payload: the message with every field at its default,
+which is what confluent-kafka's serializer writes for such a message. Anything malformed is
 a `CodecError` leaf (`BadMagic`, `Truncated`, `BadIndexes`) carrying the byte offset; every
 read checks the length first, so `IndexError` and `struct.error` cannot escape.
 """
@@ -157,9 +159,11 @@ def parse_frame(
     Raises:
         EmptyValue, BadMagic, Truncated, BadIndexes.
     """
-    if value is None or len(value) == 0:
-        raise EmptyValue("the record value is null or empty", offset=0)
+    if value is None:
+        raise EmptyValue("the record value is null (a tombstone)", offset=0)
     header = find_schema_header(headers, is_key=is_key)
+    if header is None and len(value) == 0:
+        raise EmptyValue("the record value is empty", offset=0)
     if header is not None:
         where = "schema header " + (KEY_SCHEMA_ID_HEADER if is_key else VALUE_SCHEMA_ID_HEADER)
         if len(header) == 0:

@@ -31,8 +31,14 @@ def compile_protos(protos: dict[str, str], out_dir: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     cmd = [
-        sys.executable, "-m", "grpc_tools.protoc", f"-I{out_dir}", f"-I{SHIPPED_PROTO_DIR}",
-        f"-I{grpc_tools_include_dir()}", f"--python_out={out_dir}", *protos,
+        sys.executable,
+        "-m",
+        "grpc_tools.protoc",
+        f"-I{out_dir}",
+        f"-I{SHIPPED_PROTO_DIR}",
+        f"-I{grpc_tools_include_dir()}",
+        f"--python_out={out_dir}",
+        *protos,
     ]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     if str(out_dir) not in sys.path:
@@ -83,7 +89,9 @@ class ConfluentMockRegistry:
         try:
             schema = self.client.get_schema_by_guid(schema_guid)
         except Exception as exc:
-            raise UnknownSchema(str(exc), schema_guid=schema_guid, registry_error_code=40403) from None
+            raise UnknownSchema(
+                str(exc), schema_guid=schema_guid, registry_error_code=40403
+            ) from None
         return _to_registered(schema, schema_guid=schema_guid)
 
     def get_version(self, subject: str, version: int) -> RegisteredSchema:
@@ -119,7 +127,10 @@ def confluent_frame(
 
 
 def confluent_decode(
-    client: SchemaRegistryClient, message_class: Any, value: bytes, topic: str,
+    client: SchemaRegistryClient,
+    message_class: Any,
+    value: bytes,
+    topic: str,
     headers: list[tuple[str, bytes]] | None = None,
 ) -> Any:
     """Deserialize with confluent-kafka's ProtobufDeserializer (the reference reader)."""
