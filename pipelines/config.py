@@ -258,21 +258,26 @@ def _build(cls: type, section: str, data: Mapping[str, Any]) -> Any:
             kwargs[key] = tuple(value)
         elif isinstance(default, bool):
             if not isinstance(value, bool):
-                raise ConfigError(f"{where}: must be true or false, got {value!r}")
+                raise ConfigError(f"{where}: must be true or false, got {_shown(value)}")
             kwargs[key] = value
         elif isinstance(default, int):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"{where}: must be an integer, got {value!r}")
+                raise ConfigError(f"{where}: must be an integer, got {_shown(value)}")
             kwargs[key] = value
         elif isinstance(default, float):
             if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ConfigError(f"{where}: must be a number, got {value!r}")
+                raise ConfigError(f"{where}: must be a number, got {_shown(value)}")
             kwargs[key] = float(value)
         else:
             if not isinstance(value, str):
                 raise ConfigError(f"{where}: must be a string, got {value!r}")
             kwargs[key] = value
     return cls(**kwargs)
+
+
+def _shown(value: Any) -> str:
+    # A string here may have come from ${env:...} (a secret): name its type, never its text.
+    return "a string" if isinstance(value, str) else repr(value)
 
 
 def _scalar_str(value: Any, where: str) -> str:

@@ -1,0 +1,190 @@
+"""pipelines.config: TOML validated on load, ${env:NAME} secrets, a redacted view."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipelines.config import ConfigError, ProtolakeConfig, load_config, parse_config
+
+MINIMAL = """
+[kafka]
+bootstrap_servers = "127.0.0.1:9092"
+topics = ["shop.orders"]
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "protolake.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_minimal_file_gets_documented_defaults(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, MINIMAL))
+    assert cfg.kafka.topics == ("shop.orders",)
+    assert cfg.kafka.starting_offsets == "earliest"
+    assert cfg.kafka.fail_on_data_loss is True
+    assert cfg.bronze.table_mode == "per_topic"
+    assert cfg.bronze.partition_by == ("_ingest_date",)
+    assert cfg.bronze.trigger == "available-now"
+    assert cfg.source == str(tmp_path / "protolake.toml")
+
+
+def test_relative_lakehouse_path_resolves_against_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(write(tmp_path, MINIMAL + '\n[lakehouse]\npath = "lh"\n'))
+    assert cfg.lakehouse_path == str(tmp_path / "lh")
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ('[kafka]\nbootstraps_servers = "x"\n', "kafka.bootstraps_servers"),
+        ("[bronze]\ntable_mod = 'single'\n", "bronze.table_mod"),
+        ("[bronz]\ntrigger = 'available-now'\n", "bronz"),
+    ],
+)
+def test_unknown_key_is_an_error_naming_it(tmp_path: Path, extra: str, named: str) -> None:
+    text = MINIMAL.replace("[kafka]\n", "[kafka]\n" + extra.split("\n", 1)[1], 1)
+    if not extra.startswith("[kafka]"):
+        text = MINIMAL + extra
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text))
+    assert str(err.value).startswith(named + ":")
+    assert "unknown" in str(err.value)
+
+
+def test_missing_bootstrap_servers_names_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^kafka\.bootstrap_servers: missing value"):
+        load_config(write(tmp_path, '[kafka]\ntopics = ["a"]\n'))
+
+
+def test_topics_and_pattern_exactly_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="kafka.topics / kafka.topic_pattern"):
+        load_config(write(tmp_path, '[kafka]\nbootstrap_servers = "h:1"\n'))
+    with pytest.raises(ConfigError, match="kafka.topics / kafka.topic_pattern"):
+        load_config(write(tmp_path, MINIMAL + 'topic_pattern = "shop\\\\..*"\n'))
+
+
+@pytest.mark.parametrize(
+    ("section", "line", "named"),
+    [
+        ("kafka", "max_offsets_per_trigger = 'many'", "kafka.max_offsets_per_trigger"),
+        ("kafka", "fail_on_data_loss = 'yes'", "kafka.fail_on_data_loss"),
+        ("bronze", "partition_by = '_ingest_date'", "bronze.partition_by"),
+        ("bronze", "table_mode = 'one'", "bronze.table_mode"),
+        ("bronze", "trigger = 'once'", "bronze.trigger"),
+        ("kafka", "max_offsets_per_trigger = -1", "kafka.max_offsets_per_trigger"),
+    ],
+)
+def test_invalid_values_name_the_key(tmp_path: Path, section: str, line: str, named: str) -> None:
+    text = MINIMAL + line + "\n" if section == "kafka" else MINIMAL + f"[{section}]\n{line}\n"
+    with pytest.raises(ConfigError, match="^" + named.replace(".", r"\.")):
+        load_config(write(tmp_path, text))
+
+
+def test_missing_file_and_bad_toml_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "absent.toml")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(write(tmp_path, "[kafka\n"))
+
+
+def test_env_substitution_anywhere_in_a_string(tmp_path: Path) -> None:
+    text = MINIMAL.replace('"127.0.0.1:9092"', '"${env:PL_HOST}:${env:PL_PORT}"') + (
+        '[kafka.options]\n"sasl.jaas.config" = "user=\\"u\\" password=\\"${env:PL_SECRET}\\";"\n'
+    )
+    cfg = load_config(
+        write(tmp_path, text), env={"PL_HOST": "broker", "PL_PORT": "9093", "PL_SECRET": "s3cr3t"}
+    )
+    assert cfg.kafka.bootstrap_servers == "broker:9093"
+    assert cfg.kafka.options["sasl.jaas.config"] == 'user="u" password="s3cr3t";'
+
+
+def test_env_substitution_reads_os_environ_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PL_TOPIC_FROM_ENV", "from.env")
+    cfg = load_config(
+        write(tmp_path, MINIMAL.replace('"shop.orders"', '"${env:PL_TOPIC_FROM_ENV}"'))
+    )
+    assert cfg.kafka.topics == ("from.env",)
+
+
+def test_unset_env_var_is_an_error_naming_key_and_variable(tmp_path: Path) -> None:
+    text = MINIMAL + '[kafka.options]\n"sasl.jaas.config" = "${env:PL_NOT_SET_ANYWHERE}"\n'
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text), env={})
+    assert "kafka.options.sasl.jaas.config" in str(err.value)
+    assert "PL_NOT_SET_ANYWHERE" in str(err.value)
+
+
+SECRETS = {
+    "PL_JAAS": "jaas-value-Xq1",
+    "PL_TRUST": "truststore-pw-Xq2",
+    "PL_REG_AUTH": "reg-user:reg-pass-Xq3",
+    "PL_TOKEN": "bearer-Xq4",
+    "PL_URL_PW": "url-pw-Xq5",
+}
+
+
+def secret_config(tmp_path: Path) -> ProtolakeConfig:
+    text = MINIMAL + (
+        "[kafka.options]\n"
+        '"security.protocol" = "SASL_SSL"\n'
+        '"sasl.jaas.config" = "${env:PL_JAAS}"\n'
+        '"ssl.truststore.password" = "${env:PL_TRUST}"\n'
+        "[registry]\n"
+        'url = "https://svc:${env:PL_URL_PW}@registry.example:8081"\n'
+        'basic_auth = "${env:PL_REG_AUTH}"\n'
+        'bearer_token = "${env:PL_TOKEN}"\n'
+    )
+    return load_config(write(tmp_path, text), env=SECRETS)
+
+
+def test_redacted_view_never_shows_a_secret(tmp_path: Path) -> None:
+    cfg = secret_config(tmp_path)
+    assert cfg.registry.basic_auth == SECRETS["PL_REG_AUTH"]  # the real value is kept
+    dumped = json.dumps(cfg.redacted())
+    for secret in SECRETS.values():
+        assert secret not in dumped
+        assert secret.split(":")[-1] not in dumped
+    view = cfg.redacted()
+    assert view["kafka"]["options"]["security.protocol"] == "SASL_SSL"  # not secret: kept
+    assert view["kafka"]["options"]["sasl.jaas.config"] == "***"
+    assert view["registry"]["url"] == "https://***@registry.example:8081"
+
+
+def test_errors_do_not_echo_secret_values(tmp_path: Path) -> None:
+    # A wrongly typed value may be shown (it is in the file), but a value from the
+    # environment must not reach an error message through a later check.
+    text = MINIMAL + '[bronze]\ntable_mode = "${env:PL_JAAS}"\n'
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text), env=SECRETS)
+    assert SECRETS["PL_JAAS"] not in str(err.value)
+
+
+def test_parse_config_validates_a_mapping() -> None:
+    cfg = parse_config({"kafka": {"bootstrap_servers": "h:1", "topic_pattern": "a.*"}})
+    assert cfg.kafka.topic_pattern == "a.*"
+    with pytest.raises(ConfigError, match=r"^kafka: must be a table"):
+        parse_config({"kafka": "h:1"})
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'fail_on_data_loss = "${env:PL_JAAS}"',
+        'max_offsets_per_trigger = "${env:PL_JAAS}"',
+    ],
+)
+def test_type_errors_do_not_echo_env_values(tmp_path: Path, line: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, MINIMAL + line + "\n"), env=SECRETS)
+    assert str(err.value).startswith("kafka." + line.split(" ")[0] + ": must be")
+    assert SECRETS["PL_JAAS"] not in str(err.value)
