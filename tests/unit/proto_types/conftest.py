@@ -1,0 +1,18 @@
+"""Fixtures: the test .proto files compiled by protoc (with source info) into message classes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from proto_types_testkit import Protos, compile_protos  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def protos(tmp_path_factory: pytest.TempPathFactory) -> Protos:
+    fds = compile_protos(tmp_path_factory.mktemp("protos"), "types3.proto", "types2.proto")
+    return Protos(fds)
