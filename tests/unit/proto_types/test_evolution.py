@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from proto_types_testkit import Protos, compile_protos
 from pyspark.sql.types import (
     ArrayType,
     DoubleType,
@@ -16,8 +17,6 @@ from pyspark.sql.types import (
 )
 
 from pipelines.proto_types import schemas_compatible, spark_schema_for
-
-from proto_types_testkit import Protos, compile_protos
 
 ORDER = "protolake.test.evolve.Order"
 
