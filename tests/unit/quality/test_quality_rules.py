@@ -1,0 +1,165 @@
+"""parse_rules: every malformed rule is a QualityConfigError naming it, at start-up (no Spark)."""
+
+from __future__ import annotations
+
+import pytest
+
+from quality import ExpectationRule, QualityConfigError, default_rules, parse_rules
+from quality.rules import suite_rules
+
+ORDER = "shop.v1.Order"
+
+
+def rule(**overrides):
+    base = {
+        "message_type": ORDER,
+        "expectation": "expect_column_values_to_not_be_null",
+        "kwargs": {"column": "order_id"},
+        "policy": "quarantine",
+    }
+    base.update(overrides)
+    return base
+
+
+def test_valid_rules_parse_in_order_with_their_index():
+    rules = parse_rules(
+        [
+            rule(),
+            rule(
+                expectation="expect_column_values_to_be_in_set",
+                kwargs={"column": "status", "value_set": ["NEW", "PAID"]},
+                policy="warn",
+            ),
+            rule(
+                expectation="expect_table_row_count_to_be_between",
+                kwargs={"min_value": 1},
+                policy="fail",
+            ),
+        ]
+    )
+    assert [(r.index, r.expectation, r.policy) for r in rules] == [
+        (0, "expect_column_values_to_not_be_null", "quarantine"),
+        (1, "expect_column_values_to_be_in_set", "warn"),
+        (2, "expect_table_row_count_to_be_between", "fail"),
+    ]
+    assert rules[1].expectation_id == (
+        'expect_column_values_to_be_in_set(column=status, value_set=["NEW", "PAID"])'
+    )
+    assert rules[0].row_level and not rules[2].row_level
+
+
+def test_policy_defaults_to_warn():
+    raw = rule()
+    del raw["policy"]
+    assert parse_rules([raw])[0].policy == "warn"
+
+
+def test_none_and_empty_mean_no_rules():
+    assert parse_rules(None) == []
+    assert parse_rules([]) == []
+
+
+@pytest.mark.parametrize(
+    ("bad", "expected_fragments"),
+    [
+        (
+            rule(expectation="expect_column_values_to_not_be_nul"),
+            [
+                "quality.expectations[1]",
+                ORDER,
+                "expect_column_values_to_not_be_nul",
+                "did you mean expect_column_values_to_not_be_null",
+            ],
+        ),
+        (
+            rule(kwargs={"colum": "order_id"}),
+            ["quality.expectations[1]", "rejected by Great Expectations", "colum"],
+        ),
+        (
+            rule(expectation="expect_column_values_to_be_between", kwargs={"column": "qty"}),
+            [
+                "quality.expectations[1]",
+                "expect_column_values_to_be_between",
+                "min_value and max_value cannot both be None",
+            ],
+        ),
+        (
+            rule(policy="drop"),
+            ["quality.expectations[1]", "policy must be one of warn, quarantine, fail", "'drop'"],
+        ),
+        (rule(polcy="warn"), ["quality.expectations[1]", "unknown key(s) polcy"]),
+        (
+            rule(message_type=""),
+            ["quality.expectations[1]", "message_type must be a non-empty string"],
+        ),
+        (rule(kwargs=["order_id"]), ["quality.expectations[1]", "kwargs must be a table"]),
+        (
+            rule(expectation="expect_table_row_count_to_be_between", kwargs={"min_value": 1}),
+            ["quality.expectations[1]", "policy 'quarantine' needs a row-level expectation"],
+        ),
+        (
+            rule(),
+            [
+                "quality.expectations[1]",
+                "same expectation and arguments as quality.expectations[0]",
+            ],
+        ),
+        ("not a table", ["quality.expectations[1]", "must be a table"]),
+    ],
+)
+def test_bad_rule_is_a_config_error_naming_it(bad, expected_fragments):
+    with pytest.raises(QualityConfigError) as info:
+        parse_rules([rule(), bad])
+    message = str(info.value)
+    for fragment in expected_fragments:
+        assert fragment in message, message
+
+
+def test_rules_must_be_a_list():
+    with pytest.raises(QualityConfigError, match="must be a list of tables"):
+        parse_rules("expect_column_values_to_not_be_null")  # type: ignore[arg-type]
+
+
+def test_defaults_cover_lineage_key_and_timestamp():
+    ids = {r.expectation_id: r.policy for r in default_rules(ORDER)}
+    for column in (
+        "_kafka_topic",
+        "_kafka_partition",
+        "_kafka_offset",
+        "_message_type",
+        "_processed_at",
+    ):
+        assert ids[f"expect_column_values_to_not_be_null(column={column})"] == "fail"
+    assert (
+        ids[
+            'expect_compound_columns_to_be_unique(column_list=["_kafka_topic", "_kafka_partition", "_kafka_offset"])'
+        ]
+        == "fail"
+    )
+    [timestamp] = [r for r in default_rules(ORDER) if r.kwargs.get("column") == "_kafka_timestamp"]
+    assert timestamp.policy == "quarantine"
+    assert timestamp.kwargs["max_value"] == {"$PARAMETER": "protolake_max_kafka_timestamp"}
+    for r in default_rules(ORDER):
+        r.to_expectation()  # GE accepts every default
+
+
+def test_configured_twin_replaces_default_and_other_types_are_excluded():
+    configured = parse_rules(
+        [
+            rule(kwargs={"column": "_processed_at"}, policy="warn"),
+            rule(message_type="shop.v1.Refund"),
+        ]
+    )
+    mine = suite_rules(ORDER, configured)
+    processed = [r for r in mine if r.kwargs.get("column") == "_processed_at"]
+    assert [(r.policy, r.index) for r in processed] == [("warn", 0)]
+    assert all(r.message_type == ORDER for r in mine)
+    assert len(mine) == len(default_rules(ORDER))
+
+
+def test_rule_describe_names_index_type_and_expectation():
+    r = ExpectationRule(ORDER, "expect_column_values_to_be_unique", {"column": "id"}, "warn", 3)
+    assert r.describe() == (
+        "quality.expectations[3] (message_type='shop.v1.Order', "
+        "expectation='expect_column_values_to_be_unique')"
+    )
