@@ -102,13 +102,6 @@ def run_decode(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
             else:
                 try:
                     record = decoder.decode(value, headers, is_key=args.key)
-                except RegistryUnavailable as exc:
-                    stdout.flush()
-                    stderr.write(f"codec: registry unavailable: {exc.message}\n")
-                    return EXIT_REGISTRY_UNAVAILABLE
-                except CodecError as exc:
-                    answer = {"ok": False, "error": {"code": exc.code, "message": exc.message}}
-                else:
                     answer = {
                         "ok": True,
                         "schema_id": record.schema_id,
@@ -117,6 +110,12 @@ def run_decode(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
                         "message_indexes": list(record.message_indexes),
                         "record": record.to_json(),
                     }
+                except RegistryUnavailable as exc:
+                    stdout.flush()
+                    stderr.write(f"codec: registry unavailable: {exc.message}\n")
+                    return EXIT_REGISTRY_UNAVAILABLE
+                except CodecError as exc:
+                    answer = {"ok": False, "error": {"code": exc.code, "message": exc.message}}
             stdout.write(json.dumps(answer) + "\n")
             stdout.flush()
     finally:
@@ -188,7 +187,12 @@ def run_inspect(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
     stdout.write(f"resolved type:    {record.message_type}\n")
     if record.has_unknown_fields:
         stdout.write("unknown fields:   yes (kept)\n")
-    stdout.write("message:\n" + json.dumps(message_to_json(record.message), indent=2) + "\n")
+    try:
+        rendered = json.dumps(message_to_json(record.message), indent=2)
+    except CodecError as exc:
+        stdout.write(f"error:            {exc.code}: {exc.message}\n")
+        return EXIT_RECORD_ERROR
+    stdout.write("message:\n" + rendered + "\n")
     return EXIT_OK
 
 

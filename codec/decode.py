@@ -71,12 +71,23 @@ def has_unknown_fields(message: Message) -> bool:
 
 
 def message_to_json(message: Message) -> dict[str, Any]:
-    """The message in protobuf's canonical JSON mapping, with the .proto field names."""
-    return json_format.MessageToDict(
-        message,
-        preserving_proto_field_name=True,
-        descriptor_pool=message.DESCRIPTOR.file.pool,  # resolves google.protobuf.Any
-    )
+    """The message in protobuf's canonical JSON mapping, with the .proto field names.
+
+    Raises:
+        BadPayload: the message has no canonical JSON: a `google.protobuf.Any` holds a type
+            the writer schema does not define (the JSON mapping must fail then).
+    """
+    try:
+        return json_format.MessageToDict(
+            message,
+            preserving_proto_field_name=True,
+            descriptor_pool=message.DESCRIPTOR.file.pool,  # resolves google.protobuf.Any
+        )
+    except (TypeError, KeyError, ValueError) as exc:
+        raise BadPayload(
+            f"{message.DESCRIPTOR.full_name} has no canonical JSON mapping: {exc}",
+            message_type=message.DESCRIPTOR.full_name,
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)

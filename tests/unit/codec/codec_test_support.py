@@ -136,3 +136,42 @@ def confluent_decode(
     """Deserialize with confluent-kafka's ProtobufDeserializer (the reference reader)."""
     deserializer = ProtobufDeserializer(message_class, {}, client)
     return deserializer(value, SerializationContext(topic, MessageField.VALUE, headers))
+
+
+class MemoryRegistry:
+    """A SchemaRegistry over dicts, for tests that need exact control of what is served."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, RegisteredSchema] = {}
+        self.by_guid: dict[str, RegisteredSchema] = {}
+        self.versions: dict[tuple[str, int], RegisteredSchema] = {}
+        self.calls: list[tuple[str, object]] = []
+
+    def add(self, schema_id: int, schema: RegisteredSchema, guid: str | None = None) -> None:
+        self.by_id[schema_id] = schema
+        if guid:
+            self.by_guid[guid] = schema
+
+    def add_version(self, subject: str, version: int, schema: RegisteredSchema) -> None:
+        self.versions[(subject, version)] = schema
+
+    def get_schema_by_id(self, schema_id: int) -> RegisteredSchema:
+        self.calls.append(("id", schema_id))
+        if schema_id not in self.by_id:
+            raise UnknownSchema(f"no schema {schema_id}", registry_error_code=40403)
+        return self.by_id[schema_id]
+
+    def get_schema_by_guid(self, schema_guid: str) -> RegisteredSchema:
+        self.calls.append(("guid", schema_guid))
+        if schema_guid not in self.by_guid:
+            raise UnknownSchema(f"no schema {schema_guid}", registry_error_code=40403)
+        return self.by_guid[schema_guid]
+
+    def get_version(self, subject: str, version: int) -> RegisteredSchema:
+        self.calls.append(("subject", (subject, version)))
+        if (subject, version) not in self.versions:
+            raise UnknownSchema(f"no {subject} v{version}", registry_error_code=40402)
+        return self.versions[(subject, version)]
+
+    def close(self) -> None:
+        pass

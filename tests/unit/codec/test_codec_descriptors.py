@@ -1,0 +1,363 @@
+"""Schema resolution: references, builtins, text vs serialized, failures, caches, classes."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from codec_test_support import MemoryRegistry
+from google.protobuf import descriptor_pb2
+
+from codec import (
+    NotProtobuf,
+    RegisteredSchema,
+    SchemaInvalid,
+    SchemaReference,
+    SchemaResolver,
+    UnknownMessage,
+    message_class_for,
+)
+from codec.descriptors import ResolvedSchema, builtin_file_descriptor_set, is_builtin, run_protoc
+
+COMMON = 'syntax = "proto3";\npackage dsc.shop;\nmessage Money { string currency = 1; int64 units = 2; }\n'
+ADDRESS = (
+    'syntax = "proto3";\npackage dsc.shop;\nimport "shop/common.proto";\n'
+    "message Address { string city = 1; Money fee = 2; }\n"
+)
+ORDER = textwrap.dedent(
+    """\
+    syntax = "proto3";
+    package dsc.shop;
+    import "shop/common.proto";
+    import "shop/address.proto";
+    import "google/protobuf/timestamp.proto";
+    message Order {
+      string id = 1;
+      Money total = 2;
+      Address ship_to = 3;
+      google.protobuf.Timestamp at = 4;
+      message Line { string sku = 1; }
+      repeated Line lines = 5;
+    }
+    """
+)
+
+
+def text(schema, refs=(), schema_type="PROTOBUF"):
+    return RegisteredSchema(schema=schema, schema_type=schema_type, references=tuple(refs))
+
+
+def serialized(schema_text, name, refs=()):
+    """Compile text to a base64 FileDescriptorProto, as a registry's format=serialized does."""
+    fds = descriptor_pb2.FileDescriptorSet.FromString(run_protoc({name: schema_text}, [name]))
+    proto = next(f for f in fds.file if f.name == name)
+    return RegisteredSchema(
+        schema=base64.b64encode(proto.SerializeToString()).decode(),
+        references=tuple(refs),
+        format="serialized",
+    )
+
+
+COMMON_REF = SchemaReference("shop/common.proto", "shop/common.proto", 1)
+ADDRESS_REF = SchemaReference("shop/address.proto", "addresses", 3)
+
+
+def shop_registry(as_serialized=False):
+    reg = MemoryRegistry()
+    make = (
+        (lambda t, n, r=(): serialized(t, n, r))
+        if as_serialized
+        else (lambda t, n, r=(): text(t, r))
+    )
+    if as_serialized:
+        # serialized files need their imports at compile time of the fixture only
+        common = serialized(COMMON, "shop/common.proto")
+        fds = run_protoc(
+            {"shop/common.proto": COMMON, "shop/address.proto": ADDRESS}, ["shop/address.proto"]
+        )
+        address_proto = next(
+            f
+            for f in descriptor_pb2.FileDescriptorSet.FromString(fds).file
+            if f.name == "shop/address.proto"
+        )
+        address = RegisteredSchema(
+            schema=base64.b64encode(address_proto.SerializeToString()).decode(),
+            references=(COMMON_REF,),
+            format="serialized",
+        )
+        reg.add_version("shop/common.proto", 1, common)
+        reg.add_version("addresses", 3, address)
+    else:
+        reg.add_version("shop/common.proto", 1, make(COMMON, "shop/common.proto"))
+        reg.add_version("addresses", 3, text(ADDRESS, [COMMON_REF]))
+    reg.add(7, text(ORDER, [COMMON_REF, ADDRESS_REF]), guid="0f8fad5b-d9cb-469f-a165-70867728950e")
+    return reg
+
+
+@pytest.mark.parametrize("as_serialized", [False, True], ids=["text-refs", "serialized-refs"])
+def test_text_schema_with_nested_references(as_serialized):
+    reg = shop_registry(as_serialized)
+    resolved = SchemaResolver(reg).resolve_id(7)
+    assert resolved.message_types == ("dsc.shop.Order", "dsc.shop.Order.Line")
+    assert resolved.message_type_for([0, 0]) == "dsc.shop.Order.Line"
+    names = [
+        f.name
+        for f in descriptor_pb2.FileDescriptorSet.FromString(resolved.file_descriptor_set).file
+    ]
+    assert set(names) == {
+        "shop/common.proto",
+        "shop/address.proto",
+        "google/protobuf/timestamp.proto",
+        resolved.root_file,
+    }
+    assert names[-1] == resolved.root_file == "protolake/schema-7.proto"
+    # shop/common.proto is imported twice but fetched once.
+    assert [c for c in reg.calls if c[0] == "subject"] == [
+        ("subject", ("shop/common.proto", 1)),
+        ("subject", ("addresses", 3)),
+    ]
+    cls = message_class_for(resolved.file_descriptor_set, "dsc.shop.Order")
+    msg = cls()
+    msg.ship_to.fee.units = 5
+    msg.at.seconds = 3
+    assert cls.FromString(msg.SerializeToString()).ship_to.fee.units == 5
+
+
+def test_all_serialized_schema_gets_builtin_imports():
+    reg = MemoryRegistry()
+    root = serialized(
+        'syntax = "proto3"; package dsc.ser; import "google/type/money.proto";'
+        "message P { google.type.Money price = 1; }",
+        "whatever.proto",
+    )
+    reg.add(1, root)
+    resolved = SchemaResolver(reg).resolve_id(1)
+    names = [
+        f.name
+        for f in descriptor_pb2.FileDescriptorSet.FromString(resolved.file_descriptor_set).file
+    ]
+    assert names == ["google/type/money.proto", "protolake/schema-1.proto"]
+    cls = message_class_for(resolved.file_descriptor_set, "dsc.ser.P")
+    assert cls(price={"currency_code": "EUR", "units": 3}).price.units == 3
+
+
+def test_builtins_resolve_unregistered_including_confluent_files():
+    reg = MemoryRegistry()
+    reg.add(
+        2,
+        text(
+            textwrap.dedent(
+                """\
+        syntax = "proto3";
+        package dsc.wkt;
+        import "confluent/meta.proto";
+        import "confluent/type/decimal.proto";
+        import "google/type/date.proto";
+        import "google/type/latlng.proto";
+        import "google/protobuf/struct.proto";
+        message Invoice {
+          option (confluent.message_meta) = { doc: "an invoice", tags: ["PII"] };
+          confluent.type.Decimal amount = 1 [(confluent.field_meta).params = { key: "precision" value: "9" }];
+          google.type.Date due = 2;
+          google.type.LatLng where = 3;
+          google.protobuf.Struct extra = 4;
+        }
+        """
+            )
+        ),
+    )
+    resolved = SchemaResolver(reg).resolve_id(2)
+    cls = message_class_for(resolved.file_descriptor_set, "dsc.wkt.Invoice")
+    msg = cls()
+    msg.amount.value = b"\x04\xd2"
+    msg.amount.scale = 2
+    msg.due.year = 2026
+    assert cls.FromString(msg.SerializeToString()).amount.scale == 2
+    assert reg.calls == [("id", 2)]
+    for name in (
+        "confluent/meta.proto",
+        "confluent/type/decimal.proto",
+        "google/type/date.proto",
+        "google/protobuf/any.proto",
+    ):
+        assert is_builtin(name)
+    assert not is_builtin("shop/common.proto")
+
+
+def _shape(proto):
+    """Messages, fields (name, number, type, label, type name) and extensions of a file."""
+
+    def msg(m):
+        return (
+            m.name,
+            [(f.name, f.number, f.type, f.label, f.type_name) for f in m.field],
+            [msg(n) for n in m.nested_type],
+            m.options.map_entry,
+        )
+
+    return (
+        proto.name,
+        proto.package,
+        list(proto.dependency),
+        [msg(m) for m in proto.message_type],
+        [(e.name, e.number, e.extendee, e.type_name) for e in proto.extension],
+    )
+
+
+def test_shipped_confluent_files_match_confluent_kafkas_descriptors():
+    from confluent_kafka.schema_registry.confluent import meta_pb2
+    from confluent_kafka.schema_registry.confluent.type import decimal_pb2
+
+    ours = {f.name: f for f in builtin_file_descriptor_set().file}
+    for module in (meta_pb2, decimal_pb2):
+        theirs = descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb)
+        assert _shape(ours[theirs.name]) == _shape(theirs)
+
+
+def test_avro_schema_is_not_protobuf_and_is_cached():
+    reg = MemoryRegistry()
+    reg.add(3, text('{"type": "string"}', schema_type="AVRO"))
+    resolver = SchemaResolver(reg)
+    for _ in range(3):
+        with pytest.raises(NotProtobuf) as info:
+            resolver.resolve_id(3)
+    assert info.value.code == "NOT_PROTOBUF"
+    assert info.value.schema_id == 3
+    assert reg.calls == [("id", 3)]
+
+
+def test_schema_that_does_not_compile_is_schema_invalid_with_protoc_diagnostics():
+    reg = MemoryRegistry()
+    reg.add(4, text('syntax = "proto3";\npackage dsc.bad;\nmessage A { Missing m = 1; }\n'))
+    resolver = SchemaResolver(reg)
+    with pytest.raises(SchemaInvalid) as info:
+        resolver.resolve_id(4)
+    assert "protolake/schema-4.proto:3" in info.value.message
+    assert '"Missing" is not defined' in info.value.message
+    assert "/tmp" not in info.value.message and "protolake-protoc-" not in info.value.message
+    with pytest.raises(SchemaInvalid):
+        resolver.resolve_id(4)
+    assert reg.calls == [("id", 4)]  # not recompiled per record
+
+
+def test_reference_problems_are_schema_invalid():
+    reg = MemoryRegistry()
+    a = SchemaReference("a.proto", "a", 1)
+    b = SchemaReference("b.proto", "b", 1)
+    reg.add_version("a", 1, text('syntax = "proto3"; import "b.proto"; message A {}', [b]))
+    reg.add_version("b", 1, text('syntax = "proto3"; import "a.proto"; message B {}', [a]))
+    reg.add(10, text('syntax = "proto3"; import "a.proto"; message R {}', [a]))
+    with pytest.raises(SchemaInvalid, match="cycle: a.proto -> b.proto -> a.proto"):
+        SchemaResolver(reg).resolve_id(10)
+
+    reg.add(
+        11,
+        text(
+            'syntax = "proto3"; import "gone.proto"; message R {}',
+            [SchemaReference("gone.proto", "gone", 2)],
+        ),
+    )
+    with pytest.raises(SchemaInvalid, match="'gone.proto'.*not in the registry") as info:
+        SchemaResolver(reg).resolve_id(11)
+    assert info.value.registry_error_code == 40402
+
+    reg.add_version("avro", 1, text("{}", schema_type="AVRO"))
+    reg.add(12, text('syntax = "proto3"; message R {}', [SchemaReference("x.proto", "avro", 1)]))
+    with pytest.raises(SchemaInvalid, match="AVRO schema, not PROTOBUF"):
+        SchemaResolver(reg).resolve_id(12)
+
+    reg.add(
+        13, text('syntax = "proto3"; message R {}', [SchemaReference("../../etc/x.proto", "a", 1)])
+    )
+    with pytest.raises(SchemaInvalid, match="not a relative file path"):
+        SchemaResolver(reg).resolve_id(13)
+
+    reg.add(
+        14,
+        serialized(
+            'syntax = "proto3"; import "google/protobuf/empty.proto"; message R {}', "r.proto"
+        ),
+    )
+    proto = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(reg.by_id[14].schema))
+    proto.dependency.append("nowhere.proto")
+    reg.add(
+        15,
+        RegisteredSchema(base64.b64encode(proto.SerializeToString()).decode(), format="serialized"),
+    )
+    with pytest.raises(SchemaInvalid, match="imports 'nowhere.proto', which no reference provides"):
+        SchemaResolver(reg).resolve_id(15)
+
+    reg.add(16, RegisteredSchema("not base64 at all!", format="serialized"))
+    with pytest.raises(SchemaInvalid, match="not a FileDescriptorProto"):
+        SchemaResolver(reg).resolve_id(16)
+
+
+def test_guid_resolution_and_unknown_schema_is_not_cached_by_the_resolver():
+    reg = shop_registry()
+    resolver = SchemaResolver(reg)
+    resolved = resolver.resolve_guid("0F8FAD5B-D9CB-469F-A165-70867728950E")
+    assert resolved.schema_guid == "0f8fad5b-d9cb-469f-a165-70867728950e"
+    assert resolved.root_file == "protolake/schema-0f8fad5b-d9cb-469f-a165-70867728950e.proto"
+    from codec import UnknownSchema
+
+    for _ in range(2):
+        with pytest.raises(UnknownSchema):
+            resolver.resolve_id(999)
+    # A 404 may turn into a schema later: the registry client (not the resolver) decides
+    # how long to remember it.
+    assert reg.calls.count(("id", 999)) == 2
+
+
+def test_resolver_cache_is_bounded():
+    reg = MemoryRegistry()
+    for i in range(5):
+        reg.add(i, text(f'syntax = "proto3"; package dsc.b{i}; message M {{}}'))
+    resolver = SchemaResolver(reg, cache_size=2)
+    for i in range(5):
+        resolver.resolve_id(i)
+    resolver.resolve_id(4)
+    resolver.resolve_id(0)
+    assert reg.calls.count(("id", 4)) == 1
+    assert reg.calls.count(("id", 0)) == 2  # evicted, fetched again
+
+
+def test_message_class_for_is_cached_by_bytes_and_checks_names():
+    resolved = SchemaResolver(shop_registry()).resolve_id(7)
+    fds = resolved.file_descriptor_set
+    copy = bytes(bytearray(fds))
+    assert copy is not fds
+    assert message_class_for(fds, "dsc.shop.Order") is message_class_for(copy, "dsc.shop.Order")
+    with pytest.raises(UnknownMessage, match="dsc.shop.Nope"):
+        message_class_for(fds, "dsc.shop.Nope")
+    with pytest.raises(SchemaInvalid):
+        message_class_for(b"\xff\xff\xff", "x.Y")
+    rebuilt = ResolvedSchema.from_file_descriptor_set(fds, resolved.root_file, schema_id=7)
+    assert rebuilt.message_type_for((0,)) == "dsc.shop.Order"
+    with pytest.raises(UnknownMessage) as info:
+        rebuilt.message_type_for((3,))
+    assert info.value.code == "UNKNOWN_MESSAGE" and info.value.message_indexes == (3,)
+
+
+def test_message_class_for_works_in_a_fresh_process_from_bytes_only(tmp_path):
+    resolved = SchemaResolver(shop_registry()).resolve_id(7)
+    cls = message_class_for(resolved.file_descriptor_set, "dsc.shop.Order")
+    msg = cls(id="o-1")
+    msg.ship_to.city = "Lyon"
+    (tmp_path / "fds.bin").write_bytes(resolved.file_descriptor_set)
+    (tmp_path / "payload.bin").write_bytes(msg.SerializeToString())
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from codec import message_class_for, decode_payload
+        fds = Path({str(tmp_path / "fds.bin")!r}).read_bytes()
+        cls = message_class_for(fds, "dsc.shop.Order")
+        msg = decode_payload(cls, Path({str(tmp_path / "payload.bin")!r}).read_bytes())
+        print(msg.id, msg.ship_to.city, "grpc_tools" in sys.modules)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["o-1", "Lyon", "False"]  # no protoc needed on an executor
