@@ -1,0 +1,143 @@
+"""`python -m codec decode|inspect` against a folder registry (the HTTP side is integration)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from codec import Decoder, open_registry, write_frame
+
+GUID = "6f1c9bd2-3c1e-4b1a-9a53-0d5b7b2f6c11"
+
+
+def b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli-registry")
+    (root / "cli.proto").write_text(
+        'syntax = "proto3";\npackage cli;\nmessage Event { string id = 1; int64 n = 2;\n'
+        "  message Sub { bool ok = 1; } }\nmessage Other { string s = 1; }\n"
+    )
+    (root / "avro.avsc").write_text('{"type": "string"}')
+    (root / "index.json").write_text(
+        json.dumps(
+            {
+                "schemas": [
+                    {"id": 5, "guid": GUID, "file": "cli.proto"},
+                    {"id": 6, "file": "avro.avsc", "schema_type": "AVRO"},
+                ]
+            }
+        )
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def event_class(folder):
+    return Decoder(open_registry(folder)).resolver.resolve_id(5).message_class_for((0,))
+
+
+def run(args, stdin="", env_extra=None):
+    env = {**os.environ, **(env_extra or {})}
+    env.pop("PROTOLAKE_REGISTRY_URL", None) if env_extra is None else None
+    return subprocess.run(
+        [sys.executable, "-m", "codec", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_decode_answers_every_line_in_order(folder, event_class):
+    payload = event_class(id="e1", n=2**40).SerializeToString()
+    sub = b"\x08\x01"
+    lines = [
+        {"value": b64(write_frame(5, [0], payload)), "headers": []},
+        {
+            "value": b64(sub),
+            "headers": [["__value_schema_id", b64(write_frame(GUID, [0, 0]))], ["other", None]],
+        },
+        {"value": None, "headers": []},
+        {"value": b64(b"\x09garbage")},
+        {"value": b64(write_frame(6, [0], b""))},
+        {"value": b64(write_frame(77, [0], b""))},
+        {"value": b64(write_frame(5, [3], b""))},
+        {"value": b64(write_frame(5, [0], b"\x0a\x01"))},
+        {"value": b64(write_frame(5, [0], b"\x18\x01"))},
+        {"value": b64(write_frame(5, [0, 0], sub))},
+    ]
+    stdin = "\n".join(json.dumps(line) for line in lines) + "\n\n" + "not json\n" + '{"value": 5}\n'
+    done = run(["decode", "--registry-url", f"dir:{folder}"], stdin)
+    assert done.returncode == 0, done.stderr
+    out = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(out) == len(lines) + 2  # the blank line is skipped, bad lines are answered
+    assert out[0] == {
+        "ok": True,
+        "schema_id": 5,
+        "schema_guid": None,
+        "message_type": "cli.Event",
+        "message_indexes": [0],
+        "record": {"id": "e1", "n": str(2**40)},
+    }
+    assert out[1]["ok"] is True and out[1]["schema_guid"] == GUID and out[1]["schema_id"] is None
+    assert out[1]["message_type"] == "cli.Event.Sub" and out[1]["message_indexes"] == [0, 0]
+    assert out[1]["record"] == {"ok": True}
+    codes = [o["error"]["code"] if not o["ok"] else None for o in out[2:]]
+    assert codes == [
+        "EMPTY_VALUE",
+        "BAD_MAGIC",
+        "NOT_PROTOBUF",
+        "UNKNOWN_SCHEMA",
+        "UNKNOWN_MESSAGE",
+        "BAD_PAYLOAD",
+        "UNKNOWN_FIELDS",
+        None,
+        "BAD_INPUT",
+        "BAD_INPUT",
+    ]
+    assert out[9]["record"] == {"ok": True}
+    assert all(o["error"]["message"] for o in out if not o["ok"])
+
+
+def test_decode_takes_the_url_from_the_environment(folder, event_class):
+    line = json.dumps({"value": b64(write_frame(5, [0], event_class(id="x").SerializeToString()))})
+    done = run(["decode"], line + "\n", env_extra={"PROTOLAKE_REGISTRY_URL": f"dir:{folder}"})
+    assert json.loads(done.stdout)["record"] == {"id": "x"}
+    missing = run(["decode"], line)
+    assert missing.returncode == 2 and "--registry-url" in missing.stderr
+
+
+def test_inspect_shows_the_framing_and_the_message(folder, event_class):
+    value = write_frame(5, [0], event_class(id="e7").SerializeToString())
+    done = run(["inspect", value.hex(), "--registry-url", f"dir:{folder}"])
+    assert done.returncode == 0, done.stderr
+    assert "magic:            0x00 (schema id)" in done.stdout
+    assert "schema id:        5" in done.stdout
+    assert "message indexes:  [0]" in done.stdout
+    assert f"payload:          {len(value) - 6} bytes at offset 6" in done.stdout
+    assert "resolved type:    cli.Event" in done.stdout
+    assert '"id": "e7"' in done.stdout
+    # base64 works too, and so does a header; without a registry only the framing is shown.
+    header = write_frame(GUID, [1])
+    done = run(["inspect", b64(b"\x0a\x01s"), "--header", f"__value_schema_id={header.hex()}"])
+    assert done.returncode == 0
+    assert "framing:          header" in done.stdout and GUID in done.stdout
+    assert "no registry" in done.stdout
+
+
+def test_inspect_reports_the_reason(folder):
+    done = run(["inspect", "ff00", "--registry-url", f"dir:{folder}"])
+    assert done.returncode == 1
+    assert "BAD_MAGIC" in done.stdout
+    done = run(["inspect", write_frame(5, [9]).hex(), "--registry-url", f"dir:{folder}"])
+    assert done.returncode == 1 and "UNKNOWN_MESSAGE" in done.stdout
