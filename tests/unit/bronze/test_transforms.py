@@ -1,0 +1,167 @@
+"""Bronze transforms and the per-topic writer on a local Spark session, without Kafka."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import Row
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DateType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+from pyspark.testing import assertDataFrameEqual
+
+from pipelines.bronze import (
+    APP_ID_FILE,
+    BRONZE_COLUMNS,
+    TopicRouter,
+    load_app_id,
+    read_kafka,
+    to_bronze_rows,
+)
+from pipelines.config import parse_config
+
+HEADERS = ArrayType(
+    StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+)
+KAFKA_SCHEMA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+        StructField("headers", HEADERS),
+    ]
+)
+# docs/contracts.md, "Lakehouse layout", bronze
+CONTRACT_TYPES = {
+    "key": BinaryType(),
+    "value": BinaryType(),
+    "topic": StringType(),
+    "partition": IntegerType(),
+    "offset": LongType(),
+    "timestamp": TimestampType(),
+    "timestampType": IntegerType(),
+    "headers": HEADERS,
+    "_ingested_at": TimestampType(),
+    "_ingest_date": DateType(),
+}
+TS = dt.datetime(2026, 1, 2, 3, 4, 5)
+
+
+def kafka_rows(spark: Any, topics: list[str], per_topic: int = 3) -> Any:
+    rows = [
+        (
+            None if i == 0 else f"k{i}".encode(),
+            bytes([0, 255, i]) + topic.encode(),
+            topic,
+            i % 2,
+            i,
+            TS,
+            0,
+            [("trace", b"\x00\x01"), ("empty", None)],
+        )
+        for topic in topics
+        for i in range(per_topic)
+    ]
+    return spark.createDataFrame(rows, KAFKA_SCHEMA)
+
+
+def test_bronze_rows_follow_the_contract(spark: Any) -> None:
+    source = kafka_rows(spark, ["t.one"])
+    out = to_bronze_rows(source)
+    assert tuple(out.columns) == BRONZE_COLUMNS
+    assert {f.name: f.dataType for f in out.schema.fields} == CONTRACT_TYPES
+    rows = out.collect()
+    assert len(rows) == 3
+    for row in rows:
+        assert row._ingest_date == row._ingested_at.date()
+        assert row._ingested_at > dt.datetime(2025, 1, 1)
+    # the Kafka record itself is untouched, byte for byte
+    assertDataFrameEqual(out.select(*KAFKA_SCHEMA.fieldNames()), source)
+
+
+def test_read_kafka_gives_a_streaming_frame_with_kafka_schema(spark: Any) -> None:
+    cfg = parse_config({"kafka": {"bootstrap_servers": "127.0.0.1:1", "topics": ["x"]}})
+    df = read_kafka(spark, cfg)
+    assert df.isStreaming
+    assert df.schema == KAFKA_SCHEMA
+    assert {f.name: f.dataType for f in to_bronze_rows(df).schema.fields} == CONTRACT_TYPES
+
+
+def table(spark: Any, path: Path) -> list[Row]:
+    return spark.read.format("delta").load(str(path)).orderBy("topic", "offset").collect()
+
+
+def test_router_writes_each_topic_to_its_table_once(spark: Any, tmp_path: Path) -> None:
+    router = TopicRouter(root=str(tmp_path), app_id="app-1", partition_by=("_ingest_date",))
+    batch = to_bronze_rows(kafka_rows(spark, ["shop.orders", "shop.users"]))
+    router(batch, 0)
+    router(batch, 0)  # a replayed batch (crash after the write, before the commit)
+    orders = table(spark, tmp_path / "shop_orders")
+    users = table(spark, tmp_path / "shop_users")
+    assert [(r.topic, r.offset) for r in orders] == [("shop.orders", i) for i in range(3)]
+    assert [(r.topic, r.offset) for r in users] == [("shop.users", i) for i in range(3)]
+    assert orders[0].key is None and orders[1].key == b"k1"
+    assert orders[2].value == bytes([0, 255, 2]) + b"shop.orders"
+    assert [(h.key, h.value) for h in orders[0].headers] == [
+        ("trace", b"\x00\x01"),
+        ("empty", None),
+    ]
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{tmp_path / 'shop_orders'}`").first()
+    assert detail.partitionColumns == ["_ingest_date"]
+
+    router(to_bronze_rows(kafka_rows(spark, ["shop.orders"], per_topic=5)), 1)
+    assert len(table(spark, tmp_path / "shop_orders")) == 3 + 5
+    assert len(table(spark, tmp_path / "shop_users")) == 3
+
+
+def test_topics_sharing_a_table_all_land(spark: Any, tmp_path: Path) -> None:
+    # "a.b" and "a_b" both map to table a_b: one append per table, else Delta would skip the
+    # second append of the same (app id, batch id) as a duplicate.
+    router = TopicRouter(root=str(tmp_path), app_id="app-2", partition_by=())
+    router(to_bronze_rows(kafka_rows(spark, ["a.b", "a_b", "other"])), 0)
+    rows = table(spark, tmp_path / "a_b")
+    assert sorted({r.topic for r in rows}) == ["a.b", "a_b"]
+    assert len(rows) == 6
+    assert len(table(spark, tmp_path / "other")) == 3
+
+
+def test_known_single_topic_writes_without_listing(spark: Any, tmp_path: Path) -> None:
+    router = TopicRouter(
+        root=str(tmp_path), app_id="app-3", partition_by=(), known_topic="Solo.Topic"
+    )
+    router(to_bronze_rows(kafka_rows(spark, ["Solo.Topic"])), 4)
+    router(to_bronze_rows(kafka_rows(spark, ["Solo.Topic"])), 4)
+    assert len(table(spark, tmp_path / "solo_topic")) == 3
+
+
+def test_another_app_id_is_not_deduplicated(spark: Any, tmp_path: Path) -> None:
+    batch = to_bronze_rows(kafka_rows(spark, ["t"]))
+    TopicRouter(root=str(tmp_path), app_id="old", partition_by=())(batch, 0)
+    TopicRouter(root=str(tmp_path), app_id="new", partition_by=())(batch, 0)
+    assert len(table(spark, tmp_path / "t")) == 6
+
+
+def test_app_id_is_kept_in_the_checkpoint(spark: Any, tmp_path: Path) -> None:
+    first = load_app_id(spark, str(tmp_path / "ck"))
+    assert load_app_id(spark, str(tmp_path / "ck")) == first
+    assert (tmp_path / "ck" / APP_ID_FILE).read_text() == first
+    assert load_app_id(spark, str(tmp_path / "ck2")) != first
+    (tmp_path / "ck3").mkdir()
+    (tmp_path / "ck3" / APP_ID_FILE).write_text("garbage")
+    with pytest.raises(RuntimeError, match="damaged"):
+        load_app_id(spark, str(tmp_path / "ck3"))
