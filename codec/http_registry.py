@@ -170,8 +170,10 @@ class HttpSchemaRegistry:
         self._session.auth = creds
         if bearer_token is not None:
             self._session.headers["Authorization"] = f"Bearer {bearer_token}"
-        self._session.verify = ca_bundle if ca_bundle is not None else verify
-        self._session.cert = client_cert
+        # Passed on every request, not set on the session: requests lets REQUESTS_CA_BUNDLE
+        # override a session's `verify` (psf/requests#3829), which would drop our CA bundle.
+        self._verify: bool | str = ca_bundle if ca_bundle is not None else verify
+        self._cert = client_cert
         # Strings that must never leave this object, whatever a library puts in a message.
         self._secrets = [s for s in (*(creds or ()), bearer_token) if s]
         self._timeout = (connect_timeout, read_timeout)
@@ -284,7 +286,13 @@ class HttpSchemaRegistry:
         for attempt in range(self._max_retries + 1):
             retry_after = None
             try:
-                response = self._session.get(self.url + path, params=params, timeout=self._timeout)
+                response = self._session.get(
+                    self.url + path,
+                    params=params,
+                    timeout=self._timeout,
+                    verify=self._verify,
+                    cert=self._cert,
+                )
             except requests.exceptions.SSLError as exc:
                 raise RegistryUnavailable(
                     self._redact(f"TLS handshake with the registry at {self.url} failed: {exc}"),
