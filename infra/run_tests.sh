@@ -12,20 +12,24 @@ venv="${PROTOLAKE_VENV:-$root/.venv}"
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 
 started=()
+# Read `status` whole before matching: `status | grep -q` would let grep close the pipe early,
+# and under pipefail the SIGPIPE would read as "not running" (and we would stop a stack that
+# someone else started).
+before="$(infra/stack.sh status 2>/dev/null || true)"
 for service in kafka registry; do
-  # `status` lists each service; one that is not "running" now is ours to stop later.
-  if ! infra/stack.sh status 2>/dev/null | grep -q "^$service *running"; then
+  # A service that is not "running" now is ours to stop later.
+  if ! grep -q "^$service *running" <<< "$before"; then
     started+=("$service")
   fi
 done
 cleanup() {
   local s
-  for s in "${started[@]}"; do infra/stack.sh down "$s" || true; done
+  for s in "${started[@]+"${started[@]}"}"; do infra/stack.sh down "$s" || true; done
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-for s in "${started[@]}"; do
+for s in "${started[@]+"${started[@]}"}"; do
   infra/stack.sh up "$s" || { echo "run_tests: could not start $s" >&2; exit 1; }
 done
 infra/stack.sh status
@@ -33,6 +37,11 @@ infra/stack.sh status
 echo "== lint-imports"
 "$venv/bin/lint-imports" || { rc=$?; echo "run_tests: import contracts broken" >&2; exit $rc; }
 
-echo "== pytest"
-"$venv/bin/python" -m pytest tests -q "$@"
+# Extra arguments go to pytest; when they name test paths, those replace the default `tests`.
+targets=(tests)
+for arg in "$@"; do
+  case "$arg" in -*) ;; *) if [ -e "${arg%%::*}" ]; then targets=(); break; fi ;; esac
+done
+echo "== pytest ${targets[*]} $*"
+"$venv/bin/python" -m pytest "${targets[@]}" -q "$@"
 exit $?

@@ -53,7 +53,10 @@ pid_of() {
   [ -f "$file" ] || return 1
   pid="$(cat "$file")"
   [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-  tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF -- "$2" || return 1
+  # No `| grep -q` here: under pipefail an early-closing grep can fail the pipeline.
+  local cmdline
+  cmdline="$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)" || return 1
+  [[ "$cmdline" == *"$2"* ]] || return 1
   echo "$pid"
 }
 
@@ -155,7 +158,9 @@ spawn() {
   # setsid forks when it is a process-group leader; then $! is the short-lived parent, so
   # find the real process by its exact command-line marker.
   sleep 0.2
-  if ! tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$marker"; then
+  local cmdline
+  cmdline="$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null || true)"
+  if [[ "$cmdline" != *"$marker"* ]]; then
     pid="$(pgrep -n -f -- "$marker" || echo "$pid")"
   fi
   echo "$pid" > "$pids/$name.pid"
