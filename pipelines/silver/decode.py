@@ -70,7 +70,7 @@ def message_spark_schema(fds: bytes, message_type: str, max_depth: int) -> T.Str
     from pipelines.proto_types import spark_schema_for
 
     descriptor = message_class_for(fds, message_type).DESCRIPTOR
-    return spark_schema_for(descriptor, max_depth)
+    return spark_schema_for(descriptor, max_depth, file_descriptor_set=fds)
 
 
 def decoded_schema(message_schema: T.StructType) -> T.StructType:
@@ -88,7 +88,9 @@ def _converter(spec: DecodeSpec) -> Any:
     conv = _CONVERTERS.get(cache_key)
     if conv is None:
         cls = message_class_for(spec.file_descriptor_set, spec.message_type)
-        conv = RowConverter(cls.DESCRIPTOR, spec.max_depth)
+        conv = RowConverter(
+            cls.DESCRIPTOR, spec.max_depth, file_descriptor_set=spec.file_descriptor_set
+        )
         if len(_CONVERTERS) > 256:  # bounded: a long-lived executor sees many versions
             _CONVERTERS.clear()
         _CONVERTERS[cache_key] = conv
@@ -143,12 +145,35 @@ def decode_batches(spec: DecodeSpec, batches: Iterable[pa.RecordBatch]) -> Itera
             decode_key(spec, k, kk, ko)
             for k, kk, ko in zip(keys, key_keys, key_offsets, strict=True)
         ]
+        decoded = _convert(conv, messages, good_idx, bad_idx, errors)
         if good_idx:
-            decoded = conv.to_record_batch(messages)
             yield _assemble(batch, good_idx, list(decoded.columns), msg_schema, key_json, None)
         if bad_idx:
             nulls = [pa.nulls(len(bad_idx), type=f.type) for f in msg_schema]
             yield _assemble(batch, bad_idx, nulls, msg_schema, key_json, errors)
+
+
+def _convert(
+    conv: Any,
+    messages: list[Any],
+    good_idx: list[int],
+    bad_idx: list[int],
+    errors: list[tuple[str, str, str]],
+) -> pa.RecordBatch:
+    """Convert the decoded messages; one that cannot become a row moves to the bad rows
+    (``BAD_PAYLOAD``: protobuf accepted bytes that the row mapping cannot represent, e.g. a
+    proto2 string that is not UTF-8), and the rest are converted again."""
+    from pipelines.proto_types import RowConversionError
+
+    while True:
+        try:
+            return conv.to_record_batch(messages)
+        except RowConversionError as exc:
+            if exc.index is None:
+                raise
+            bad_idx.append(good_idx.pop(exc.index))
+            messages.pop(exc.index)
+            errors.append(("BAD_PAYLOAD", "payload", f"cannot convert to a row: {exc}"))
 
 
 def _assemble(
