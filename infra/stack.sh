@@ -55,7 +55,7 @@ pid_of() {
   [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
   # No `| grep -q` here: under pipefail an early-closing grep can fail the pipeline.
   local cmdline
-  cmdline="$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)" || return 1
+  cmdline="$(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline")" || return 1
   [[ "$cmdline" == *"$2"* ]] || return 1
   echo "$pid"
 }
@@ -76,12 +76,19 @@ stop_pid() {
   rm -f "$pids/$name.pid"
 }
 
-fail_start() {  # fail_start NAME LOGFILE MESSAGE
-  echo "stack: $3" >&2
-  if [ -f "$2" ]; then
-    echo "--- last lines of $2 ---" >&2
-    tail -n 30 "$2" >&2
-  fi
+size_of() { stat -c %s "$1" 2>/dev/null || echo 0; }
+
+# fail_start MESSAGE FILE:OFFSET...: print MESSAGE and, of each log file, the last lines
+# written after OFFSET (this start's lines, not an older run's), then exit 1.
+fail_start() {
+  echo "stack: $1" >&2; shift
+  local spec file offset
+  for spec in "$@"; do
+    file="${spec%:*}"; offset="${spec##*:}"
+    [ "$(size_of "$file")" -gt "$offset" ] || continue
+    echo "--- last lines of $file ---" >&2
+    tail -c +"$((offset + 1))" "$file" | tail -n 25 >&2
+  done
   exit 1
 }
 
@@ -142,7 +149,7 @@ EOF
 }
 
 kafka_java_args() {  # the broker's JVM options: small heap, log4j to run/logs/kafka.log
-  java_args=(java -Xms128m -Xmx"$kafka_heap" -XX:+UseG1GC -XX:MaxGCPauseMillis=20
+  java_args=(java -Xms64m -Xmx"$kafka_heap" -XX:+UseG1GC -XX:MaxGCPauseMillis=20
     -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true
     -Dlog4j2.configurationFile="$run/kafka/log4j2.properties" -Dkafka.logs.dir="$logs"
     -cp "$jars/*")
@@ -159,7 +166,7 @@ spawn() {
   # find the real process by its exact command-line marker.
   sleep 0.2
   local cmdline
-  cmdline="$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null || true)"
+  cmdline="$(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline" || true)"
   if [[ "$cmdline" != *"$marker"* ]]; then
     pid="$(pgrep -n -f -- "$marker" || echo "$pid")"
   fi
@@ -187,18 +194,20 @@ kafka_up() {
     kafka_java_args
     "${java_args[@]}" kafka.tools.StorageTool format --ignore-formatted \
       -t "$(cat "$run/kafka-cluster-id")" -c "$run/kafka/server.properties" \
-      >> "$logs/kafka-format.log" 2>&1 \
-      || fail_start kafka "$logs/kafka-format.log" "formatting Kafka storage failed"
+      > "$logs/kafka-format.log" 2>&1 \
+      || fail_start "formatting Kafka storage failed" "$logs/kafka-format.log:0"
   fi
   echo "starting kafka on 127.0.0.1:$kafka_port (controller $controller_port, heap $kafka_heap)"
   kafka_java_args
+  local log_mark stdout_mark
+  log_mark="$(size_of "$logs/kafka.log")"; stdout_mark="$(size_of "$logs/kafka.stdout")"
   spawn kafka "$kafka_marker" "$logs/kafka.stdout" "${java_args[@]}" kafka.Kafka "$run/kafka/server.properties"
   pid="$(cat "$pids/kafka.pid")"
   if ! "$python" "$root/infra/healthcheck.py" kafka "127.0.0.1:$kafka_port" --timeout "$timeout" --pid "$pid"; then
     kill -TERM "$pid" 2>/dev/null || true
-    tail -n 10 "$logs/kafka.stdout" >&2 2>/dev/null || true
     rm -f "$pids/kafka.pid"
-    fail_start kafka "$logs/kafka.log" "kafka did not become healthy within $timeout s"
+    fail_start "kafka failed to start (logs in $logs)" \
+      "$logs/kafka.stdout:$stdout_mark" "$logs/kafka.log:$log_mark"
   fi
   echo "kafka ready (pid $pid)"
 }
@@ -220,6 +229,7 @@ registry_up() {
   fi
   port_busy "$registry_port" && die "port $registry_port is in use by another process (not this stack's registry); set PROTOLAKE_REGISTRY_URL to a free port"
   echo "starting schema registry on http://127.0.0.1:$registry_port"
+  local log_mark; log_mark="$(size_of "$logs/registry.log")"
   # Run from the repo root so the marker's relative script path matches /proc/PID/cmdline.
   cd "$root"
   spawn registry "$registry_marker" "$logs/registry.log" "$python" infra/registry_server.py --port "$registry_port" \
@@ -228,7 +238,7 @@ registry_up() {
   if ! "$python" "$root/infra/healthcheck.py" registry "http://127.0.0.1:$registry_port" --timeout 30 --pid "$pid"; then
     kill -TERM "$pid" 2>/dev/null || true
     rm -f "$pids/registry.pid"
-    fail_start registry "$logs/registry.log" "registry did not become healthy within 30 s"
+    fail_start "registry failed to start" "$logs/registry.log:$log_mark"
   fi
   echo "registry ready (pid $pid)"
 }
