@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -70,14 +71,19 @@ def test_running_stack_carries_a_protobuf_record(proto_modules):
     order = orders_pb2.Order(id="o-42", iban="DE00")
     value = ProtobufSerializer(orders_pb2.Order, client, {})(order, ctx)
 
-    _produce(BOOTSTRAP, topic, [(b"o-42", value)])
-    [(key, got)] = _consume(BOOTSTRAP, topic, 1)
+    try:
+        _produce(BOOTSTRAP, topic, [(b"o-42", value)])
+        [(key, got)] = _consume(BOOTSTRAP, topic, 1)
 
-    assert key == b"o-42"
-    decoded = ProtobufDeserializer(
-        orders_pb2.Order, {}, SchemaRegistryClient({"url": REGISTRY_URL})
-    )(got, ctx)
-    assert decoded == order
+        assert key == b"o-42"
+        fresh = SchemaRegistryClient({"url": REGISTRY_URL})
+        assert ProtobufDeserializer(orders_pb2.Order, {}, fresh)(got, ctx) == order
+    finally:
+        # The stack is shared: leave no test topic or subject behind.
+        admin = AdminClient({"bootstrap.servers": BOOTSTRAP})  # kept alive until the future is done
+        admin.delete_topics([topic])[topic].result(30)
+        client.delete_subject(f"{topic}-value")
+        client.delete_subject(f"{topic}-value", permanent=True)
 
 
 def _free_port() -> int:
