@@ -16,8 +16,7 @@ Invalid UTF-8 in a proto3 `string` is rejected by protobuf and so is `BadPayload
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
@@ -29,6 +28,7 @@ from .registry import SchemaRegistry
 from .varint import Buffer
 
 _TYPE_CACHE_SIZE = 10_000
+_new_tuple = tuple.__new__
 
 
 def _count_unknown_bytes(message: Message) -> int:
@@ -47,13 +47,17 @@ def decode_payload(
         BadPayload: protobuf rejects the bytes (malformed wire data, invalid UTF-8, ...).
         UnknownFields: the payload has fields the class does not define (unless allowed).
     """
-    data = payload if isinstance(payload, bytes) else bytes(payload)
+    data = payload if type(payload) is bytes else bytes(payload)
     try:
         message = message_class.FromString(data)
     except DecodeError as exc:
         raise BadPayload(f"protobuf rejects the payload: {exc}") from None
     if not allow_unknown_fields:
-        unknown = _count_unknown_bytes(message)
+        # Exact at any depth: protobuf keeps unknown fields, so the size drops on discarding
+        # them if and only if there were any (inlined: this runs once per record).
+        before = message.ByteSize()
+        message.DiscardUnknownFields()
+        unknown = before - message.ByteSize()
         if unknown:
             raise UnknownFields(
                 f"payload has {unknown} bytes of fields that "
@@ -90,24 +94,26 @@ def message_to_json(message: Message) -> dict[str, Any]:
         ) from None
 
 
-@dataclass(frozen=True, slots=True)
-class DecodedRecord:
-    """A decoded record.
+class DecodedRecord(NamedTuple):
+    """A decoded record (a named tuple: one is built per record, and tuples build fastest).
 
     Attributes:
         frame: the framing read from the value or header.
         schema: the compiled writer schema.
         message_type: full name of the message type.
         message: the decoded protobuf message.
-        has_unknown_fields: the message holds fields its writer schema does not define
-            (only possible with `allow_unknown_fields=True`).
     """
 
     frame: Frame
     schema: ResolvedSchema
     message_type: str
     message: Message
-    has_unknown_fields: bool = False
+
+    @property
+    def has_unknown_fields(self) -> bool:
+        """The message holds fields its writer schema does not define (computed on access;
+        only possible with `allow_unknown_fields=True`)."""
+        return has_unknown_fields(self.message)
 
     @property
     def schema_id(self) -> int | None:
@@ -145,6 +151,8 @@ class Decoder:
         )
         self.allow_unknown_fields = allow_unknown_fields
         # (schema id or guid, indexes) -> (schema, type name, class): the per-record fast path.
+        # First six bytes of a `00 | id | 00` frame -> (frame, schema, name, class).
+        self._by_prefix: dict[bytes, tuple[Frame, ResolvedSchema, str, type[Message]]] = {}
         self._types: dict[
             tuple[int | str, tuple[int, ...]], tuple[ResolvedSchema, str, type[Message]]
         ] = {}
@@ -154,10 +162,7 @@ class Decoder:
 
     def resolve_type(self, frame: Frame) -> tuple[ResolvedSchema, str, type[Message]]:
         """The writer schema, message type name and class a frame names (cached)."""
-        key = (
-            frame.schema_id if frame.schema_id is not None else frame.schema_guid,
-            frame.message_indexes,
-        )
+        key = (frame[1] if frame[1] is not None else frame[2], frame[3])
         found = self._types.get(key)  # type: ignore[arg-type]
         if found is None:
             schema = self.resolver.resolve(frame)
@@ -176,19 +181,44 @@ class Decoder:
         Raises:
             CodecError: a leaf naming why; `RegistryUnavailable` is not the record's fault.
         """
+        if not headers and type(value) is bytes:
+            # Fast path for the most common frame, `00 | id | 00 | payload`: its first six
+            # bytes determine everything, so a frame seen before skips parsing and lookups.
+            hit = self._by_prefix.get(value[:6])
+            if hit is not None:
+                frame, schema, name, cls = hit
+                try:
+                    message = decode_payload(
+                        cls, value[6:], allow_unknown_fields=self.allow_unknown_fields
+                    )
+                except CodecError as exc:
+                    _add_context(exc, frame, name)
+                    raise
+                record: DecodedRecord = _new_tuple(DecodedRecord, (frame, schema, name, message))
+                return record
         frame = parse_frame(value, headers, is_key=is_key)
         assert value is not None  # parse_frame raised EmptyValue otherwise
-        name = None
+        found_name: str | None = None
         try:
-            schema, name, cls = self.resolve_type(frame)
-            offset = frame.payload_offset
+            schema, found_name, cls = self.resolve_type(frame)
+            offset = frame[4]
             payload = value if offset == 0 else value[offset:]
             message = decode_payload(cls, payload, allow_unknown_fields=self.allow_unknown_fields)
         except CodecError as exc:
-            exc.schema_id = frame.schema_id
-            exc.schema_guid = frame.schema_guid
-            exc.message_indexes = frame.message_indexes
-            exc.message_type = exc.message_type or name
+            _add_context(exc, frame, found_name)
             raise
-        unknown = self.allow_unknown_fields and has_unknown_fields(message)
-        return DecodedRecord(frame, schema, name, message, unknown)
+        name = found_name
+        if offset == 6 and frame[0] == 0 and type(value) is bytes:
+            if len(self._by_prefix) >= _TYPE_CACHE_SIZE:
+                self._by_prefix.clear()
+            self._by_prefix[value[:6]] = (frame, schema, name, cls)
+        record = _new_tuple(DecodedRecord, (frame, schema, name, message))
+        return record
+
+
+def _add_context(exc: CodecError, frame: Frame, message_type: str | None) -> None:
+    """Record what decoding had found out when it failed (for the quarantine row)."""
+    exc.schema_id = frame.schema_id
+    exc.schema_guid = frame.schema_guid
+    exc.message_indexes = frame.message_indexes
+    exc.message_type = exc.message_type or message_type
