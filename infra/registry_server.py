@@ -22,7 +22,8 @@ Responses have content type ``application/vnd.schemaregistry.v1+json``; errors a
 ``{"error_code": N, "message": "..."}`` with Confluent's codes: 40101 unauthorized,
 40401 subject not found, 40402 version not found, 40403 schema not found, 40404 subject
 soft-deleted, 40405 subject not soft-deleted first, 40408 no subject-level config,
-42201 invalid schema, 42202 invalid version, 50003 (injected) unavailable. Subjects are
+42201 invalid schema, 42202 invalid version, 42206 schema still referenced, 50003
+(injected) unavailable. Subjects are
 URL-decoded and may contain ``/`` (the serializer names reference subjects by file name,
 e.g. ``shop/common.proto``). ``schemaType`` is omitted for AVRO, as Confluent does.
 
@@ -781,6 +782,23 @@ class SchemaStore:
         raise _schema_not_found()
 
     # -- deletion
+    def _check_not_referenced(self, subject: str, versions: Iterable[int]) -> None:
+        """Confluent refuses to delete a version that a live schema version references."""
+        wanted = set(versions)
+        for other, svs in self.subjects.items():
+            for sv in svs:
+                if sv.deleted:
+                    continue
+                for ref in self.schemas[sv.schema_id].references:
+                    if ref["subject"] == subject and int(ref["version"]) in wanted:
+                        raise RegistryError(
+                            422,
+                            42206,
+                            f"One or more references exist to the schema "
+                            f"{{subject={subject},version={ref['version']}}} "
+                            f"(referenced by {other} version {sv.version})",
+                        )
+
     def delete_subject(self, subject: str, *, permanent: bool) -> list[int]:
         with self._lock:
             versions = self.subjects.get(subject)
@@ -800,6 +818,7 @@ class SchemaStore:
                 live = [v for v in versions if not v.deleted]
                 if not live:
                     raise RegistryError(404, 40404, f"Subject '{subject}' was soft deleted.")
+                self._check_not_referenced(subject, [v.version for v in live])
                 for v in live:
                     v.deleted = True
                 numbers = [v.version for v in live]
@@ -821,6 +840,7 @@ class SchemaStore:
                 if not self.subjects[subject]:
                     del self.subjects[subject]
             else:
+                self._check_not_referenced(subject, [sv.version])
                 sv.deleted = True
             self._save()
             return sv.version

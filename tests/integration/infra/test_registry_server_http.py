@@ -123,6 +123,13 @@ def test_registered_reference_versions_are_pinned(registry):
     assert requests.get(
         registry.url + "/subjects/dep.proto/versions/1/referencedby", timeout=5
     ).json() == [schema_id]
+    # A referenced schema cannot go while the referrer lives (Confluent's 42206).
+    refused = requests.delete(registry.url + "/subjects/dep.proto", timeout=5)
+    assert (refused.status_code, refused.json()["error_code"]) == (422, 42206)
+    refused = requests.delete(registry.url + "/subjects/dep.proto/versions/1", timeout=5)
+    assert (refused.status_code, refused.json()["error_code"]) == (422, 42206)
+    assert requests.delete(registry.url + "/subjects/m-value", timeout=5).json() == [1]
+    assert requests.delete(registry.url + "/subjects/dep.proto", timeout=5).json() == [1]
 
 
 def test_fail_next_and_delay_next(registry):
