@@ -1,0 +1,122 @@
+"""Bronze against the real broker: every (topic, partition, offset) lands once, byte for byte."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bronze_itkit import Kafka, only, read_bronze, unique_prefix, write_config
+
+from pipelines import bronze
+from pipelines.config import load_config
+
+pytestmark = pytest.mark.integration
+
+
+def run_available_now(spark: Any, config_file: Path) -> dict[str, Any]:
+    cfg = load_config(config_file)
+    queries = bronze.run(cfg, trigger="available-now", spark=spark)
+    assert all(not q.isActive for q in queries)
+    return bronze.summarize(queries, cfg)
+
+
+def test_per_topic_exactly_once_and_incremental(spark: Any, kafka: Kafka, tmp_path: Path) -> None:
+    prefix = unique_prefix("pertopic")
+    orders, users = f"{prefix}.orders", f"{prefix}.Users-v1"
+    kafka.create_topics(orders, users)
+    kafka.produce(orders, 40)
+    kafka.produce(users, 25)
+    lake = tmp_path / "lake"
+    cfg_file = write_config(tmp_path / "c.toml", lake, kafka.bootstrap, topics=[orders, users])
+    orders_table = lake / "bronze" / bronze.bronze_table_of_topic(orders)
+    users_table = lake / "bronze" / bronze.bronze_table_of_topic(users)
+    assert users_table.name == re.sub(r"[^a-z0-9_]", "_", users.lower())
+
+    summary = run_available_now(spark, cfg_file)
+    assert summary["records"] == 65
+    got, count = read_bronze(spark, orders_table)
+    assert count == 40 and got == only(kafka.expected, orders)
+    got, count = read_bronze(spark, users_table)
+    assert count == 25 and got == only(kafka.expected, users)
+
+    # a second run finds nothing new and duplicates nothing
+    assert run_available_now(spark, cfg_file)["records"] == 0
+    assert read_bronze(spark, orders_table)[1] == 40
+
+    # more records: only they land
+    new = kafka.produce(orders, 15, start=40)
+    assert run_available_now(spark, cfg_file)["records"] == 15
+    got, count = read_bronze(spark, orders_table)
+    assert count == 55 and got == only(kafka.expected, orders)
+    assert set(new) <= set(got)
+    got, count = read_bronze(spark, users_table)
+    assert count == 25
+
+
+def test_single_table_mode(spark: Any, kafka: Kafka, tmp_path: Path) -> None:
+    prefix = unique_prefix("single")
+    a, b = f"{prefix}.a", f"{prefix}.b"
+    kafka.create_topics(a, b, partitions=3)
+    kafka.produce(a, 30)
+    kafka.produce(b, 12)
+    lake = tmp_path / "lake"
+    cfg_file = write_config(
+        tmp_path / "c.toml",
+        lake,
+        kafka.bootstrap,
+        topics=[a, b],
+        extra='[bronze]\ntable_mode = "single"\nsingle_table = "everything"\n',
+    )
+    run_available_now(spark, cfg_file)
+    got, count = read_bronze(spark, lake / "bronze" / "everything")
+    assert count == 42 and got == kafka.expected
+    assert sorted(p.name for p in (lake / "bronze").iterdir()) == ["everything"]
+    kafka.produce(b, 5, start=12)
+    run_available_now(spark, cfg_file)
+    got, count = read_bronze(spark, lake / "bronze" / "everything")
+    assert count == 47 and got == kafka.expected
+
+
+def test_pattern_picks_up_a_new_topic(spark: Any, kafka: Kafka, tmp_path: Path) -> None:
+    prefix = unique_prefix("pattern")
+    first, second, outsider = f"{prefix}.first", f"{prefix}.second", f"{prefix}x.other"
+    kafka.create_topics(first, outsider)
+    kafka.produce(first, 20)
+    kafka.produce(outsider, 5)
+    lake = tmp_path / "lake"
+    cfg_file = write_config(
+        tmp_path / "c.toml",
+        lake,
+        kafka.bootstrap,
+        pattern=re.escape(prefix) + r"\..*",
+    )
+    run_available_now(spark, cfg_file)
+    assert sorted(p.name for p in (lake / "bronze").iterdir()) == [
+        bronze.bronze_table_of_topic(first)
+    ]
+    kafka.create_topics(second)
+    kafka.produce(second, 11)
+    kafka.produce(first, 3, start=20)
+    run_available_now(spark, cfg_file)
+    got, count = read_bronze(spark, lake / "bronze" / bronze.bronze_table_of_topic(second))
+    assert count == 11 and got == only(kafka.expected, second)
+    got, count = read_bronze(spark, lake / "bronze" / bronze.bronze_table_of_topic(first))
+    assert count == 23 and got == only(kafka.expected, first)
+    assert not (lake / "bronze" / bronze.bronze_table_of_topic(outsider)).exists()
+
+
+def test_max_offsets_per_trigger_splits_batches(spark: Any, kafka: Kafka, tmp_path: Path) -> None:
+    topic = unique_prefix("limit")
+    kafka.create_topics(topic, partitions=1)
+    kafka.produce(topic, 50)
+    lake = tmp_path / "lake"
+    cfg_file = write_config(tmp_path / "c.toml", lake, kafka.bootstrap, topics=[topic])
+    cfg_file.write_text(
+        cfg_file.read_text().replace("[kafka]\n", "[kafka]\nmax_offsets_per_trigger = 20\n")
+    )
+    summary = run_available_now(spark, cfg_file)
+    assert summary["batches"] == 3 and summary["records"] == 50
+    got, count = read_bronze(spark, lake / "bronze" / bronze.bronze_table_of_topic(topic))
+    assert count == 50 and got == kafka.expected
