@@ -45,18 +45,25 @@ logs="$run/logs"; pids="$run/pids"
 
 die() { echo "stack: $*" >&2; exit 1; }
 
-# pid_of NAME MARKER: print the pid from run/pids/NAME.pid when that process is alive and its
-# command line contains MARKER (a stale pid file, or a pid reused by another program, is not
-# "running"); return 1 otherwise.
+regex_of() { printf '%s' "$1" | sed 's/[][\.*^$()+?{}|]/\\&/g'; }  # literal -> pgrep regex
+
+# pid_of NAME MARKER: print the pid of this stack's NAME process and return 0, or return 1.
+# The pid file is checked against the process's command line, which must contain MARKER (a
+# stale pid file, or a pid reused by another program, is not "running"). When the pid file
+# is missing or stale, the process is looked up by MARKER (it names this run folder, so it
+# matches no other stack) and the pid file is rewritten: a lost run/pids never orphans a
+# broker.
 pid_of() {
-  local file="$pids/$1.pid" pid
-  [ -f "$file" ] || return 1
-  pid="$(cat "$file")"
-  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-  # No `| grep -q` here: under pipefail an early-closing grep can fail the pipeline.
-  local cmdline
-  cmdline="$(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline")" || return 1
-  [[ "$cmdline" == *"$2"* ]] || return 1
+  local file="$pids/$1.pid" pid cmdline
+  if [ -f "$file" ]; then
+    pid="$(cat "$file")"
+    # No `| grep -q` here: under pipefail an early-closing grep can fail the pipeline.
+    cmdline="$(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline" || true)"
+    if [ -n "$pid" ] && [[ "$cmdline" == *"$2"* ]]; then echo "$pid"; return 0; fi
+  fi
+  pid="$(pgrep -o -f -- "$(regex_of "$2")" || true)"
+  [ -n "$pid" ] || return 1
+  mkdir -p "$pids"; echo "$pid" > "$file"
   echo "$pid"
 }
 
@@ -168,7 +175,7 @@ spawn() {
   local cmdline
   cmdline="$(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline" || true)"
   if [[ "$cmdline" != *"$marker"* ]]; then
-    pid="$(pgrep -n -f -- "$marker" || echo "$pid")"
+    pid="$(pgrep -n -f -- "$(regex_of "$marker")" || echo "$pid")"
   fi
   echo "$pid" > "$pids/$name.pid"
 }
@@ -219,7 +226,7 @@ kafka_down() {
 }
 
 # ---------------------------------------------------------------- schema registry
-registry_marker="infra/registry_server.py --port $registry_port"
+registry_marker="infra/registry_server.py --port $registry_port --data $run/registry.json"
 
 registry_up() {
   local pid

@@ -139,6 +139,12 @@ def test_private_stack_lifecycle(tmp_path):
             timeout=10,
         ).json()["id"]
 
+        # A lost pid folder does not orphan the processes: they are found by command line.
+        for pid_file in (tmp_path / "run" / "pids").iterdir():
+            pid_file.unlink()
+        assert stack("status").returncode == 0
+        assert (tmp_path / "run" / "pids" / "kafka.pid").read_text().strip() == kafka_pid
+
         down = stack("down")
         assert down.returncode == 0, down.stdout + down.stderr
         assert not _port_open(kafka_port) and not _port_open(registry_port)
