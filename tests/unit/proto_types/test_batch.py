@@ -25,6 +25,7 @@ ALL_V3 = [
     "TreeNode",
     "Expr",
     "BinaryOp",
+    "Shipment",
 ]
 
 
