@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import threading
 import time
@@ -66,6 +65,7 @@ from .tables import (
     existing_schema,
     message_part,
     register_table,
+    register_tables,
     union_all,
 )
 
@@ -167,6 +167,9 @@ class SilverBatch:
         self.quality_types = quality_types
         self.history: list[BatchStats] = []
         self._registered: set[str] = set()
+        # message columns of each table as this query last wrote it: saves reading the Delta
+        # log every batch; dropped when a batch fails (another writer may have changed it)
+        self._schemas: dict[str, T.StructType] = {}
         self._lock = threading.Lock()
 
     def __call__(self, bronze: DataFrame, batch_id: int) -> None:
@@ -175,6 +178,9 @@ class SilverBatch:
         persisted: list[DataFrame] = []
         try:
             self._process(bronze, int(batch_id), stats, persisted)
+        except BaseException:
+            self._schemas.clear()
+            raise
         finally:
             for df in persisted:
                 df.unpersist()
@@ -198,19 +204,14 @@ class SilverBatch:
         framed = frame_records(bronze).persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(framed)
 
-        # (2) distinct schema keys of values and keys: a handful of rows to the driver
-        key_rows = (
-            framed.select(F.col("_schema_key").alias("k"), F.lit(True).alias("v"))
-            .union(framed.select(F.col("_key_schema_key").alias("k"), F.lit(False).alias("v")))
-            .where(F.col("k").isNotNull())
-            .distinct()
-            .collect()
-        )
-        stats.records = framed.count()
+        # (2) distinct schema keys of values and keys, with their counts: a handful of rows
+        # to the driver, whatever the number of records (one Spark job)
+        key_rows = framed.groupBy("_schema_key", "_key_schema_key").count().collect()
+        stats.records = sum(int(r["count"]) for r in key_rows)
         if stats.records == 0:
             return
-        value_keys = sorted({r["k"] for r in key_rows if r["v"]})
-        key_keys = sorted({r["k"] for r in key_rows if not r["v"]})
+        value_keys = sorted({r["_schema_key"] for r in key_rows if r["_schema_key"]})
+        key_keys = sorted({r["_key_schema_key"] for r in key_rows if r["_key_schema_key"]})
         stats.schema_keys = len(value_keys)
         with self._lock:  # resolver calls from concurrent queries share one cache
             resolutions = resolve_schema_keys(self.resolver, value_keys)
@@ -346,29 +347,46 @@ class SilverBatch:
         # (6) writes: silver tables, then quarantine; each skipped when already committed
         for plan, df in to_write:
             assert plan.merged is not None
-            with self._lock:
-                ensure_table(self.spark, plan.path, _table_schema(plan.merged), plan.message_type)
+            if plan.path not in self._schemas:
+                with self._lock:
+                    ensure_table(
+                        self.spark, plan.path, _table_schema(plan.merged), plan.message_type
+                    )
             append_idempotent(df, plan.path, self.app_id, batch_id, merge_schema=True)
-            stats.silver[plan.table] = stats.silver.get(plan.table, 0)
+            self._schemas[plan.path] = plan.merged
             self._register(plan)
         quarantine = union_all(quarantine_parts)
         assert quarantine is not None
         append_idempotent(quarantine, quarantine_path(self.root), self.app_id, batch_id)
         if quality_results:
             self.checker.write_results(quality_results, batch_id)
-        # counts for the summary, from the persisted frames (cheap; no re-decoding)
-        for row in quarantine.groupBy("reason_code").count().collect():
-            stats.quarantined[row["reason_code"]] = int(row["count"])
-        q_total = sum(stats.quarantined.values())
-        del q_total
+        # counts for the summary: one small job over the persisted frames (no re-decoding)
+        per_key: dict[str, int] = defaultdict(int)
+        for r in key_rows:
+            if r["_schema_key"]:
+                per_key[r["_schema_key"]] += int(r["count"])
+        lost: dict[str, int] = defaultdict(int)
+        for row in quarantine.groupBy("reason_code", "_message_type").count().collect():
+            stats.quarantined[row["reason_code"]] = stats.quarantined.get(
+                row["reason_code"], 0
+            ) + int(row["count"])
+            if row["_message_type"] is not None:
+                lost[row["_message_type"]] += int(row["count"])
+        for plan, _ in to_write:
+            arrived = sum(
+                per_key.get(r.schema_key, 0) for r in plan.versions + [c for c, _ in plan.conflicts]
+            )
+            stats.silver[plan.table] = arrived - lost.get(plan.message_type, 0)
 
     def _plan_table(self, message_type: str, versions: list[Resolution]) -> _TablePlan:
         from pipelines.proto_types import schemas_compatible
 
         table = table_name_for(message_type)
         path = f"{silver_root(self.root)}/{table}"
-        current = existing_schema(self.spark, path)
-        merged = message_part(current) if current is not None else None
+        merged = self._schemas.get(path)
+        if merged is None:
+            current = existing_schema(self.spark, path)
+            merged = message_part(current) if current is not None else None
         plan = _TablePlan(message_type, table, path, merged, [], [])
         for res in sorted(versions, key=_version_order):
             assert res.file_descriptor_set is not None
@@ -574,6 +592,10 @@ def run(
         )
     resolver = resolver or open_resolver(cfg)
     checker, quality_types = make_checker(spark, cfg)
+    if cfg.silver.catalog_database:
+        # the catalog of this session may be new (in-memory, or another metastore): make every
+        # existing table selectable by name, not only those this run writes to
+        register_tables(spark, cfg.lakehouse_path, cfg.silver.catalog_database)
     out = SilverRun()
     paths = bronze_tables(cfg.lakehouse_path, spark, bronze_table_names)
     if not paths:
