@@ -362,9 +362,9 @@ class SilverBatch:
             self.checker.write_results(quality_results, batch_id)
         # counts for the summary: one small job over the persisted frames (no re-decoding)
         per_key: dict[str, int] = defaultdict(int)
-        for r in key_rows:
-            if r["_schema_key"]:
-                per_key[r["_schema_key"]] += int(r["count"])
+        for kr in key_rows:
+            if kr["_schema_key"]:
+                per_key[kr["_schema_key"]] += int(kr["count"])
         lost: dict[str, int] = defaultdict(int)
         for row in quarantine.groupBy("reason_code", "_message_type").count().collect():
             stats.quarantined[row["reason_code"]] = stats.quarantined.get(
