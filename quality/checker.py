@@ -219,8 +219,8 @@ class QualityChecker:
             rule = entry.by_id.get(str(config.id)) if config is not None else None
             if rule is None:
                 raise RuntimeError(f"Great Expectations returned a result for no rule: {config}")
-            if v.exception_info and v.exception_info.get("raised_exception"):
-                message = " ".join(str(v.exception_info.get("exception_message")).split())
+            message = _exception_message(v.exception_info)
+            if message is not None:
                 raise QualityConfigError(f"{rule.describe()}: Great Expectations raised: {message}")
             by_rule[rule.expectation_id] = v
         return [(rule, by_rule[rule.expectation_id]) for rule in entry.rules]
@@ -432,6 +432,21 @@ def _any(flags: Any) -> Column:
     for flag in flags:
         out = out | flag
     return out
+
+
+def _exception_message(info: Any) -> str | None:
+    """GE reports an exception either flat or keyed by the metric that raised it."""
+    if not isinstance(info, dict):
+        return None
+    found = (
+        [info] if "raised_exception" in info else [v for v in info.values() if isinstance(v, dict)]
+    )
+    messages = [
+        " ".join(str(e.get("exception_message")).split())
+        for e in found
+        if e.get("raised_exception")
+    ]
+    return "; ".join(messages) if messages else None
 
 
 def _int_or_none(value: Any) -> int | None:

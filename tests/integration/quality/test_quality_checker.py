@@ -1,0 +1,330 @@
+"""QualityChecker on real Spark: policies, row-level quarantine, defaults, results table."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.testing import assertDataFrameEqual
+from quality_testkit import NOW, ORDER, TABLE, keys, make_batch, order_row
+
+from quality import (
+    QualityChecker,
+    QualityConfigError,
+    QualityFailed,
+    parse_rules,
+    summarize,
+)
+
+pytestmark = pytest.mark.integration
+
+KEY = ("shop.orders",)
+
+
+def checker_for(spark, tmp_path, *raw_rules):
+    return QualityChecker(spark, str(tmp_path / "lakehouse"), parse_rules(list(raw_rules)))
+
+
+def not_null(column, policy, message_type=ORDER):
+    return {
+        "message_type": message_type,
+        "expectation": "expect_column_values_to_not_be_null",
+        "kwargs": {"column": column},
+        "policy": policy,
+    }
+
+
+def in_set(column, values, policy):
+    return {
+        "message_type": ORDER,
+        "expectation": "expect_column_values_to_be_in_set",
+        "kwargs": {"column": column, "value_set": values},
+        "policy": policy,
+    }
+
+
+def result_of(outcome, expectation_id):
+    [found] = [r for r in outcome.results if r.expectation == expectation_id]
+    return found
+
+
+def assert_partition(batch, outcome):
+    """passed + failed == input, no row in both (compared on all input columns)."""
+    failed_rows = outcome.failed.select(*batch.columns)
+    assertDataFrameEqual(outcome.passed.unionByName(failed_rows), batch)
+    assert not keys(outcome.passed) & keys(outcome.failed)
+
+
+def test_clean_batch_passes_everything(spark, tmp_path):
+    checker = checker_for(spark, tmp_path, not_null("order_id", "quarantine"))
+    batch = make_batch(spark, [order_row(i) for i in range(6)])
+    outcome = checker.validate(batch, message_type=ORDER, table=TABLE, batch_id=0)
+    assert not outcome.fail_batch
+    assert outcome.failed.count() == 0
+    assert outcome.failed.columns == [*batch.columns, "reason_code", "stage", "reason"]
+    assert_partition(batch, outcome)
+    assert all(r.success for r in outcome.results)
+    assert {r.element_count for r in outcome.results if r.element_count is not None} == {6}
+    assert outcome.rows_checked == 6 and outcome.rows_quarantined == 0
+
+
+def test_warn_counts_and_keeps_every_row(spark, tmp_path):
+    checker = checker_for(spark, tmp_path, not_null("order_id", "warn"))
+    rows = [order_row(i, order_id=None if i in (1, 4) else f"o-{i}") for i in range(6)]
+    batch = make_batch(spark, rows)
+    outcome = checker.validate(batch, message_type=ORDER, table=TABLE, batch_id=3)
+    verdict = result_of(outcome, "expect_column_values_to_not_be_null(column=order_id)")
+    assert (verdict.success, verdict.unexpected_count, verdict.element_count) == (False, 2, 6)
+    assert verdict.policy == "warn" and verdict.batch_id == 3 and verdict.table == TABLE
+    assert not outcome.fail_batch
+    assert outcome.passed.count() == 6 and outcome.failed.count() == 0
+
+
+def test_quarantine_moves_exactly_the_failing_rows_with_reasons(spark, tmp_path):
+    checker = checker_for(
+        spark,
+        tmp_path,
+        not_null("order_id", "quarantine"),
+        in_set("status", ["NEW", "PAID", "SHIPPED"], "quarantine"),
+        in_set("qty", [1, 2, 3, 4, 5], "warn"),
+    )
+    rows = [order_row(i) for i in range(10)]
+    rows[2] = order_row(2, order_id=None)
+    rows[5] = order_row(5, status="LOST")
+    rows[7] = order_row(7, order_id=None, status="??")
+    rows[8] = order_row(8, qty=99)  # warn only: stays
+    batch = make_batch(spark, rows)
+    outcome = checker.validate(batch, message_type=ORDER, table=TABLE, batch_id=1)
+
+    assert not outcome.fail_batch
+    assert keys(outcome.failed) == {
+        ("shop.orders", 0, 2),
+        ("shop.orders", 1, 5),
+        ("shop.orders", 1, 7),
+    }
+    assert_partition(batch, outcome)
+    assert outcome.rows_quarantined == 3
+    reasons = {r["_kafka_offset"]: r for r in outcome.failed.collect()}
+    null_reason = (
+        "expect_column_values_to_not_be_null(column=order_id) failed: 2 of 10 rows unexpected"
+    )
+    set_reason = (
+        'expect_column_values_to_be_in_set(column=status, value_set=["NEW", "PAID", "SHIPPED"]) '
+        "failed: 2 of 10 rows unexpected"
+    )
+    assert reasons[2]["reason"] == null_reason
+    assert reasons[5]["reason"] == set_reason
+    assert reasons[7]["reason"] == f"{null_reason}; {set_reason}"
+    assert {(r["reason_code"], r["stage"]) for r in reasons.values()} == {("DQ_FAILED", "quality")}
+    assert reasons[5]["status"] == "LOST"  # the row's own data travels with it
+    warned = result_of(
+        outcome, "expect_column_values_to_be_in_set(column=qty, value_set=[1, 2, 3, 4, 5])"
+    )
+    assert (warned.success, warned.unexpected_count) == (False, 1)
+
+
+def test_quarantine_rule_that_passes_thanks_to_mostly_moves_nothing(spark, tmp_path):
+    rule = not_null("order_id", "quarantine")
+    rule["kwargs"]["mostly"] = 0.5
+    checker = checker_for(spark, tmp_path, rule)
+    rows = [order_row(i, order_id=None if i == 0 else "x") for i in range(4)]
+    outcome = checker.validate(make_batch(spark, rows), message_type=ORDER, table=TABLE, batch_id=0)
+    verdict = outcome.results[-1]
+    assert verdict.expectation.startswith("expect_column_values_to_not_be_null(column=order_id")
+    assert (verdict.success, verdict.unexpected_count) == (True, 1)
+    assert outcome.failed.count() == 0 and outcome.passed.count() == 4
+
+
+def test_fail_policy_fails_the_batch(spark, tmp_path):
+    checker = checker_for(
+        spark,
+        tmp_path,
+        not_null("email", "fail"),
+        {
+            "message_type": ORDER,
+            "expectation": "expect_table_row_count_to_be_between",
+            "kwargs": {"min_value": 1, "max_value": 100},
+            "policy": "fail",
+        },
+    )
+    rows = [order_row(i, email=None if i == 3 else "a@b") for i in range(5)]
+    outcome = checker.validate(make_batch(spark, rows), message_type=ORDER, table=TABLE, batch_id=9)
+    assert outcome.fail_batch
+    error = QualityFailed(outcome)
+    assert "expect_column_values_to_not_be_null(column=email)" in str(error)
+    assert "expect_table_row_count_to_be_between" not in str(error)  # that one passed
+    row_count = result_of(
+        outcome, "expect_table_row_count_to_be_between(max_value=100, min_value=1)"
+    )
+    assert row_count.success and row_count.observed_value == "5"
+    assert outcome.failed.count() == 0  # fail never quarantines: the caller commits nothing
+
+
+def test_defaults_fail_on_duplicate_coordinates_and_null_lineage(spark, tmp_path):
+    checker = checker_for(spark, tmp_path)  # no configured rules: defaults only
+    rows = [order_row(i) for i in range(4)] + [order_row(2)]
+    outcome = checker.validate(make_batch(spark, rows), message_type=ORDER, table=TABLE, batch_id=0)
+    assert outcome.fail_batch
+    unique = [
+        r for r in outcome.results if r.expectation_type == "expect_compound_columns_to_be_unique"
+    ]
+    assert [(r.success, r.unexpected_count, r.policy) for r in unique] == [(False, 2, "fail")]
+
+    rows = [order_row(i) for i in range(3)] + [order_row(3, _processed_at=None)]
+    outcome = checker.validate(make_batch(spark, rows), message_type=ORDER, table=TABLE, batch_id=1)
+    assert outcome.fail_batch
+    failed = [r.expectation for r in outcome.results if not r.success]
+    assert failed == ["expect_column_values_to_not_be_null(column=_processed_at)"]
+
+
+def test_default_timestamp_bounds_quarantine_insane_kafka_timestamps(spark, tmp_path):
+    checker = checker_for(spark, tmp_path)
+    rows = [order_row(i) for i in range(5)]
+    rows[1] = order_row(1, _kafka_timestamp=datetime(1970, 1, 1))
+    rows[3] = order_row(3, _kafka_timestamp=NOW.replace(year=NOW.year + 1))
+    batch = make_batch(spark, rows)
+    outcome = checker.validate(batch, message_type=ORDER, table=TABLE, batch_id=0)
+    assert not outcome.fail_batch
+    assert keys(outcome.failed) == {("shop.orders", 1, 1), ("shop.orders", 1, 3)}
+    assert_partition(batch, outcome)
+    [reason] = {r["reason"] for r in outcome.failed.collect()}
+    assert reason.startswith("expect_column_values_to_be_between(column=_kafka_timestamp")
+
+
+def test_unmodelled_row_expectation_quarantines_through_ge_row_list(spark, tmp_path):
+    checker = checker_for(
+        spark,
+        tmp_path,
+        {
+            "message_type": ORDER,
+            "expectation": "expect_column_pair_values_a_to_be_greater_than_b",
+            "kwargs": {"column_A": "amount", "column_B": "qty"},
+            "policy": "quarantine",
+        },
+    )
+    rows = [order_row(i) for i in range(6)]
+    rows[4] = order_row(4, amount=0.5)
+    batch = make_batch(spark, rows)
+    outcome = checker.validate(batch, message_type=ORDER, table=TABLE, batch_id=0)
+    assert keys(outcome.failed) == {("shop.orders", 0, 4)}
+    assert_partition(batch, outcome)
+    assert outcome.failed.first()["reason"].startswith(
+        "expect_column_pair_values_a_to_be_greater_than_b(column_A=amount, column_B=qty) failed: 1 of 6"
+    )
+
+
+def test_missing_column_is_a_config_error_naming_the_rule(spark, tmp_path):
+    checker = checker_for(spark, tmp_path, not_null("order_id", "warn"), not_null("coupon", "warn"))
+    batch = make_batch(spark, [order_row(0)])
+    with pytest.raises(
+        QualityConfigError, match=r"quality.expectations\[1\].*coupon not in the batch"
+    ):
+        checker.validate(batch, message_type=ORDER, table=TABLE, batch_id=0)
+
+
+def test_error_inside_great_expectations_is_a_config_error(spark, tmp_path):
+    rule = {
+        "message_type": ORDER,
+        "expectation": "expect_column_values_to_be_between",
+        "kwargs": {"column": "order_id", "min_value": 1, "max_value": 9},
+        "policy": "warn",
+    }
+    checker = checker_for(spark, tmp_path, rule)
+    with pytest.raises(
+        QualityConfigError, match=r"quality.expectations\[0\].*Great Expectations raised"
+    ):
+        checker.validate(
+            make_batch(spark, [order_row(0)]), message_type=ORDER, table=TABLE, batch_id=0
+        )
+
+
+def test_suites_per_message_type_and_lazy_defaults(spark, tmp_path):
+    checker = checker_for(
+        spark, tmp_path, not_null("order_id", "warn"), not_null("id", "warn", "shop.v1.Refund")
+    )
+    assert checker.suite_names() == ["shop.v1.Order", "shop.v1.Refund"]
+    batch = make_batch(spark, [order_row(0)]).withColumn("_message_type", F.lit("shop.v1.Audit"))
+    outcome = checker.validate(
+        batch, message_type="shop.v1.Audit", table="shop_v1__audit", batch_id=0
+    )
+    assert all(r.success for r in outcome.results) and len(outcome.results) == 7
+    assert checker.suite_names() == ["shop.v1.Audit", "shop.v1.Order", "shop.v1.Refund"]
+
+
+def test_results_written_idempotently_per_batch_and_table(spark, tmp_path):
+    checker = checker_for(spark, tmp_path, not_null("order_id", "quarantine"))
+    lakehouse = str(tmp_path / "lakehouse")
+    bad = make_batch(spark, [order_row(i, order_id=None if i == 0 else "x") for i in range(4)])
+    good = make_batch(spark, [order_row(i) for i in range(10, 13)])
+    first = checker.validate(bad, message_type=ORDER, table=TABLE, batch_id=7)
+    assert checker.write_results(first.results, 7) == 8
+    assert checker.write_results(first.results, 7) == 8  # a retried micro-batch
+
+    table = spark.read.format("delta").load(checker.results_path)
+    assert table.count() == 8
+    assert table.groupBy("batch_id", "table", "expectation").count().where("count > 1").count() == 0
+    row = table.where(
+        "expectation = 'expect_column_values_to_not_be_null(column=order_id)'"
+    ).first()
+    assert row.asDict() | {"validated_at": None, "observed_value": None} == {
+        "batch_id": 7,
+        "table": TABLE,
+        "message_type": ORDER,
+        "expectation": "expect_column_values_to_not_be_null(column=order_id)",
+        "expectation_type": "expect_column_values_to_not_be_null",
+        "policy": "quarantine",
+        "success": False,
+        "element_count": 4,
+        "unexpected_count": 1,
+        "observed_value": None,
+        "validated_at": None,
+        "rows_checked": 4,
+        "rows_quarantined": 1,
+    }
+
+    # The retry saw different data (e.g. a fixed upstream): its verdict replaces the old one.
+    retry = checker.validate(good, message_type=ORDER, table=TABLE, batch_id=7)
+    checker.write_results(retry.results, 7)
+    other = checker.validate(good, message_type=ORDER, table="shop_v1__order_copy", batch_id=7)
+    checker.write_results(other.results, 7)
+    table = spark.read.format("delta").load(checker.results_path)
+    assert table.count() == 16
+    assert table.where("table = 'shop_v1__order' AND NOT success").count() == 0
+
+    checker.write_results(first.results, 7)
+    checker.validate(good, message_type=ORDER, table=TABLE, batch_id=8)
+    checker.write_results(
+        checker.validate(good, message_type=ORDER, table=TABLE, batch_id=8).results, 8
+    )
+    summary = {s["table"]: s for s in summarize(spark, lakehouse)}
+    assert summary[TABLE] == {
+        "table": TABLE,
+        "message_type": ORDER,
+        "batches": 2,
+        "checked": 7,
+        "passed": 6,
+        "quarantined": 1,
+        "failed_batches": 0,
+        "failed_by_expectation": {
+            "expect_column_values_to_not_be_null(column=order_id)": {
+                "policy": "quarantine",
+                "failed_batches": 1,
+                "unexpected_rows": 1,
+            }
+        },
+    }
+    assert summary["shop_v1__order_copy"]["checked"] == 3
+
+
+def test_write_results_rejects_other_batch_ids(spark, tmp_path):
+    checker = checker_for(spark, tmp_path)
+    outcome = checker.validate(
+        make_batch(spark, [order_row(0)]), message_type=ORDER, table=TABLE, batch_id=1
+    )
+    with pytest.raises(ValueError, match="batch ids \\[1\\]"):
+        checker.write_results(outcome.results, 2)
+
+
+def test_summarize_is_empty_before_any_result(spark, tmp_path):
+    assert summarize(spark, str(tmp_path / "nothing")) == []
