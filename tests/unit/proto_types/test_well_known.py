@@ -195,3 +195,24 @@ def test_empty_message_is_json_text(protos):
     msg = cls()
     msg.empty.SetInParent()
     assert RowConverter(cls.DESCRIPTOR).to_dict(msg)["empty"] == "{}"
+
+
+def test_mixed_presence_in_one_batch(protos):
+    cls = protos.v3("WellKnown")
+    set_all = cls()
+    set_all.ts.seconds = 60
+    set_all.dur.seconds = 2
+    set_all.w_uint64.value = 5
+    set_all.st.update({"a": "b"})
+    set_all.empty.SetInParent()
+    batch = RowConverter(cls.DESCRIPTOR).to_record_batch([cls(), set_all, cls()])
+    got = {
+        name: batch.column(name).to_pylist() for name in ("ts", "dur", "w_uint64", "st", "empty")
+    }
+    assert got == {
+        "ts": [None, EPOCH + timedelta(seconds=60), None],
+        "dur": [None, 2.0, None],
+        "w_uint64": [None, Decimal(5), None],
+        "st": [None, '{"a":"b"}', None],
+        "empty": [None, "{}", None],
+    }
