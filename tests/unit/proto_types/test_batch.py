@@ -98,3 +98,15 @@ def test_converter_for_caches_per_descriptor_and_depth(protos):
     assert converter_for(descriptor, 2) is converter_for(descriptor, 2)
     assert converter_for(descriptor, 2) is not converter_for(descriptor, 3)
     assert converter_for(descriptor, 2).spark_schema == spark_schema_for(descriptor, 2)
+
+
+def test_a_timestamp_beyond_int64_microseconds_names_the_record(protos):
+    cls = protos.v3("WellKnown")
+    fine = cls()
+    fine.ts.seconds = 1
+    broken = cls()
+    broken.ts.seconds = 2**62  # a valid int64, but not as microseconds (and not a valid Timestamp)
+    with pytest.raises(RowConversionError) as info:
+        RowConverter(cls.DESCRIPTOR).to_record_batch([fine, broken])
+    assert (info.value.index, info.value.column) == (1, "ts")
+    assert "overflow" in str(info.value).lower()
