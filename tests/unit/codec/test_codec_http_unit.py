@@ -1,0 +1,47 @@
+"""HttpSchemaRegistry pieces that need no server: format detection, credentials, backoff."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from google.protobuf import descriptor_pb2
+
+from codec.http_registry import HttpSchemaRegistry, _split_credentials, detect_schema_format
+
+
+def test_detect_schema_format():
+    proto = descriptor_pb2.FileDescriptorProto(name="x.proto", package="p")
+    proto.message_type.add(name="M")
+    encoded = base64.b64encode(proto.SerializeToString()).decode()
+    assert detect_schema_format(encoded) == "serialized"
+    assert detect_schema_format('syntax = "proto3"; message M {}') == "text"
+    assert detect_schema_format("") == "text"
+    assert detect_schema_format("////") == "text"  # base64 alphabet, but not a descriptor
+
+
+def test_credentials_are_split_from_the_url():
+    assert _split_credentials("http://h:1/") == ("http://h:1", None)
+    assert _split_credentials("https://u%40x:p%3Aw@h/base/") == ("https://h/base", ("u@x", "p:w"))
+    with pytest.raises(ValueError):
+        _split_credentials("h:8081")
+
+
+def test_backoff_is_exponential_jittered_capped_and_honours_retry_after():
+    reg = HttpSchemaRegistry("http://127.0.0.1:1", backoff_initial=0.5, backoff_max=3.0)
+    for attempt in range(8):
+        cap = min(3.0, 0.5 * 2**attempt)
+        delays = {reg._delay(attempt, None) for _ in range(50)}
+        assert all(cap / 2 <= d <= cap for d in delays)
+        assert len(delays) > 1  # jittered
+    assert reg._delay(0, "2") == 2.0
+    assert reg._delay(0, "120") == 3.0  # capped
+    assert 0.25 <= reg._delay(0, "Wed, 21 Oct 2015 07:28:00 GMT") <= 0.5
+
+
+def test_repr_and_errors_hide_secrets():
+    reg = HttpSchemaRegistry("https://me:topsecret@h:8443", request_format=None)
+    assert repr(reg) == "HttpSchemaRegistry(url='https://h:8443', auth='basic')"
+    token = HttpSchemaRegistry("https://h", bearer_token="tok-secret")
+    assert "tok-secret" not in repr(token)
+    assert token._redact("x tok-secret y") == "x *** y"
