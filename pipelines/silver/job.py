@@ -70,6 +70,9 @@ from .tables import (
 )
 
 log = logging.getLogger("pipelines.silver")
+# Table creation, catalog registration and resolver calls of concurrent queries (processing-time
+# runs one query per bronze table in driver threads) go one at a time.
+_DRIVER_LOCK = threading.RLock()
 JOB = "silver"
 SCHEMA_CONFLICT = "SCHEMA_CONFLICT"
 
@@ -170,7 +173,7 @@ class SilverBatch:
         # message columns of each table as this query last wrote it: saves reading the Delta
         # log every batch; dropped when a batch fails (another writer may have changed it)
         self._schemas: dict[str, T.StructType] = {}
-        self._lock = threading.Lock()
+        self._lock = _DRIVER_LOCK
 
     def __call__(self, bronze: DataFrame, batch_id: int) -> None:
         t0 = time.monotonic()

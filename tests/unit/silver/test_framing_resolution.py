@@ -6,11 +6,11 @@ import struct
 from typing import Any
 
 import pytest
+from silver_testkit import make_order
 
 from codec import RegistryUnavailable, SchemaResolver, open_registry
 from pipelines.silver.framing import frame_columns, parse_schema_key, schema_key
 from pipelines.silver.resolution import resolve_schema_key, resolve_schema_keys
-from silver_testkit import make_order
 
 
 def test_schema_key_round_trip() -> None:
