@@ -229,3 +229,20 @@ def test_proto2_defaults_and_required(pb, client):
     assert record.message.n == 7  # proto2 default from the writer schema
     assert not record.message.HasField("n")
     assert record.to_json() == {"name": "only"}
+
+
+@pytest.mark.parametrize("header_form", [False, True], ids=["prefix", "header"])
+def test_framed_keys(pb, client, header_form):
+    nested, _ = pb
+    key = nested.Envelope.Inner.Deep(note="key-1")
+    value = nested.Known.Last(n=3)
+    key_bytes, key_headers = confluent_frame(
+        client, key, "keyed", header_form=header_form, is_key=True
+    )
+    value_bytes, value_headers = confluent_frame(client, value, "keyed", header_form=header_form)
+    headers = key_headers + value_headers
+    if header_form:
+        assert [h[0] for h in headers] == ["__key_schema_id", "__value_schema_id"]
+    decoder = Decoder(ConfluentMockRegistry(client))
+    assert same(decoder.decode(key_bytes, headers, is_key=True).message, key)
+    assert same(decoder.decode(value_bytes, headers).message, value)
