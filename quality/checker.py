@@ -31,7 +31,9 @@ paths (or ``file://`` URIs) only: Great Expectations keeps its context on the lo
 
 from __future__ import annotations
 
+import html
 import logging
+import re
 import shutil
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -63,6 +65,7 @@ from quality.rules import (
     TIMESTAMP_MAX_PARAMETER,
     ExpectationRule,
     QualityConfigError,
+    format_expectation_id,
     suite_rules,
 )
 
@@ -73,6 +76,7 @@ STAGE = "quality"
 DOCS_SITE = "protolake"
 DATASOURCE = "protolake_silver"
 _FLAG = "__dq_flag_{}"
+OVERVIEW_ID = "protolake-overview"
 
 
 class QualityFailed(RuntimeError):  # noqa: N818  (name fixed by the silver contract)
@@ -354,6 +358,7 @@ class QualityChecker:
         site: Any = {
             "class_name": "SiteBuilder",
             "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            "show_how_to_buttons": False,
             "store_backend": {
                 "class_name": "TupleFilesystemStoreBackend",
                 "base_directory": str(self.docs_dir),
@@ -378,7 +383,7 @@ class QualityChecker:
                     key.expectation_suite_identifier.name == message_type
                 ):
                     store.remove_key(key)
-            run_id = RunIdentifier(run_name=f"{table} batch {batch_id}", run_time=when)
+            run_id = RunIdentifier(run_name=f"{table}-batch-{batch_id}", run_time=when)
             # GE's own ValidationDefinition.run stores these two (the renderer reads them).
             meta: dict[str, Any] = {"run_id": run_id, "validation_time": when}
             result.meta.update(meta)  # type: ignore[typeddict-item]
@@ -389,7 +394,45 @@ class QualityChecker:
         # Pages of removed results would linger; the index is rebuilt from the store anyway.
         shutil.rmtree(self.docs_dir / "validations", ignore_errors=True)
         self._context.build_data_docs(site_names=[DOCS_SITE])
+        _insert_overview(self.docs_index, self._overview_rows())
         return self.docs_index
+
+    def _overview_rows(self) -> list[dict[str, Any]]:
+        """Each stored suite with its latest stored validation (from this run or an earlier one)."""
+        store = self._context.validation_results_store
+        latest: dict[str, ValidationResultIdentifier] = {}
+        for key in store.list_keys():
+            if not isinstance(key, ValidationResultIdentifier):
+                continue
+            name = key.expectation_suite_identifier.name
+            if name not in latest or key.run_id.run_time > latest[name].run_id.run_time:
+                latest[name] = key
+        names = {suite.name for suite in self._context.suites.all()} | set(latest)
+        rows: list[dict[str, Any]] = []
+        for name in sorted(names):
+            row: dict[str, Any] = {"suite": name, "suite_page": _page("expectations", name)}
+            found = latest.get(name)
+            result = store.get(found) if found is not None else None
+            if found is not None and result is not None:
+                failed = [
+                    format_expectation_id(r.expectation_config.type, r.expectation_config.kwargs)
+                    for r in result.results
+                    if not r.success and r.expectation_config is not None
+                ]
+                pages = sorted(
+                    (self.docs_dir / "validations" / Path(*name.split("."))).rglob("*.html")
+                )
+                row.update(
+                    run=found.run_id.run_name,
+                    time=found.run_id.run_time,
+                    success=bool(result.success),
+                    evaluated=result.statistics.get("evaluated_expectations"),
+                    successful=result.statistics.get("successful_expectations"),
+                    failed=failed,
+                    result_page=pages[-1].relative_to(self.docs_dir).as_posix() if pages else None,
+                )
+            rows.append(row)
+        return rows
 
     # -- results -----------------------------------------------------------------------------
 
@@ -400,6 +443,49 @@ class QualityChecker:
     @property
     def results_path(self) -> str:
         return results_path(self._lakehouse)
+
+
+def _page(kind: str, suite_name: str) -> str:
+    return f"{kind}/{'/'.join(suite_name.split('.'))}.html"
+
+
+def _insert_overview(index: Path, rows: list[dict[str, Any]]) -> None:
+    """Put a plain-HTML table of suites and latest results at the top of GE's index page.
+
+    GE's own index tables are drawn by JavaScript loaded from public CDNs; this table reads
+    without them (offline machines, locked-down browsers) and is what the browser test checks.
+    """
+
+    def esc(value: Any) -> str:
+        return html.escape(str(value), quote=True)
+
+    lines = [
+        f'<section id="{OVERVIEW_ID}" class="container-fluid" style="padding:1em">',
+        "<h2>protolake: expectation suites and their latest results</h2>",
+        '<table class="table table-sm" border="1"><thead><tr><th>Suite</th><th>Latest run</th>'
+        "<th>Validated at</th><th>Status</th><th>Expectations met</th><th>Failed expectations</th>"
+        "</tr></thead><tbody>",
+    ]
+    for row in rows:
+        suite = f'<a href="{esc(row["suite_page"])}">{esc(row["suite"])}</a>'
+        if "run" not in row:
+            lines.append(f"<tr><td>{suite}</td><td colspan=5>not validated yet</td></tr>")
+            continue
+        run = esc(row["run"])
+        if row["result_page"]:
+            run = f'<a href="{esc(row["result_page"])}">{run}</a>'
+        status = "passed" if row["success"] else "FAILED"
+        failed = "<br>".join(esc(f) for f in row["failed"]) or "none"
+        lines.append(
+            f"<tr><td>{suite}</td><td>{run}</td><td>{esc(row['time'])}</td><td>{status}</td>"
+            f"<td>{esc(row['successful'])} of {esc(row['evaluated'])}</td><td>{failed}</td></tr>"
+        )
+    lines.append("</tbody></table></section>")
+    text = index.read_text(encoding="utf-8")
+    text = re.sub(rf'<section id="{OVERVIEW_ID}".*?</section>', "", text, flags=re.S)
+    body = re.search(r"<body[^>]*>", text)
+    at = body.end() if body else 0
+    index.write_text(text[:at] + "\n".join(lines) + text[at:], encoding="utf-8")
 
 
 def _check_columns(rules: list[ExpectationRule], schema: StructType) -> None:

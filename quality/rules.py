@@ -91,8 +91,7 @@ class ExpectationRule:
     @property
     def expectation_id(self) -> str:
         """``name(key=value, ...)``: unique within a suite; the ``expectation`` column of results."""
-        args = ", ".join(f"{k}={_show(v)}" for k, v in sorted(self.kwargs.items()))
-        return f"{self.expectation}({args})"
+        return format_expectation_id(self.expectation, self.kwargs)
 
     @property
     def row_level(self) -> bool:
@@ -241,6 +240,12 @@ def suite_rules(message_type: str, configured: Sequence[ExpectationRule]) -> lis
     mine = [r for r in configured if r.message_type == message_type]
     overridden = {r.expectation_id for r in mine}
     return [r for r in default_rules(message_type) if r.expectation_id not in overridden] + mine
+
+
+def format_expectation_id(expectation: str, kwargs: Mapping[str, Any]) -> str:
+    """``name(key=value, ...)`` with sorted keys; GE's own ``batch_id`` argument is left out."""
+    args = ", ".join(f"{k}={_show(v)}" for k, v in sorted(kwargs.items()) if k != "batch_id")
+    return f"{expectation}({args})"
 
 
 def _plain(value: Any) -> Any:
