@@ -1,0 +1,57 @@
+"""protolake_maintenance: daily OPTIMIZE and VACUUM of the bronze, silver and quarantine tables.
+
+One task per table group, each ``spark-submit pipelines/jobs/run.py maintain --config FILE
+--table-group <group> --retention-hours N`` (``protolake maintain``, pipelines/ops/maintain.py),
+one after the other (compaction is heavy; the groups do not need to race each other).
+
+VACUUM retention: ``PROTOLAKE_VACUUM_RETENTION_HOURS`` (default 168 h = 7 days, Delta's own
+default; shorter retention can delete files a running stream or a time-travel query still
+reads). Schedule: ``PROTOLAKE_MAINTENANCE_SCHEDULE`` (default ``@daily``).
+
+Replay of quarantined records is not scheduled here yet: ``protolake replay`` does not exist
+in this version (it is added as a task once it does).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+
+from airflow.sdk import DAG, chain
+from protolake_support import ProtolakeSparkSubmitOperator, env_int
+
+SCHEDULE = os.environ.get("PROTOLAKE_MAINTENANCE_SCHEDULE", "@daily")
+RETENTION_HOURS = env_int("PROTOLAKE_VACUUM_RETENTION_HOURS", 168)
+TABLE_GROUPS = ("bronze", "silver", "quarantine")
+
+with DAG(
+    dag_id="protolake_maintenance",
+    description="OPTIMIZE + VACUUM of bronze, silver and quarantine",
+    schedule=SCHEDULE,
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    tags=["protolake", "maintenance"],
+    default_args={
+        "owner": "protolake",
+        "retries": 1,
+        "retry_delay": timedelta(minutes=10),
+        "execution_timeout": timedelta(hours=3),
+    },
+    doc_md=__doc__,
+) as dag:
+    chain(
+        *(
+            ProtolakeSparkSubmitOperator(
+                task_id=f"maintain_{group}",
+                subcommand="maintain",
+                subcommand_args=[
+                    "--table-group",
+                    group,
+                    "--retention-hours",
+                    str(RETENTION_HOURS),
+                ],
+            )
+            for group in TABLE_GROUPS
+        )
+    )
