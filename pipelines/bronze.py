@@ -318,6 +318,9 @@ def run(
         spark = build_session(
             "protolake-bronze", master=cfg.spark.master or None, conf=cfg.spark.conf
         )
+    from pipelines.metrics import install_metrics
+
+    install_metrics(spark, cfg)
     queries = write_bronze(read_kafka(spark, cfg).transform(to_bronze_rows), cfg, trigger)
     if await_termination:
         await_queries(queries)

@@ -158,8 +158,13 @@ class SilverBatch:
         database: str = "",
         checker: Any = None,
         quality_types: frozenset[str] = frozenset(),
+        quarantine_writer: Callable[[DataFrame, int], None] | None = None,
     ) -> None:
         self.spark = spark
+        # replay (pipelines/ops/replay.py) updates the quarantine rows it re-decoded instead of
+        # appending new ones; metrics (pipelines/metrics.py) set on_batch to see each batch
+        self.quarantine_writer = quarantine_writer
+        self.on_batch: Callable[[BatchStats], None] | None = None
         self.root = lakehouse_path.rstrip("/")
         self.app_id = app_id
         self.resolver = resolver
@@ -189,6 +194,8 @@ class SilverBatch:
                 df.unpersist()
         stats.seconds = round(time.monotonic() - t0, 3)
         self.history.append(stats)
+        if self.on_batch is not None:
+            self.on_batch(stats)
         log.info(
             "silver: batch %d: %d records -> silver %s, quarantine %s (%.1f s)",
             batch_id,
@@ -360,7 +367,10 @@ class SilverBatch:
             self._register(plan)
         quarantine = union_all(quarantine_parts)
         assert quarantine is not None
-        append_idempotent(quarantine, quarantine_path(self.root), self.app_id, batch_id)
+        if self.quarantine_writer is not None:
+            self.quarantine_writer(quarantine, batch_id)
+        else:
+            append_idempotent(quarantine, quarantine_path(self.root), self.app_id, batch_id)
         if quality_results:
             self.checker.write_results(quality_results, batch_id)
         # counts for the summary: one small job over the persisted frames (no re-decoding)
@@ -517,6 +527,9 @@ def start_query(
         checker=checker,
         quality_types=quality_types,
     )
+    from pipelines.metrics import silver_batch_hook
+
+    batch.on_batch = silver_batch_hook(f"silver_{name}")
     writer = (
         spark.readStream.format("delta")
         .load(bronze_path)
@@ -594,6 +607,9 @@ def run(
             "protolake-silver", master=cfg.spark.master or None, conf=cfg.spark.conf
         )
     resolver = resolver or open_resolver(cfg)
+    from pipelines.metrics import install_metrics
+
+    install_metrics(spark, cfg)
     checker, quality_types = make_checker(spark, cfg)
     if cfg.silver.catalog_database:
         # the catalog of this session may be new (in-memory, or another metastore): make every

@@ -1,0 +1,293 @@
+"""Per-batch figures of the streaming jobs, as Prometheus metrics and JSON log lines.
+
+:func:`install_metrics` (called by ``pipelines.bronze.run`` and ``pipelines.silver.run``)
+registers one :class:`MetricsListener` (a ``StreamingQueryListener``) per Spark session and,
+when ``metrics.prometheus_port`` > 0, serves :data:`REGISTRY` on that port
+(``http://<host>:<port>/metrics``) once per process. Every query progress is also logged as
+one JSON line on the ``pipelines.metrics`` logger (INFO), e.g.::
+
+    {"event": "batch", "query": "silver_shop_orders", "batch_id": 3, "records_in": 120,
+     "decoded": {"shop_v1_order": 118}, "quarantined": {"UNKNOWN_SCHEMA": 2},
+     "duration_seconds": 2.4, "input_rows_per_second": 50.0, "processed_rows_per_second": 49.8,
+     "lag_records": {"shop.orders": 0}, "files_outstanding": null}
+
+Decoded and quarantined counts come from silver itself: ``SilverBatch`` calls the hook made by
+:func:`silver_batch_hook` at the end of each micro-batch (the listener sees only Spark's
+figures). Metric names (documented with examples in docs/metrics.md); ``query`` is the
+streaming query's name (``bronze_<table>``/``silver_<bronze table>``):
+
+=============================================  =========  ==================================
+name                                           type       labels
+=============================================  =========  ==================================
+protolake_batch_records_total                  counter    query (records in, numInputRows)
+protolake_batches_total                        counter    query
+protolake_batch_duration_seconds               histogram  query (trigger execution time)
+protolake_input_rows_per_second                gauge      query
+protolake_processed_rows_per_second            gauge      query
+protolake_kafka_lag_records                    gauge      query, topic (latest - end offset)
+protolake_delta_files_outstanding              gauge      query (Delta source backlog)
+protolake_last_batch_id                        gauge      query
+protolake_last_batch_timestamp_seconds         gauge      query (Unix time of the progress)
+protolake_silver_decoded_total                 counter    query, table
+protolake_silver_quarantined_total             counter    query, reason
+protolake_query_terminated_total               counter    query, outcome (ok | failed)
+=============================================  =========  ==================================
+
+Metrics never fail a batch: an exception while recording is logged and swallowed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from pipelines.config import ProtolakeConfig
+
+log = logging.getLogger("pipelines.metrics")
+
+REGISTRY = CollectorRegistry()
+
+BATCH_RECORDS = Counter(
+    "protolake_batch_records", "Records read by a micro-batch", ["query"], registry=REGISTRY
+)
+BATCHES = Counter("protolake_batches", "Micro-batches completed", ["query"], registry=REGISTRY)
+BATCH_DURATION = Histogram(
+    "protolake_batch_duration_seconds",
+    "Trigger execution time of a micro-batch",
+    ["query"],
+    buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600),
+    registry=REGISTRY,
+)
+INPUT_RATE = Gauge(
+    "protolake_input_rows_per_second", "Input rate of the last batch", ["query"], registry=REGISTRY
+)
+PROCESSED_RATE = Gauge(
+    "protolake_processed_rows_per_second",
+    "Processing rate of the last batch",
+    ["query"],
+    registry=REGISTRY,
+)
+KAFKA_LAG = Gauge(
+    "protolake_kafka_lag_records",
+    "Kafka records not yet read (latest offset - end offset of the last batch), per topic",
+    ["query", "topic"],
+    registry=REGISTRY,
+)
+FILES_OUTSTANDING = Gauge(
+    "protolake_delta_files_outstanding",
+    "Files of the Delta source not yet read after the last batch",
+    ["query"],
+    registry=REGISTRY,
+)
+LAST_BATCH_ID = Gauge(
+    "protolake_last_batch_id", "Id of the last completed batch", ["query"], registry=REGISTRY
+)
+LAST_BATCH_TIME = Gauge(
+    "protolake_last_batch_timestamp_seconds",
+    "Unix time of the last progress report",
+    ["query"],
+    registry=REGISTRY,
+)
+SILVER_DECODED = Counter(
+    "protolake_silver_decoded",
+    "Records written to a silver table",
+    ["query", "table"],
+    registry=REGISTRY,
+)
+SILVER_QUARANTINED = Counter(
+    "protolake_silver_quarantined",
+    "Records sent to quarantine, by reason code",
+    ["query", "reason"],
+    registry=REGISTRY,
+)
+TERMINATED = Counter(
+    "protolake_query_terminated",
+    "Streaming queries that ended, by outcome",
+    ["query", "outcome"],
+    registry=REGISTRY,
+)
+
+_lock = threading.Lock()
+_silver_stats: dict[tuple[str, int], dict[str, Any]] = {}  # (query, batch) -> silver figures
+_MAX_PENDING = 1000
+_names: dict[str, str] = {}  # query id -> name (terminated events carry no name)
+_installed: set[int] = set()  # id() of JVM sessions that have the listener
+_servers: dict[int, Any] = {}  # port -> server
+
+
+def silver_batch_hook(query_name: str) -> Callable[[Any], None]:
+    """A ``SilverBatch.on_batch`` callback: counts decoded/quarantined rows of each batch."""
+
+    def on_batch(stats: Any) -> None:
+        try:
+            for table, n in stats.silver.items():
+                SILVER_DECODED.labels(query_name, table).inc(n)
+            for reason, n in stats.quarantined.items():
+                SILVER_QUARANTINED.labels(query_name, reason).inc(n)
+            with _lock:
+                if len(_silver_stats) >= _MAX_PENDING:  # no listener consuming them
+                    _silver_stats.pop(next(iter(_silver_stats)))
+                _silver_stats[(query_name, int(stats.batch_id))] = {
+                    "decoded": dict(stats.silver),
+                    "quarantined": dict(stats.quarantined),
+                }
+        except Exception:  # noqa: BLE001 - metrics never fail a batch
+            log.exception("metrics: could not record silver batch of %s", query_name)
+
+    return on_batch
+
+
+def kafka_lag(source: Mapping[str, Any]) -> dict[str, int] | None:
+    """Per topic, latest offset - end offset of a Kafka source progress (None: not Kafka)."""
+    end, latest = _offsets(source.get("endOffset")), _offsets(source.get("latestOffset"))
+    if end is None or latest is None:
+        return None
+    lag: dict[str, int] = {}
+    for topic, parts in latest.items():
+        if not isinstance(parts, Mapping):
+            return None
+        done: Mapping[str, Any] = end.get(topic) or {}
+        total = 0
+        for p, off in parts.items():
+            if int(off) >= 0:  # -1/-2 mean latest/earliest, not offsets
+                total += max(0, int(off) - int(done.get(p, off)))
+        lag[topic] = total
+    return lag
+
+
+def _offsets(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, Mapping) or not value:
+        return None
+    # Delta source offsets are {"sourceVersion": 1, "reservoirId": ...}: no per-topic maps
+    if not all(isinstance(v, Mapping) for v in value.values()):
+        return None
+    return dict(value)
+
+
+def record_progress(progress: Mapping[str, Any]) -> dict[str, Any]:
+    """Update the metrics from one query progress (its JSON as a dict); return the log record."""
+    query = str(progress.get("name") or progress.get("id") or "unnamed")
+    batch_id = int(progress.get("batchId", -1))
+    records = int(progress.get("numInputRows") or 0)
+    duration = float((progress.get("durationMs") or {}).get("triggerExecution", 0)) / 1000.0
+    in_rate = float(progress.get("inputRowsPerSecond") or 0.0)
+    out_rate = float(progress.get("processedRowsPerSecond") or 0.0)
+    BATCH_RECORDS.labels(query).inc(records)
+    BATCHES.labels(query).inc()
+    BATCH_DURATION.labels(query).observe(duration)
+    INPUT_RATE.labels(query).set(in_rate)
+    PROCESSED_RATE.labels(query).set(out_rate)
+    LAST_BATCH_ID.labels(query).set(batch_id)
+    ts = _unix_time(progress.get("timestamp"))
+    if ts is not None:
+        LAST_BATCH_TIME.labels(query).set(ts)
+    lag: dict[str, int] | None = None
+    files: int | None = None
+    for source in progress.get("sources") or []:
+        topic_lag = kafka_lag(source)
+        if topic_lag is not None:
+            lag = {**(lag or {}), **topic_lag}
+        outstanding = (source.get("metrics") or {}).get("numFilesOutstanding")
+        if outstanding is not None:
+            files = (files or 0) + int(outstanding)
+    for topic, n in (lag or {}).items():
+        KAFKA_LAG.labels(query, topic).set(n)
+    if files is not None:
+        FILES_OUTSTANDING.labels(query).set(files)
+    with _lock:
+        silver = _silver_stats.pop((query, batch_id), None)
+    record: dict[str, Any] = {
+        "event": "batch",
+        "query": query,
+        "batch_id": batch_id,
+        "records_in": records,
+        "duration_seconds": round(duration, 3),
+        "input_rows_per_second": round(in_rate, 3),
+        "processed_rows_per_second": round(out_rate, 3),
+        "lag_records": lag,
+        "files_outstanding": files,
+    }
+    if silver is not None:
+        record.update(silver)
+    return record
+
+
+def _unix_time(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _listener_base() -> type:
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    return StreamingQueryListener
+
+
+class MetricsListener(_listener_base()):  # type: ignore[misc]
+    """Feeds :func:`record_progress` and logs one JSON line per batch and per query end."""
+
+    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's callback names
+        with _lock:
+            _names[str(event.id)] = str(event.name or event.id)
+        log.info(json.dumps({"event": "started", "query": event.name, "id": str(event.id)}))
+
+    def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+        try:
+            record = record_progress(json.loads(event.progress.json))
+            log.info(json.dumps(record, sort_keys=True))
+        except Exception:  # noqa: BLE001 - metrics never fail a query
+            log.exception("metrics: could not record a query progress")
+
+    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+        with _lock:
+            name = _names.pop(str(event.id), str(event.id))
+        outcome = "failed" if event.exception else "ok"
+        TERMINATED.labels(name, outcome).inc()
+        log.info(
+            json.dumps(
+                {
+                    "event": "terminated",
+                    "query": name,
+                    "outcome": outcome,
+                    "error": (event.exception or "").splitlines()[0][:500] or None,
+                }
+            )
+        )
+
+
+def install_metrics(spark: Any, cfg: ProtolakeConfig) -> MetricsListener | None:
+    """Register the listener on ``spark`` (once per session) and start the HTTP endpoint.
+
+    Returns the new listener, or None when this session already has one.
+    """
+    port = cfg.metrics.prometheus_port
+    with _lock:
+        if port > 0 and port not in _servers:
+            # one endpoint per process: bronze and silver in one driver share it
+            _servers[port] = start_http_server(port, addr="0.0.0.0", registry=REGISTRY)
+            log.info("metrics: Prometheus endpoint on port %d", port)
+        key = id(spark._jsparkSession)
+        if key in _installed:
+            return None
+        _installed.add(key)
+    listener = MetricsListener()
+    spark.streams.addListener(listener)
+    return listener
