@@ -163,35 +163,38 @@ def parse_frame(
     Raises:
         EmptyValue, BadMagic, Truncated, BadIndexes.
     """
+    if not headers and value is not None and len(value) >= 6 and value[0] == 0 and value[5] == 0:
+        # The common case, schema id and message [0], no headers: nothing else to parse.
+        frame: Frame = _new_tuple(
+            Frame, (0, _read_u32(value, 1)[0], None, _FIRST_MESSAGE, 6, "prefix")
+        )
+        return frame
     if value is None:
         raise EmptyValue("the record value is null (a tombstone)", offset=0)
     header = find_schema_header(headers, is_key=is_key) if headers else None
-    if header is None:
-        size = len(value)
-        if size == 0:
-            raise EmptyValue("the record value is empty", offset=0)
-        if size >= 6 and value[0] == MAGIC_SCHEMA_ID and value[5] == 0:
-            # The common case, schema id and message [0]: no general parsing needed.
-            frame: Frame = _new_tuple(
-                Frame, (0, _read_u32(value, 1)[0], None, _FIRST_MESSAGE, 6, "prefix")
-            )
-            return frame
-    else:
-        where = "schema header " + (KEY_SCHEMA_ID_HEADER if is_key else VALUE_SCHEMA_ID_HEADER)
-        if len(header) == 0:
-            raise Truncated(f"{where} is empty", offset=0)
-        magic, schema_id, schema_guid, position = _read_schema_ref(header, where)
-        indexes, position = read_message_indexes(header, position)
-        if position != len(header):
-            raise BadIndexes(
-                f"{where} has {len(header) - position} bytes after the message indexes",
-                offset=position,
-            )
-        frame = _new_tuple(Frame, (magic, schema_id, schema_guid, indexes, 0, "header"))
-        return frame
+    if header is not None:
+        return _parse_header(header, is_key)
+    if len(value) == 0:
+        raise EmptyValue("the record value is empty", offset=0)
     magic, schema_id, schema_guid, position = _read_schema_ref(value, "value")
     indexes, position = read_message_indexes(value, position)
     frame = _new_tuple(Frame, (magic, schema_id, schema_guid, indexes, position, "prefix"))
+    return frame
+
+
+def _parse_header(header: Buffer, is_key: bool) -> Frame:
+    """The framing held by a schema-id header; the value is then the bare payload."""
+    where = "schema header " + (KEY_SCHEMA_ID_HEADER if is_key else VALUE_SCHEMA_ID_HEADER)
+    if len(header) == 0:
+        raise Truncated(f"{where} is empty", offset=0)
+    magic, schema_id, schema_guid, position = _read_schema_ref(header, where)
+    indexes, position = read_message_indexes(header, position)
+    if position != len(header):
+        raise BadIndexes(
+            f"{where} has {len(header) - position} bytes after the message indexes",
+            offset=position,
+        )
+    frame: Frame = _new_tuple(Frame, (magic, schema_id, schema_guid, indexes, 0, "header"))
     return frame
 
 
