@@ -1,0 +1,184 @@
+"""Helpers shared by the ``protolake`` operations commands.
+
+- :func:`open_session`: the Spark session of a command (``pipelines.spark.build_session``).
+- :func:`kafka_client_conf`: librdkafka settings (confluent-kafka) from ``[kafka]``; Java-only
+  client properties are translated where librdkafka has an equivalent (SASL/PLAIN and SCRAM
+  credentials from ``sasl.jaas.config``), else left out (never logged with their values).
+- :func:`emit`: JSON on stdout (``--json``) or a human rendering.
+- :func:`progress`: a rich progress display on stderr (silent when stderr is not a terminal).
+- :func:`effective_reason`: a quarantined record's current reason: the reason of its last
+  replay when one failed, else the reason it was quarantined with.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+
+from pipelines.config import ProtolakeConfig
+
+log = logging.getLogger("pipelines.ops")
+
+# librdkafka understands these Java client property names as they are
+_PASSTHROUGH = {
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
+    "sasl.oauthbearer.config",
+    "ssl.ca.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+    "client.id",
+}
+_JAAS_FIELD = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def kafka_client_conf(cfg: ProtolakeConfig) -> dict[str, Any]:
+    """Settings for confluent-kafka clients talking to the configured cluster."""
+    conf: dict[str, Any] = {"bootstrap.servers": cfg.kafka.bootstrap_servers}
+    for key, value in cfg.kafka.options.items():
+        if key in _PASSTHROUGH:
+            conf[key] = value
+        elif key == "sasl.jaas.config":
+            for name, val in _JAAS_FIELD.findall(value):
+                conf[f"sasl.{name}"] = val.replace('\\"', '"')
+        else:
+            log.debug("kafka.options.%s: no librdkafka equivalent, not used by ops", key)
+    return conf
+
+
+def open_session(cfg: ProtolakeConfig, app: str) -> Any:
+    """A Spark session with Delta for an operations command."""
+    from pipelines.spark import build_session
+
+    return build_session(app, master=cfg.spark.master or None, conf=cfg.spark.conf)
+
+
+def effective_reason() -> Any:
+    """Column: the current reason of a quarantine row (see the module docstring)."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    from pipelines.quarantine import REPLAYED
+
+    outcome = F.col("replay_outcome")
+    return F.when(outcome.isNotNull() & (outcome != REPLAYED), outcome).otherwise(
+        F.col("reason_code")
+    )
+
+
+def is_delta_table(spark: Any, path: str) -> bool:
+    from delta.tables import DeltaTable
+
+    return bool(DeltaTable.isDeltaTable(spark, path))
+
+
+def to_jsonable(value: Any) -> Any:
+    """Plain JSON types for dicts/lists of Spark values (datetimes as ISO 8601 UTC)."""
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        v = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return v.astimezone(UTC).isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, bytes | bytearray):
+        return value.hex()
+    return value
+
+
+def emit(as_json: bool, data: Mapping[str, Any], human: Callable[[Any], None]) -> None:
+    """Print ``data`` as one JSON document, or call ``human(console)`` (rich, stdout)."""
+    if as_json:
+        sys.stdout.write(json.dumps(to_jsonable(data), sort_keys=True) + "\n")
+        sys.stdout.flush()
+        return
+    from rich.console import Console
+
+    human(Console(soft_wrap=True))
+
+
+def table(title: str, columns: list[str], rows: list[list[Any]]) -> Any:
+    """A rich table (numbers right-aligned)."""
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    for i, c in enumerate(columns):
+        numeric = bool(rows) and all(
+            isinstance(r[i], int | float) for r in rows if r[i] is not None
+        )
+        t.add_column(c, justify="right" if numeric else "left")
+    for r in rows:
+        t.add_row(*("" if v is None else str(v) for v in r))
+    return t
+
+
+class Steps:
+    """A progress display of named steps (and counted loops) on stderr."""
+
+    def __init__(self, progress: Any) -> None:
+        self._p = progress
+
+    @contextmanager
+    def step(self, description: str) -> Iterator[None]:
+        """An indeterminate step: a spinner while it runs."""
+        task = self._p.add_task(description, total=None) if self._p else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                self._p.update(task, total=1, completed=1)
+
+    def track(self, items: list[Any], description: str) -> Iterator[Any]:
+        """Iterate ``items`` with a counted bar."""
+        if not self._p:
+            yield from items
+            return
+        task = self._p.add_task(description, total=len(items))
+        for item in items:
+            yield item
+            self._p.advance(task)
+
+
+@contextmanager
+def progress(enabled: bool = True) -> Iterator[Steps]:
+    """Progress bars on stderr (only when stderr is a terminal and ``enabled``)."""
+    if not enabled or not sys.stderr.isatty():
+        yield Steps(None)
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    ) as p:
+        yield Steps(p)
+
+
+def parse_time(value: str) -> datetime:
+    """An ISO 8601 date or date-time (naive means UTC), for ``--since``/``--until``."""
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"not an ISO 8601 time: {value!r}") from exc
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
