@@ -1,0 +1,249 @@
+"""``protolake maintain``: OPTIMIZE (compaction) and VACUUM of the lakehouse's Delta tables.
+
+    protolake maintain --config F [--table-group bronze|silver|quarantine|quality|all]
+                       [--retention-hours 168] [--dry-run] [--force-retention]
+                       [--no-optimize] [--no-vacuum] [--json]
+
+This command line is stable: the maintenance DAG (dags/protolake_maintenance.py) calls it.
+
+- Groups: every Delta table directly under ``bronze/``, ``silver/``, ``quarantine/``,
+  ``quality/`` (``all``: the four).
+- OPTIMIZE compacts small files (streaming micro-batches write many). Its commits are
+  ``dataChange = false``, so the silver stream reading bronze does not see them as new data.
+- VACUUM deletes files no longer referenced for longer than ``--retention-hours`` (default
+  168 = Delta's own safety minimum, which keeps time travel and running readers and streams
+  safe). Below 168 hours the command refuses unless ``--force-retention`` is given, which
+  also turns off Delta's check (``spark.databricks.delta.retentionDurationCheck.enabled =
+  false``) and prints a warning: files a running stream or a long query still needs may go.
+- ``--dry-run``: lists what would be done (files per table; files VACUUM would delete, by
+  Delta's own ``VACUUM ... DRY RUN``), changes nothing.
+
+Exit code 0; 2 for a refused retention; 1 when a table failed (the others are still done).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from pipelines.config import load_config
+from pipelines.ops.common import emit, open_session, progress, table
+from pipelines.quarantine import list_delta_tables
+
+log = logging.getLogger("pipelines.ops.maintain")
+
+GROUPS = ("bronze", "silver", "quarantine", "quality")
+SAFE_RETENTION_HOURS = 168
+RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+
+
+class RetentionRefusedError(ValueError):
+    """A retention below Delta's safety minimum without ``force``."""
+
+
+def tables_of(spark: Any, lakehouse_path: str, group: str) -> list[str]:
+    """Delta table paths of a group (``all``: every group)."""
+    root = lakehouse_path.rstrip("/")
+    groups = GROUPS if group == "all" else (group,)
+    out: list[str] = []
+    for g in groups:
+        out.extend(list_delta_tables(spark, f"{root}/{g}"))
+    return out
+
+
+def _sql_path(path: str) -> str:
+    if "`" in path:
+        raise ValueError(f"table path with a backtick cannot be maintained: {path!r}")
+    return f"delta.`{path}`"
+
+
+def maintain_table(
+    spark: Any, path: str, *, retention_hours: float, optimize: bool, vacuum: bool, dry_run: bool
+) -> dict[str, Any]:
+    """Optimize and/or vacuum one table; return what was (or would be) done."""
+    from delta.tables import DeltaTable
+
+    detail = spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").first()
+    out: dict[str, Any] = {
+        "table": path,
+        "files_before": int(detail["numFiles"]),
+        "bytes_before": int(detail["sizeInBytes"]),
+    }
+    if optimize and not dry_run:
+        metrics = DeltaTable.forPath(spark, path).optimize().executeCompaction().first()
+        m = metrics["metrics"] if metrics is not None else None
+        out["optimize"] = {
+            "files_added": int(m["numFilesAdded"]) if m else 0,
+            "files_removed": int(m["numFilesRemoved"]) if m else 0,
+        }
+    if vacuum:
+        hours = f"{retention_hours:g}"
+        doomed = spark.sql(f"VACUUM {_sql_path(path)} RETAIN {hours} HOURS DRY RUN").count()
+        out["vacuum"] = {"files_deleted" if not dry_run else "files_to_delete": int(doomed)}
+        if not dry_run:
+            spark.sql(f"VACUUM {_sql_path(path)} RETAIN {hours} HOURS").collect()
+    if not dry_run:
+        after = spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").first()
+        out["files_after"] = int(after["numFiles"])
+    return out
+
+
+def maintain(
+    spark: Any,
+    lakehouse_path: str,
+    *,
+    group: str = "all",
+    retention_hours: float = SAFE_RETENTION_HOURS,
+    force_retention: bool = False,
+    optimize: bool = True,
+    vacuum: bool = True,
+    dry_run: bool = False,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Maintain every table of ``group``.
+
+    Raises:
+        RetentionRefusedError: ``retention_hours`` < 168 and not ``force_retention``.
+    """
+    if vacuum and retention_hours < SAFE_RETENTION_HOURS:
+        if not force_retention:
+            raise RetentionRefusedError(
+                f"--retention-hours {retention_hours:g} is below Delta's safety minimum of "
+                f"{SAFE_RETENTION_HOURS} h: running streams and readers may lose files they "
+                "still need. Add --force-retention if you really mean it."
+            )
+        log.warning(
+            "maintain: VACUUM with %g h retention, below the %d h safety minimum: %s = false",
+            retention_hours,
+            SAFE_RETENTION_HOURS,
+            RETENTION_CHECK_CONF,
+        )
+        print(
+            f"WARNING: vacuuming with {retention_hours:g} h retention (< {SAFE_RETENTION_HOURS} h); "
+            f"Delta's safety check is OFF ({RETENTION_CHECK_CONF}=false) for this run",
+            file=sys.stderr,
+        )
+        spark.conf.set(RETENTION_CHECK_CONF, "false")
+    t0 = time.monotonic()
+    paths = tables_of(spark, lakehouse_path, group)
+    results: list[dict[str, Any]] = []
+    failed: list[dict[str, str]] = []
+    with progress(show_progress) as steps:
+        for path in steps.track(paths, f"maintaining {len(paths)} tables"):
+            try:
+                results.append(
+                    maintain_table(
+                        spark,
+                        path,
+                        retention_hours=retention_hours,
+                        optimize=optimize,
+                        vacuum=vacuum,
+                        dry_run=dry_run,
+                    )
+                )
+            except Exception as exc:  # noqa: BLE001 - one table's failure must not stop the rest
+                log.error("maintain: %s failed: %s", path, str(exc).splitlines()[0])
+                failed.append({"table": path, "error": str(exc).splitlines()[0][:500]})
+    return {
+        "group": group,
+        "dry_run": dry_run,
+        "retention_hours": retention_hours,
+        "forced_retention": bool(force_retention and retention_hours < SAFE_RETENTION_HOURS),
+        "tables": results,
+        "failed": failed,
+        "seconds": round(time.monotonic() - t0, 3),
+    }
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``protolake maintain``."""
+    p = subparsers.add_parser(
+        "maintain",
+        help="optimize and vacuum the Delta tables",
+        description="OPTIMIZE and VACUUM every Delta table of a group with safe defaults.",
+    )
+    p.add_argument("--table-group", choices=(*GROUPS, "all"), default="all")
+    p.add_argument("--retention-hours", type=float, default=float(SAFE_RETENTION_HOURS))
+    p.add_argument(
+        "--force-retention",
+        action="store_true",
+        help=f"allow --retention-hours below {SAFE_RETENTION_HOURS} (disables Delta's check)",
+    )
+    p.add_argument("--no-optimize", action="store_true")
+    p.add_argument("--no-vacuum", action="store_true")
+    p.add_argument("--dry-run", action="store_true", help="report only, change nothing")
+    p.set_defaults(func=run_from_args)
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """``protolake maintain``."""
+    cfg = load_config(args.config)
+    if args.retention_hours < 0:
+        print("protolake maintain: --retention-hours must be >= 0", file=sys.stderr)
+        return 2
+    if (
+        not args.no_vacuum
+        and args.retention_hours < SAFE_RETENTION_HOURS
+        and not args.force_retention
+    ):
+        # refuse before starting Spark
+        print(
+            f"protolake maintain: --retention-hours {args.retention_hours:g} is below "
+            f"{SAFE_RETENTION_HOURS} h; add --force-retention to allow it",
+            file=sys.stderr,
+        )
+        return 2
+    spark = open_session(cfg, "protolake-maintain")
+    data = maintain(
+        spark,
+        cfg.lakehouse_path,
+        group=args.table_group,
+        retention_hours=args.retention_hours,
+        force_retention=args.force_retention,
+        optimize=not args.no_optimize,
+        vacuum=not args.no_vacuum,
+        dry_run=args.dry_run,
+    )
+    emit(args.json, data, lambda console: render(console, data))
+    return 1 if data["failed"] else 0
+
+
+def render(console: Any, data: dict[str, Any]) -> None:
+    """The human view."""
+    verb = "would maintain" if data["dry_run"] else "maintained"
+    console.print(
+        f"maintain: {verb} {len(data['tables'])} tables of group {data['group']} "
+        f"(retention {data['retention_hours']:g} h, {data['seconds']} s)"
+    )
+    rows = []
+    for t in data["tables"]:
+        opt = t.get("optimize") or {}
+        vac = t.get("vacuum") or {}
+        rows.append(
+            [
+                t["table"].rsplit("/", 2)[-2] + "/" + t["table"].rsplit("/", 1)[-1],
+                t["files_before"],
+                t.get("files_after"),
+                opt.get("files_removed"),
+                vac.get("files_deleted", vac.get("files_to_delete")),
+            ]
+        )
+    console.print(
+        table(
+            "tables",
+            ["table", "files before", "files after", "compacted", "vacuumed (or would)"],
+            rows,
+        )
+    )
+    for f in data["failed"]:
+        console.print(f"[red]FAILED[/red] {f['table']}: {f['error']}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from pipelines.cli import main as cli_main
+
+    return cli_main(["maintain", *(argv or [])])
