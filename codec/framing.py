@@ -46,6 +46,8 @@ _FIRST_MESSAGE: tuple[int, ...] = (0,)
 _read_u32 = struct.Struct(">I").unpack_from
 # Builds a Frame without NamedTuple's Python-level __new__: a third of the cost, per record.
 _new_tuple = tuple.__new__
+_COMMON_FRAMES_MAX = 4096
+_common_frames: dict[bytes, Frame] = {}
 
 HeaderValue = bytes | bytearray | memoryview | None
 Headers = Iterable[tuple[str | bytes, HeaderValue]] | Mapping[str, HeaderValue]
@@ -163,12 +165,20 @@ def parse_frame(
     Raises:
         EmptyValue, BadMagic, Truncated, BadIndexes.
     """
-    if not headers and value is not None and len(value) >= 6 and value[0] == 0 and value[5] == 0:
-        # The common case, schema id and message [0], no headers: nothing else to parse.
-        frame: Frame = _new_tuple(
-            Frame, (0, _read_u32(value, 1)[0], None, _FIRST_MESSAGE, 6, "prefix")
-        )
-        return frame
+    if not headers and type(value) is bytes:
+        # The common frame, `00 | id | 00 | payload` without headers, is fully determined by
+        # its first six bytes: frames are immutable, so one per schema id is shared.
+        frame: Frame | None = _common_frames.get(value[:6])
+        if frame is not None:
+            return frame
+        if len(value) >= 6 and value[0] == 0 and value[5] == 0:
+            frame = _new_tuple(
+                Frame, (0, _read_u32(value, 1)[0], None, _FIRST_MESSAGE, 6, "prefix")
+            )
+            if len(_common_frames) >= _COMMON_FRAMES_MAX:
+                _common_frames.clear()
+            _common_frames[value[:6]] = frame
+            return frame
     if value is None:
         raise EmptyValue("the record value is null (a tombstone)", offset=0)
     header = find_schema_header(headers, is_key=is_key) if headers else None
