@@ -1,0 +1,88 @@
+"""Helpers of the silver integration tests: configuration for a test's lakehouse, a registry
+test server that can be stopped and restarted on its port, unique topic prefixes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "infra"))
+
+from registry_server import start_registry_server  # noqa: E402
+
+BOOTSTRAP = os.environ.get("PROTOLAKE_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Registry:
+    """A registry test server on a fixed port that can be stopped and started again
+    (its schemas persist in a JSON file across restarts)."""
+
+    def __init__(self, data: Path) -> None:
+        self.port = free_port()
+        self.data = str(data)
+        self.handle: Any = None
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.handle = start_registry_server(port=self.port, data=self.data)
+
+    def stop(self) -> None:
+        if self.handle is not None:
+            self.handle.stop()
+            self.handle = None
+
+
+def make_config(lake: Path, topics: list[str], registry_url: str, **silver: Any) -> Any:
+    """A validated configuration for one test's lakehouse and topics."""
+    from pipelines.config import parse_config
+
+    return parse_config(
+        {
+            "lakehouse": {"path": str(lake)},
+            "kafka": {"bootstrap_servers": BOOTSTRAP, "topics": topics},
+            "registry": {"url": registry_url, "max_retries": 1, "timeout_seconds": 2.0},
+            "silver": {"catalog_database": "silver_it", **silver},
+        }
+    )
+
+
+def write_config_file(
+    path: Path, lake: Path, topics: list[str], registry_url: str, **silver: Any
+) -> Path:
+    """The same configuration as a TOML file (for the CLI and spark-submit)."""
+    lines = [
+        "[lakehouse]",
+        f'path = "{lake}"',
+        "[kafka]",
+        f'bootstrap_servers = "{BOOTSTRAP}"',
+        "topics = [" + ", ".join(f'"{t}"' for t in topics) + "]",
+        "[registry]",
+        f'url = "{registry_url}"',
+        "max_retries = 1",
+        "timeout_seconds = 2.0",
+        "[silver]",
+        'catalog_database = "silver_it"',
+    ]
+    for k, v in silver.items():
+        lines.append(f"{k} = {v!r}" if not isinstance(v, str) else f'{k} = "{v}"')
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def unique_prefix(name: str) -> str:
+    return f"it.silver.{name}.{uuid.uuid4().hex[:8]}."

@@ -1,0 +1,203 @@
+"""Silver on real Kafka + bronze: the demo stream, a registry outage, SIGKILL and restart.
+
+Every test produces its own topics with the demo stream producer (confluent-kafka's real
+ProtobufSerializer), lands them with the real bronze job and runs the real silver job.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from silver_itkit import ROOT, make_config, unique_prefix, write_config_file
+
+from pipelines import bronze, silver
+from pipelines.demo_stream import produce_demo_stream
+from pipelines.naming import table_name_for
+from pipelines.quarantine import check_invariant, list_delta_tables, quarantine_path
+
+pytestmark = pytest.mark.integration
+
+
+def _quarantine_by_reason(spark: Any, lake: str) -> dict[str, int]:
+    if not list_delta_tables(spark, f"{lake}/quarantine"):
+        return {}
+    rows = spark.read.format("delta").load(quarantine_path(lake)).groupBy("reason_code").count()
+    return {r["reason_code"]: int(r["count"]) for r in rows.collect()}
+
+
+def _silver_counts(spark: Any, lake: str) -> dict[str, int]:
+    out = {}
+    for path in list_delta_tables(spark, f"{lake}/silver"):
+        df = spark.read.format("delta").load(path)
+        for r in df.groupBy("_message_type").count().collect():
+            out[r["_message_type"]] = int(r["count"])
+    return out
+
+
+def _add(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    return dict(Counter(a) + Counter(b))
+
+
+def test_demo_stream_every_record_once_with_its_reason(
+    bootstrap: str, registry: Any, spark: Any, tmp_path: Path
+) -> None:
+    summary = produce_demo_stream(
+        bootstrap, registry.url, topic_prefix=unique_prefix("demo"), records=350, poison_every=10
+    )
+    assert set(summary.poison_by_reason) >= {
+        "BAD_MAGIC",
+        "UNKNOWN_SCHEMA",
+        "TRUNCATED",
+        "EMPTY_VALUE",
+        "BAD_PAYLOAD",
+    }
+    cfg = make_config(tmp_path / "lake", summary.topics, registry.url)
+    lake = cfg.lakehouse_path
+    bronze.run(cfg, trigger="available-now", spark=spark)
+    registry.handle.clear_requests()
+
+    result = silver.run(cfg, trigger="available-now", spark=spark)
+
+    report = check_invariant(spark, lake)
+    assert report.holds, report.summary() + f" {report.offenders}"
+    assert report.bronze_records == summary.records
+    assert _quarantine_by_reason(spark, lake) == summary.expected_quarantine_by_reason(
+        quarantine_rules=()
+    )
+    assert _silver_counts(spark, lake) == summary.per_message_type
+    for message_type in summary.per_message_type:  # one table per type, named by the rule
+        assert Path(lake, "silver", table_name_for(message_type), "_delta_log").is_dir()
+    # the registry was asked once per schema (and its references), never per record
+    asked = Counter(path for method, path in registry.handle.requests if method == "GET")
+    schema_gets = {p: n for p, n in asked.items() if p.startswith("/schemas/")}
+    known = {f"/schemas/ids/{i}" for ids in summary.schema_ids_by_type.values() for i in ids}
+    known |= {f"/schemas/guids/{g}" for gs in summary.schema_guids_by_type.values() for g in gs}
+    assert known <= set(schema_gets)
+    assert all(schema_gets[p] == 1 for p in known), schema_gets
+    assert sum(asked.values()) < summary.records / 5
+    # the summary of the run agrees with the tables
+    s = silver.summarize(result, cfg)
+    assert s["records"] == summary.records
+    assert s["quarantined"] == summary.expected_quarantine_by_reason(quarantine_rules=())
+
+    # a second run finds nothing new and changes nothing
+    silver.run(cfg, trigger="available-now", spark=spark)
+    assert check_invariant(spark, lake).holds
+    assert _silver_counts(spark, lake) == summary.per_message_type
+
+
+def test_registry_outage_fails_the_batch_and_quarantines_nothing(
+    bootstrap: str, registry: Any, spark: Any, tmp_path: Path
+) -> None:
+    prefix = unique_prefix("outage")
+    first = produce_demo_stream(
+        bootstrap, registry.url, topic_prefix=prefix, records=80, seed=1, poison_every=0
+    )
+    cfg = make_config(tmp_path / "lake", first.topics, registry.url)
+    lake = cfg.lakehouse_path
+    bronze.run(cfg, trigger="available-now", spark=spark)
+    silver.run(cfg, trigger="available-now", spark=spark)
+    assert _silver_counts(spark, lake) == first.per_message_type
+
+    second = produce_demo_stream(
+        bootstrap, registry.url, topic_prefix=prefix, records=80, seed=2, poison_every=0
+    )
+    bronze.run(cfg, trigger="available-now", spark=spark)
+    registry.stop()  # mid-stream: bronze has records silver has not seen
+    try:
+        with pytest.raises(Exception, match="REGISTRY_UNAVAILABLE|RegistryUnavailable|registry"):
+            silver.run(cfg, trigger="available-now", spark=spark)
+        assert _quarantine_by_reason(spark, lake) == {}
+        assert _silver_counts(spark, lake) == first.per_message_type
+    finally:
+        registry.start()
+
+    silver.run(cfg, trigger="available-now", spark=spark)
+    report = check_invariant(spark, lake)
+    assert report.holds, report.summary()
+    assert _quarantine_by_reason(spark, lake) == {}
+    assert _silver_counts(spark, lake) == _add(first.per_message_type, second.per_message_type)
+
+
+def _wait_for(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_sigkill_of_a_processing_time_job_then_restart(
+    bootstrap: str, registry: Any, spark: Any, tmp_path: Path
+) -> None:
+    prefix = unique_prefix("kill")
+    first = produce_demo_stream(
+        bootstrap, registry.url, topic_prefix=prefix, records=150, seed=3, poison_every=15
+    )
+    lake_dir = tmp_path / "lake"
+    cfg = make_config(lake_dir, first.topics, registry.url, processing_interval="2 seconds")
+    config = write_config_file(
+        tmp_path / "silver.toml",
+        lake_dir,
+        first.topics,
+        registry.url,
+        processing_interval="2 seconds",
+    )
+    bronze.run(cfg, trigger="available-now", spark=spark)
+    commits = Path(cfg.lakehouse_path, "_checkpoints", "silver")
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    log = (tmp_path / "silver.log").open("w")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.silver",
+            "--config",
+            str(config),
+            "--trigger",
+            "processing-time",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait_for(lambda: any(commits.glob("*/commits/0")), 600, "a first committed silver batch")
+        second = produce_demo_stream(
+            bootstrap, registry.url, topic_prefix=prefix, records=150, seed=4, poison_every=15
+        )
+        bronze.run(cfg, trigger="available-now", spark=spark)
+        # kill as soon as the next batch has started (its offsets are logged, not committed)
+        _wait_for(lambda: any(commits.glob("*/offsets/1")), 600, "a second silver batch")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        log.close()
+    assert proc.returncode == -signal.SIGKILL
+
+    silver.run(cfg, trigger="available-now", spark=spark)
+    report = check_invariant(spark, cfg.lakehouse_path)
+    assert report.holds, report.summary() + f" {report.offenders}"
+    assert report.bronze_records == first.records + second.records
+    assert _silver_counts(spark, cfg.lakehouse_path) == _add(
+        first.per_message_type, second.per_message_type
+    )
+    expected_q = _add(
+        first.expected_quarantine_by_reason(quarantine_rules=()),
+        second.expected_quarantine_by_reason(quarantine_rules=()),
+    )
+    assert _quarantine_by_reason(spark, cfg.lakehouse_path) == expected_q
+    # tables are registered by name in the catalog
+    some_type = sorted(first.per_message_type)[0]
+    n = spark.sql(f"SELECT count(*) FROM silver_it.{table_name_for(some_type)}").first()[0]
+    assert n == _silver_counts(spark, cfg.lakehouse_path)[some_type]
