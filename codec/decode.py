@@ -144,7 +144,7 @@ class Decoder:
     """
 
     def __init__(
-        self, registry: SchemaRegistry | SchemaResolver, *, allow_unknown_fields: bool = False
+        self, registry: SchemaRegistry | SchemaResolver, allow_unknown_fields: bool = False
     ) -> None:
         self.resolver = (
             registry if isinstance(registry, SchemaResolver) else SchemaResolver(registry)
