@@ -1,0 +1,208 @@
+"""``python -m pipelines.demo`` end to end, as ``make demo`` runs it: a subprocess against the
+real stack, with a temporary lakehouse and its own topics. The lakehouse is then read here,
+with Spark, and compared with the stream the demo produced; a second run must change nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from pipelines.demo_stream import DemoStreamSummary
+from pipelines.naming import bronze_table_of_topic, table_name_for
+
+pytestmark = pytest.mark.integration
+
+RECORDS = 300
+POISON_EVERY = 20
+RUN_TIMEOUT = 1200
+
+
+def run_demo(
+    args: list[str], cwd: Path, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env.update(env_extra or {})
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.demo", *args],
+        cwd=cwd,  # a fresh directory: nothing is found by accident in the repository
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def topic_records(bootstrap: str, topics: list[str]) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo-e2e-probe"})
+    try:
+        meta = consumer.list_topics(timeout=10)
+        total = 0
+        for t in topics:
+            for p in meta.topics[t].partitions:
+                low, high = consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10)
+                total += high - low
+        return total
+    finally:
+        consumer.close()
+
+
+def test_a_stack_that_is_down_is_a_clear_error(tmp_path):
+    proc = run_demo(
+        ["--lakehouse", str(tmp_path / "lh")],
+        tmp_path,
+        {
+            "PROTOLAKE_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port()}",
+            "PROTOLAKE_REGISTRY_URL": f"http://127.0.0.1:{free_port()}",
+        },
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "Kafka does not answer" in proc.stderr
+    assert "schema registry does not answer" in proc.stderr
+    assert "infra/stack.sh up" in proc.stderr
+    assert not (tmp_path / "lh").exists(), "nothing is written when the stack is down"
+
+
+@pytest.fixture(scope="module")
+def first_run(bootstrap, registry_url, topic_prefix_factory, tmp_path_factory) -> dict[str, Any]:
+    prefix = topic_prefix_factory()
+    work = tmp_path_factory.mktemp("demo-e2e")
+    lakehouse = work / "lakehouse"
+    args = [
+        "--lakehouse", str(lakehouse),
+        "--topic-prefix", prefix,
+        "--records", str(RECORDS),
+        "--poison-every", str(POISON_EVERY),
+        "--seed", "3",
+    ]  # fmt: skip
+    env = {"PROTOLAKE_KAFKA_BOOTSTRAP": bootstrap, "PROTOLAKE_REGISTRY_URL": registry_url}
+    proc = run_demo([*args, "--json"], work, env)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-6000:]}"
+    report = json.loads(proc.stdout)
+    return {
+        "prefix": prefix,
+        "work": work,
+        "lakehouse": lakehouse,
+        "args": args,
+        "env": env,
+        "report": report,
+        "summary": DemoStreamSummary.from_dict(report["produced"]),
+    }
+
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pipelines.spark import build_session
+
+    session = build_session("demo-e2e-tests", conf={"spark.sql.shuffle.partitions": "2"})
+    yield session
+    session.stop()
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 300)
+def test_first_run_produces_the_stream_and_every_check_passes(first_run, bootstrap):
+    report, summary = first_run["report"], first_run["summary"]
+    assert summary.records == RECORDS and summary.poison == RECORDS // POISON_EVERY
+    assert summary.topic_prefix == first_run["prefix"]
+    assert topic_records(bootstrap, summary.topics) == RECORDS
+    assert report["ok"] is True
+    assert set(report["checks"]) == {
+        "bronze holds every record on the topics",
+        "bronze = silver + quarantine",
+        "silver rows per message type as the stream predicts",
+        "quarantine by reason as the stream predicts",
+        "the example query runs",
+    }
+    assert all(report["checks"].values())
+    assert report["stages"]["bronze"].startswith("ran") and report["stages"]["silver"].startswith(
+        "ran"
+    )
+    assert report["invariant"]["holds"] and report["invariant"]["bronze"] == RECORDS
+    assert report["sql"]["rows"], report["sql"]
+    assert report["data_docs"] and Path(report["data_docs"]).is_file()
+    streams = json.loads((first_run["lakehouse"] / "_demo" / "streams.json").read_text())
+    assert streams[first_run["prefix"]] == [report["produced"]]
+
+
+def test_the_lakehouse_holds_the_produced_stream(first_run, spark):
+    from pyspark.sql import functions as F  # noqa: N812
+
+    summary: DemoStreamSummary = first_run["summary"]
+    root = first_run["lakehouse"]
+    topics = summary.topics
+    bronze = None
+    for topic in topics:
+        df = spark.read.format("delta").load(str(root / "bronze" / bronze_table_of_topic(topic)))
+        assert df.count() == summary.per_topic[topic], topic
+        bronze = df if bronze is None else bronze.unionByName(df)
+    assert bronze.select("topic", "partition", "offset").distinct().count() == RECORDS
+
+    quantity_failures = summary.dq_violations["shop.v1.Order.LineItem.quantity between 1 and 100"]
+    for name, produced in summary.per_message_type.items():
+        table = spark.read.format("delta").load(str(root / "silver" / table_name_for(name)))
+        expected = produced - (quantity_failures if name == "shop.v1.Order.LineItem" else 0)
+        assert table.filter(F.col("_kafka_topic").isin(topics)).count() == expected, name
+        assert {r[0] for r in table.select("_message_type").distinct().collect()} == {name}
+
+    quarantine = spark.read.format("delta").load(str(root / "quarantine" / "records"))
+    mine = quarantine.filter(F.col("_kafka_topic").isin(topics))
+    by_reason = {
+        r["reason_code"]: r["count"] for r in mine.groupBy("reason_code").count().collect()
+    }
+    assert by_reason == summary.expected_quarantine_by_reason()
+    dq = mine.filter(F.col("reason_code") == "DQ_FAILED")
+    assert {r[0] for r in dq.select("stage").distinct().collect()} == {"quality"}
+    # The raw bytes are kept: the empty values are empty, the JSON records are JSON.
+    empty = mine.filter(F.col("reason_code") == "EMPTY_VALUE").collect()
+    assert len(empty) == summary.poison_by_kind["empty_value"]
+    assert all(len(r["value"]) == 0 for r in empty)
+    magic = mine.filter(F.col("reason_code") == "BAD_MAGIC").collect()
+    assert (
+        sum(bytes(r["value"]).startswith(b"{") for r in magic)
+        == summary.poison_by_kind["plain_json"]
+    )
+
+    # Both schema versions of the order landed in one table, version 2's columns added.
+    orders = spark.read.format("delta").load(str(root / "silver" / table_name_for("shop.v1.Order")))
+    assert "sales_channel" in orders.columns
+    ids = {r[0] for r in orders.select("_schema_id").distinct().collect()}
+    assert ids == set(summary.schema_ids_by_type["shop.v1.Order"])
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 300)
+def test_a_second_run_produces_nothing_and_reports_the_same(first_run, bootstrap):
+    proc = run_demo(first_run["args"], first_run["work"], first_run["env"])
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-6000:]}"
+    out = proc.stdout
+    summary: DemoStreamSummary = first_run["summary"]
+    assert topic_records(bootstrap, summary.topics) == RECORDS
+    assert f"the topics already hold {RECORDS} records; nothing produced" in out
+    for table in first_run["report"]["tables"]:
+        if table["layer"] in ("bronze", "silver", "quarantine"):
+            line = f"{table['layer'] + '/' + table['table']:<62} {table['rows']:>8} rows"
+            assert line in out, line
+    inv = first_run["report"]["invariant"]
+    assert f"{inv['bronze']} = {inv['silver']} + {inv['quarantine']}  HOLDS" in out
+    assert "[ok] bronze = silver + quarantine" in out
+    assert "[ok] quarantine by reason as the stream predicts" in out
+    assert "[FAILED]" not in out
+    assert "Data Docs: file://" in out
+    assert "FROM " in out and "GROUP BY status" in out
