@@ -109,7 +109,8 @@ def emit(as_json: bool, data: Mapping[str, Any], human: Callable[[Any], None]) -
         return
     from rich.console import Console
 
-    human(Console(soft_wrap=True))
+    # piped output (logs, `| less`) gets wide tables instead of columns cut at 80 characters
+    human(Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200))
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Any:
@@ -123,8 +124,20 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> Any:
         )
         t.add_column(c, justify="right" if numeric else "left")
     for r in rows:
-        t.add_row(*("" if v is None else str(v) for v in r))
+        t.add_row(*(_cell(v) for v in r))
     return t
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return (
+            value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+            if value.tzinfo
+            else (value.strftime("%Y-%m-%d %H:%M:%S"))
+        )
+    return str(value)
 
 
 class Steps:
