@@ -144,7 +144,11 @@ def silver_batch_hook(query_name: str) -> Callable[[Any], None]:
 
 
 def kafka_lag(source: Mapping[str, Any]) -> dict[str, int] | None:
-    """Per topic, latest offset - end offset of a Kafka source progress (None: not Kafka)."""
+    """Per topic, latest offset - end offset of a Kafka source progress (None: not Kafka).
+
+    A partition missing from the end offsets (discovered after the batch was planned) has no
+    known position and counts 0 until the next batch covers it.
+    """
     end, latest = _offsets(source.get("endOffset")), _offsets(source.get("latestOffset"))
     if end is None or latest is None:
         return None
