@@ -340,18 +340,29 @@ def await_queries(queries: Sequence[StreamingQuery], poll_seconds: int = 1) -> N
             raise error
 
 
-def stop_on_signals(queries: Sequence[StreamingQuery]) -> None:
-    """On SIGTERM/SIGINT, stop the queries (the current batch is replayed on restart)."""
+def stop_on_signals(queries: Sequence[StreamingQuery]) -> threading.Event:
+    """On SIGTERM/SIGINT, stop the queries (an unfinished batch is replayed on restart).
+
+    Returns:
+        An event set once a signal asked to stop (only the main thread can install handlers;
+        elsewhere the event is never set).
+    """
+    requested = threading.Event()
     if threading.current_thread() is not threading.main_thread():
-        return
+        return requested
 
     def handler(signum: int, frame: FrameType | None) -> None:
         log.warning("bronze: %s received, stopping", signal.Signals(signum).name)
+        requested.set()
         for query in queries:
-            query.stop()
+            try:
+                query.stop()
+            except Exception as exc:  # noqa: BLE001 - the JVM may be going down with us
+                log.warning("bronze: stopping %s: %s", query.name, type(exc).__name__)
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+    return requested
 
 
 def summarize(queries: Sequence[StreamingQuery], cfg: ProtolakeConfig) -> dict[str, Any]:
@@ -386,8 +397,16 @@ def run_from_args(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     t0 = time.monotonic()
     queries = run(cfg, trigger=args.trigger, await_termination=False)
-    stop_on_signals(queries)
-    await_queries(queries)
+    stop_requested = stop_on_signals(queries)
+    try:
+        await_queries(queries)
+    except Exception:
+        if not stop_requested.is_set():
+            raise
+        # Asked to stop (and the JVM may have received the signal too): nothing is lost, the
+        # checkpoint replays whatever batch was unfinished.
+        log.warning("bronze: stopped on request; an unfinished batch is replayed on restart")
+        return 0
     summary = summarize(queries, cfg) | {"seconds": round(time.monotonic() - t0, 3)}
     _print_summary(summary, as_json=bool(getattr(args, "json", False)))
     return 0
