@@ -14,7 +14,8 @@ one JSON line on the ``pipelines.metrics`` logger (INFO), e.g.::
 Decoded and quarantined counts come from silver itself: ``SilverBatch`` calls the hook made by
 :func:`silver_batch_hook` at the end of each micro-batch (the listener sees only Spark's
 figures). Metric names (documented with examples in docs/metrics.md); ``query`` is the
-streaming query's name (``bronze_<table>``/``silver_<bronze table>``):
+streaming query's name (``protolake-bronze-per_topic``/``protolake-bronze-<single table>``,
+``silver_<bronze table>``):
 
 =============================================  =========  ==================================
 name                                           type       labels
