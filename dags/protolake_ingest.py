@@ -38,7 +38,7 @@ with DAG(
     tags=["protolake", "ingest"],
     default_args={
         "owner": "protolake",
-        "retries": 2,
+        "retries": env_int("PROTOLAKE_TASK_RETRIES", 2),
         "retry_delay": timedelta(minutes=2),
         "retry_exponential_backoff": True,
     },

@@ -34,7 +34,7 @@ with DAG(
     tags=["protolake", "maintenance"],
     default_args={
         "owner": "protolake",
-        "retries": 1,
+        "retries": env_int("PROTOLAKE_TASK_RETRIES", 1),
         "retry_delay": timedelta(minutes=10),
         "execution_timeout": timedelta(hours=3),
     },

@@ -41,7 +41,7 @@ with DAG(
     tags=["protolake", "streaming"],
     default_args={
         "owner": "protolake",
-        "retries": 1,
+        "retries": env_int("PROTOLAKE_TASK_RETRIES", 1),
         "retry_delay": timedelta(minutes=1),
         "execution_timeout": timedelta(minutes=5),
     },

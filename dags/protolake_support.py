@@ -247,11 +247,17 @@ def local_path(path_or_uri: str) -> Path | None:
     return Path(path_or_uri)
 
 
-def lakehouse_root(config: str) -> Path | None:
-    """The lakehouse folder of a configuration file (None: not on a local file system)."""
+def load_job_config(config: str) -> Any:
+    """The configuration as the jobs see it (``${env:...}`` from the worker's environment and
+    the ``protolake_registry`` connection)."""
     from pipelines.config import load_config
 
-    root = local_path(load_config(config).lakehouse_path)
+    return load_config(config, env={**os.environ, **registry_env()})
+
+
+def lakehouse_root(config: str) -> Path | None:
+    """The lakehouse folder of a configuration file (None: not on a local file system)."""
+    root = local_path(load_job_config(config).lakehouse_path)
     if root is None:
         log.warning("the lakehouse is not on a local file system: no Delta-log figures")
     return root
@@ -545,9 +551,7 @@ def stream_parts(job: str, config: str) -> list[tuple[str, CheckpointProgress | 
     ``pipelines.silver.job.silver_checkpoint`` (not imported: they load pyspark). A lag that
     cannot be measured (Kafka unreachable with the available options) is None, logged.
     """
-    from pipelines.config import load_config
-
-    cfg = load_config(config)
+    cfg = load_job_config(config)
     root = local_path(cfg.lakehouse_path)
     if root is None:
         log.warning("the lakehouse is not on a local file system: liveness only")
