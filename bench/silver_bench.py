@@ -227,6 +227,7 @@ def main() -> int:
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
     from google.protobuf import json_format
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F  # noqa: N812
     from registry_server import start_registry_server
 
@@ -287,7 +288,8 @@ def main() -> int:
         """protolake's executor path; returns (registry schema requests, distinct schemas)."""
         before = len([r for r in registry.requests if r[1].startswith("/schemas/")])
         resolver = SchemaResolver(open_registry(registry.url))
-        framed = frame_records(bronze_input(n))
+        # as the job does: framing once, persisted, read by the key collection and the decode
+        framed = frame_records(bronze_input(n)).persist(StorageLevel.MEMORY_AND_DISK)
         keys = [r[0] for r in framed.select("_schema_key").distinct().collect()]
         res = resolve_schema_keys(resolver, [k for k in keys if k])
         for key, r in res.items():
@@ -296,6 +298,7 @@ def main() -> int:
             schema = message_spark_schema(r.file_descriptor_set, r.message_type, 3)
             decoded = decode_records(framed.where(F.col("_schema_key") == key), spec, schema)
             decoded.write.format("noop").mode("overwrite").save()
+        framed.unpersist()
         after = len([r for r in registry.requests if r[1].startswith("/schemas/")])
         return after - before, len(res)
 

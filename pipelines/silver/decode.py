@@ -141,10 +141,13 @@ def decode_batches(spec: DecodeSpec, batches: Iterable[pa.RecordBatch]) -> Itera
             except CodecError as exc:
                 bad_idx.append(i)
                 errors.append((exc.code, exc.stage, str(exc)))
-        key_json = [
-            decode_key(spec, k, kk, ko)
-            for k, kk, ko in zip(keys, key_keys, key_offsets, strict=True)
-        ]
+        if spec.key_types:
+            key_json = [
+                decode_key(spec, k, kk, ko)
+                for k, kk, ko in zip(keys, key_keys, key_offsets, strict=True)
+            ]
+        else:  # no framed keys in this batch: skip the per-row call
+            key_json = [None] * len(values)
         decoded = _convert(conv, messages, good_idx, bad_idx, errors)
         if good_idx:
             yield _assemble(batch, good_idx, list(decoded.columns), msg_schema, key_json, None)
