@@ -11,7 +11,8 @@ a drift between GE and this module costs speed, never correctness.
 
 ``unexpected_predicate(rule)`` returns a Spark ``Column`` that is true exactly for unexpected
 rows, or ``None`` when this module has no predicate (the checker then asks GE for the
-unexpected rows' Kafka coordinates).
+unexpected rows' Kafka coordinates). The uniqueness predicates are window functions: add the
+Column with ``withColumn`` and filter on that column (Spark refuses windows in ``where``).
 """
 
 from __future__ import annotations
