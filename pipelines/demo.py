@@ -100,6 +100,7 @@ class DemoReport:
     quarantine_by_reason: dict[str, int] | None = None
     invariant: dict[str, Any] | None = None
     quality: list[dict[str, Any]] | None = None
+    dq_failed_rows: int | None = None  # DQ_FAILED rows in quarantine, every topic
     data_docs: str | None = None
     sql: dict[str, Any] | None = None
     checks: dict[str, bool] = field(default_factory=dict)
@@ -467,6 +468,19 @@ def _collect_quality(spark: Any, root: str, report: DemoReport) -> None:
     summarize = getattr(quality, "summarize", None)
     if callable(summarize):
         report.quality = list(summarize(spark, root))
+    if report.quality and any(t["layer"] == "quarantine" for t in report.tables):
+        from pyspark.sql import functions as F  # noqa: N812
+
+        from pipelines.quarantine import quarantine_path
+
+        # Over every topic, as the quality results are: the two must tell the same story.
+        report.dq_failed_rows = int(
+            spark.read.format("delta")
+            .load(quarantine_path(root))
+            .filter(F.col("reason_code") == "DQ_FAILED")
+            .filter(F.col("replay_outcome").isNull() | (F.col("replay_outcome") != "replayed"))
+            .count()
+        )
     docs = Path(root) / "quality" / "docs" / "index.html"
     if docs.exists():
         report.data_docs = str(docs)
@@ -522,6 +536,10 @@ def _evaluate(report: DemoReport) -> None:
         )
         checks["quarantine by reason as the stream predicts"] = (
             report.quarantine_by_reason == exp["quarantine_by_reason"]
+        )
+    if report.quality and report.dq_failed_rows is not None:
+        checks["quality results count every DQ_FAILED row"] = (
+            sum(int(q.get("quarantined") or 0) for q in report.quality) == report.dq_failed_rows
         )
     if report.sql is not None:
         checks["the example query runs"] = "rows" in report.sql
@@ -610,6 +628,12 @@ def format_report(report: DemoReport) -> str:
                     f"    {expectation} [{f.get('policy')}]: {f.get('unexpected_rows', 0)} rows "
                     f"in {f.get('failed_batches', 0)} batch(es)"
                 )
+        if report.dq_failed_rows is not None:
+            quarantined = sum(int(q.get("quarantined") or 0) for q in report.quality)
+            add(
+                f"  quarantined by quality: {quarantined} (quality results), "
+                f"{report.dq_failed_rows} (DQ_FAILED rows in quarantine)"
+            )
         if report.data_docs:
             add(f"  Data Docs: file://{report.data_docs}")
     if report.sql is not None:

@@ -130,6 +130,7 @@ def test_first_run_produces_the_stream_and_every_check_passes(first_run, bootstr
         "silver rows per message type as the stream predicts",
         "quarantine by reason as the stream predicts",
         "the example query runs",
+        "quality results count every DQ_FAILED row",
     }
     assert all(report["checks"].values())
     assert report["stages"]["bronze"].startswith("ran") and report["stages"]["silver"].startswith(

@@ -212,3 +212,32 @@ def test_negative_counts_are_refused(capsys):
     args = build_parser("demo").parse_args(["demo", "--records", "-1"])
     assert demo.run_from_args(args) == 2
     assert "--records" in capsys.readouterr().err
+
+
+def test_quality_results_must_agree_with_the_quarantine():
+    quality = [
+        {
+            "table": "a",
+            "message_type": "shop.v1.Order.LineItem",
+            "checked": 17,
+            "passed": 15,
+            "quarantined": 2,
+        },
+        {
+            "table": "b",
+            "message_type": "shop.v1.Order",
+            "checked": 10,
+            "passed": 10,
+            "quarantined": 0,
+        },
+    ]
+    agree = _report(quality=quality, dq_failed_rows=2)
+    assert agree.ok and agree.checks["quality results count every DQ_FAILED row"]
+    assert (
+        "quarantined by quality: 2 (quality results), 2 (DQ_FAILED rows in quarantine)"
+        in demo.format_report(agree)
+    )
+    lost = _report(
+        quality=[{**quality[0], "checked": 0, "quarantined": 0}, quality[1]], dq_failed_rows=2
+    )
+    assert not lost.ok and not lost.checks["quality results count every DQ_FAILED row"]
