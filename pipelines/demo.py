@@ -721,7 +721,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> DemoRepor
 
 
 def add_parser(subparsers: Any) -> None:
-    """Register ``protolake demo`` (cli.py adds --trigger, --json and -v)."""
+    """Register ``protolake demo`` (cli.py adds --json and -v)."""
     parser = subparsers.add_parser(
         "demo",
         help="produce a demo stream and run every stage on it",
@@ -750,6 +750,13 @@ def add_parser(subparsers: Any) -> None:
         "--append",
         action="store_true",
         help="produce another stream even if the topics hold records",
+    )
+    # The demo runs each stage once and stops: a processing-time trigger would never return.
+    parser.add_argument(
+        "--trigger",
+        choices=("available-now",),
+        default="available-now",
+        help="the demo runs every stage with the available-now trigger",
     )
     parser.set_defaults(func=run_from_args)
 

@@ -241,3 +241,10 @@ def test_quality_results_must_agree_with_the_quarantine():
         quality=[{**quality[0], "checked": 0, "quarantined": 0}, quality[1]], dq_failed_rows=2
     )
     assert not lost.ok and not lost.checks["quality results count every DQ_FAILED row"]
+
+
+def test_the_demo_refuses_a_trigger_that_would_never_return():
+    parser = build_parser("demo")
+    assert parser.parse_args(["demo"]).trigger == "available-now"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["demo", "--trigger", "processing-time"])
