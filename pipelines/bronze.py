@@ -167,12 +167,8 @@ def load_app_id(spark: SparkSession, checkpoint: str) -> str:
         except Exception:  # noqa: BLE001 - py4j error when the file appeared meanwhile
             if not fs.exists(path):
                 raise
-    stream = fs.open(path)
-    try:
-        reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
-        app_id = str(reader.readLine() or "").strip()
-    finally:
-        stream.close()
+    lines = read_text_lines(spark, f"{checkpoint.rstrip('/')}/{APP_ID_FILE}") or [""]
+    app_id = lines[0].strip()
     try:
         uuid.UUID(app_id)
     except ValueError as exc:
@@ -180,6 +176,74 @@ def load_app_id(spark: SparkSession, checkpoint: str) -> str:
             f"{checkpoint}/{APP_ID_FILE}: not a UUID; the checkpoint is damaged"
         ) from exc
     return app_id
+
+
+def read_text_lines(spark: SparkSession, location: str) -> list[str] | None:
+    """The lines of a small text file on any Hadoop file system; None when it does not exist."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    path = jvm.org.apache.hadoop.fs.Path(location)
+    fs = path.getFileSystem(hadoop_conf)
+    if not fs.exists(path):
+        return None
+    stream = fs.open(path)
+    try:
+        reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
+        lines: list[str] = []
+        while (line := reader.readLine()) is not None:
+            lines.append(str(line))
+        return lines
+    finally:
+        stream.close()
+
+
+def parse_kafka_offsets(text: str) -> dict[str, dict[str, int]]:
+    """Spark's Kafka offset JSON (``{"topic": {"partition": offset}}``).
+
+    Raises:
+        ValueError: not that shape.
+    """
+    value = json.loads(text)
+    if not isinstance(value, dict) or not all(
+        isinstance(parts, dict) and all(isinstance(o, int) for o in parts.values())
+        for parts in value.values()
+    ):
+        raise ValueError(f"not Kafka source offsets: {text[:200]!r}")
+    return {str(t): {str(p): int(o) for p, o in parts.items()} for t, parts in value.items()}
+
+
+def topics_in_batch(spark: SparkSession, checkpoint: str, batch_id: int) -> set[str] | None:
+    """Topics whose offsets micro-batch ``batch_id`` covers, read from Spark's offset log.
+
+    Spark writes ``offsets/<id>`` (the batch's end offsets) before running the batch; the
+    start is the previous batch's end, or the initial offsets (``sources/0/0``) for batch 0.
+    A topic counts when one of its partitions moved or is new, so the answer may include a
+    topic without records (an empty append), never miss one. None when the log cannot be
+    read in the expected format (then the caller lists the batch's topics itself).
+    """
+    root = checkpoint.rstrip("/")
+    try:
+        end_log = read_text_lines(spark, f"{root}/offsets/{batch_id}")
+        if end_log is None or len(end_log) != 3 or end_log[0].strip() != "v1":
+            return None
+        end = parse_kafka_offsets(end_log[2])
+        if batch_id == 0:
+            initial = read_text_lines(spark, f"{root}/sources/0/0")
+            start = parse_kafka_offsets(initial[-1]) if initial else {}
+        else:
+            prev_log = read_text_lines(spark, f"{root}/offsets/{batch_id - 1}")
+            if prev_log is None or len(prev_log) != 3 or prev_log[0].strip() != "v1":
+                return None
+            start = parse_kafka_offsets(prev_log[2])
+    except ValueError as exc:
+        log.warning("bronze: offset log of batch %d not understood (%s)", batch_id, exc)
+        return None
+    return {
+        topic
+        for topic, parts in end.items()
+        if any(start.get(topic, {}).get(p) != offset for p, offset in parts.items())
+    }
 
 
 def append_idempotent(
@@ -201,41 +265,72 @@ def append_idempotent(
 class TopicRouter:
     """The per-topic ``foreachBatch`` function: each topic's rows to its own table.
 
-    ``known_topic`` is the one topic a static single-topic subscription can yield; then the
-    batch is written as is, in one pass over Kafka's data. Otherwise the batch is kept on
-    local disk (bounded memory, one read from Kafka), its topics listed, and each table
-    gets one filtered append.
+    Which topics a batch holds comes, without touching the data, from the subscription (one
+    static topic) or from Spark's offset log in ``checkpoint`` (:func:`topics_in_batch`);
+    rows of any other topic then fail the batch instead of landing in a wrong table. One
+    table: the batch is written as is, in one pass over Kafka's data. Several: the batch is
+    kept on local disk (bounded memory, one read from Kafka) and each table gets one filtered
+    append. When the offset log cannot tell, the topics are listed from the kept batch.
     """
 
     root: str
     app_id: str
     partition_by: tuple[str, ...]
     known_topic: str | None = None
+    checkpoint: str | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        topics: set[str] | None
         if self.known_topic is not None:
-            table = bronze_table_of_topic(self.known_topic)
-            append_idempotent(
-                batch, f"{self.root}/{table}", self.app_id, batch_id, self.partition_by
-            )
-            log.info("bronze: batch %d -> %s", batch_id, table)
+            topics, rows = {self.known_topic}, batch
+        else:
+            topics = None
+            if self.checkpoint is not None:
+                topics = topics_in_batch(batch.sparkSession, self.checkpoint, batch_id)
+            rows = batch if topics is None else _only_topics(batch, topics)
+        if topics is not None and len(_tables_of(topics)) <= 1:
+            for table in _tables_of(topics):
+                self._append(rows, table, batch_id)
+            log.info("bronze: batch %d -> %s", batch_id, ", ".join(_tables_of(topics)) or "-")
             return
-        batch = batch.persist(StorageLevel.DISK_ONLY)
+        kept = rows.persist(StorageLevel.DISK_ONLY)
         try:
-            topics = sorted(r.topic for r in batch.select("topic").distinct().collect())
-            tables: dict[str, list[str]] = {}
-            for topic in topics:
-                tables.setdefault(bronze_table_of_topic(topic), []).append(topic)
-            for table, members in sorted(tables.items()):
+            if topics is None:
+                topics = {r.topic for r in kept.select("topic").distinct().collect()}
+            tables = _tables_of(topics)
+            for table, members in tables.items():
                 # One append per table, even when several topics share it: a second append
                 # with the same (app id, batch id) would be skipped by Delta as a duplicate.
-                rows = batch if len(tables) == 1 else batch.where(_topic_in(members))
-                append_idempotent(
-                    rows, f"{self.root}/{table}", self.app_id, batch_id, self.partition_by
+                self._append(
+                    kept if len(tables) == 1 else kept.where(_topic_in(members)), table, batch_id
                 )
-            log.info("bronze: batch %d -> %s", batch_id, ", ".join(sorted(tables)) or "-")
+            log.info("bronze: batch %d -> %s", batch_id, ", ".join(tables) or "-")
         finally:
-            batch.unpersist()
+            kept.unpersist()
+
+    def _append(self, rows: DataFrame, table: str, batch_id: int) -> None:
+        append_idempotent(rows, f"{self.root}/{table}", self.app_id, batch_id, self.partition_by)
+
+
+def _tables_of(topics: set[str]) -> dict[str, list[str]]:
+    tables: dict[str, list[str]] = {}
+    for topic in sorted(topics):
+        tables.setdefault(bronze_table_of_topic(topic), []).append(topic)
+    return dict(sorted(tables.items()))
+
+
+def _only_topics(df: DataFrame, topics: set[str]) -> DataFrame:
+    # A guard, evaluated row by row inside the write itself (no extra pass): a record of a
+    # topic outside the offset ranges would mean the offset log was misread.
+    allowed = sorted(topics)
+    message = F.concat(
+        F.lit("bronze: a record of topic "),
+        F.col("topic"),
+        F.lit(f" is outside this batch's offset ranges {allowed}"),
+    )
+    return df.withColumn(
+        "topic", F.when(_topic_in(allowed), F.col("topic")).otherwise(F.raise_error(message))
+    )
 
 
 def _topic_in(topics: Sequence[str]) -> Column:
@@ -281,6 +376,7 @@ def write_bronze(df: DataFrame, cfg: ProtolakeConfig, trigger: str) -> list[Stre
         app_id=load_app_id(spark, checkpoint),
         partition_by=partition_by,
         known_topic=cfg.kafka.topics[0] if len(cfg.kafka.topics) == 1 else None,
+        checkpoint=checkpoint,
     )
     log.info("bronze: %s -> %s/<table> (checkpoint %s)", trigger, router.root, checkpoint)
     return [writer.foreachBatch(router).start()]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from pipelines.bronze import (
     load_app_id,
     read_kafka,
     to_bronze_rows,
+    topics_in_batch,
 )
 from pipelines.config import parse_config
 
@@ -165,3 +167,56 @@ def test_app_id_is_kept_in_the_checkpoint(spark: Any, tmp_path: Path) -> None:
     (tmp_path / "ck3" / APP_ID_FILE).write_text("garbage")
     with pytest.raises(RuntimeError, match="damaged"):
         load_app_id(spark, str(tmp_path / "ck3"))
+
+
+def write_offset_log(checkpoint: Path, batch_id: int, offsets: dict) -> None:
+    """A file as Spark writes it: version, batch metadata, one line per source."""
+    folder = checkpoint / "offsets"
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+    (folder / str(batch_id)).write_text(f"v1\n{meta}\n{json.dumps(offsets)}")
+
+
+def write_initial_offsets(checkpoint: Path, offsets: dict) -> None:
+    # Spark's Kafka source writes a 0 byte before the version line.
+    folder = checkpoint / "sources" / "0"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "0").write_bytes(b"\x00v1\n" + json.dumps(offsets).encode())
+
+
+def test_topics_in_batch_from_the_offset_log(spark: Any, tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    write_initial_offsets(ck, {"a": {"0": 0, "1": 0}, "b": {"0": 5}})
+    write_offset_log(ck, 0, {"a": {"0": 3, "1": 0}, "b": {"0": 5}})
+    write_offset_log(ck, 1, {"a": {"0": 3, "1": 0}, "b": {"0": 9}, "new": {"0": 0}})
+    write_offset_log(ck, 2, {"a": {"0": 3, "1": 2}, "b": {"0": 9}, "new": {"0": 0, "1": 4}})
+    assert topics_in_batch(spark, str(ck), 0) == {"a"}
+    assert topics_in_batch(spark, str(ck), 1) == {"b", "new"}  # a new topic always counts
+    assert topics_in_batch(spark, str(ck), 2) == {"a", "new"}
+    assert topics_in_batch(spark, str(ck), 3) is None  # no such batch
+    (ck / "offsets" / "4").write_text("v2\n{}\n{}")
+    assert topics_in_batch(spark, str(ck), 4) is None  # a format it does not know
+    (ck / "offsets" / "5").write_text('v1\n{}\n{"a": "x"}')
+    assert topics_in_batch(spark, str(ck), 5) is None
+
+
+def test_router_uses_the_offset_log_and_refuses_stray_topics(spark: Any, tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    write_initial_offsets(ck, {"x.one": {"0": 0}, "x.two": {"0": 0}})
+    write_offset_log(ck, 0, {"x.one": {"0": 3}, "x.two": {"0": 0}})
+    router = TopicRouter(
+        root=str(tmp_path / "t"), app_id="app-5", partition_by=(), checkpoint=str(ck)
+    )
+    router(to_bronze_rows(kafka_rows(spark, ["x.one"])), 0)
+    assert len(table(spark, tmp_path / "t" / "x_one")) == 3
+    assert not (tmp_path / "t" / "x_two").exists()
+
+    write_offset_log(ck, 1, {"x.one": {"0": 6}, "x.two": {"0": 0}})
+    with pytest.raises(Exception, match="outside this batch's offset ranges"):
+        router(to_bronze_rows(kafka_rows(spark, ["x.one", "x.two"])), 1)
+    assert len(table(spark, tmp_path / "t" / "x_one")) == 3  # nothing half-written
+
+    write_offset_log(ck, 2, {"x.one": {"0": 9}, "x.two": {"0": 3}})
+    router(to_bronze_rows(kafka_rows(spark, ["x.one", "x.two"])), 2)
+    assert len(table(spark, tmp_path / "t" / "x_one")) == 6
+    assert len(table(spark, tmp_path / "t" / "x_two")) == 3
