@@ -8,8 +8,13 @@ VACUUM retention: ``PROTOLAKE_VACUUM_RETENTION_HOURS`` (default 168 h = 7 days, 
 default; shorter retention can delete files a running stream or a time-travel query still
 reads). Schedule: ``PROTOLAKE_MAINTENANCE_SCHEDULE`` (default ``@daily``).
 
-Replay of quarantined records is not scheduled here yet: ``protolake replay`` does not exist
-in this version (it is added as a task once it does).
+Then ``replay`` (``protolake replay --reason R ...``, pipelines/ops/replay.py) re-decodes the
+quarantined records whose reason a fix upstream can cure: ``PROTOLAKE_REPLAY_REASONS``
+(comma-separated, default ``UNKNOWN_SCHEMA``: a schema registered after its records arrived;
+``all``: every reason). Records that decode move to silver (idempotently; the silver tables it
+changes are published like protolake_ingest's); the others stay with their new reason, and the
+task fails (exit 1 of ``protolake replay``) so that somebody looks: it runs last and is not
+retried, so it never holds up the maintenance.
 """
 
 from __future__ import annotations
@@ -17,12 +22,20 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 
-from airflow.sdk import DAG, chain
-from protolake_support import ProtolakeSparkSubmitOperator, env_int
+from airflow.sdk import DAG, AssetAlias, chain
+from protolake_support import SILVER_ALIAS, ProtolakeSparkSubmitOperator, env_int
 
 SCHEDULE = os.environ.get("PROTOLAKE_MAINTENANCE_SCHEDULE", "@daily")
 RETENTION_HOURS = env_int("PROTOLAKE_VACUUM_RETENTION_HOURS", 168)
 TABLE_GROUPS = ("bronze", "silver", "quarantine")
+REPLAY_REASONS = [
+    r.strip().upper()
+    for r in os.environ.get("PROTOLAKE_REPLAY_REASONS", "UNKNOWN_SCHEMA").split(",")
+    if r.strip()
+]
+REPLAY_ARGS = (
+    [] if REPLAY_REASONS == ["ALL"] else [a for r in REPLAY_REASONS for a in ("--reason", r)]
+)
 
 with DAG(
     dag_id="protolake_maintenance",
@@ -53,5 +66,14 @@ with DAG(
                 ],
             )
             for group in TABLE_GROUPS
-        )
+        ),
+        ProtolakeSparkSubmitOperator(
+            task_id="replay",
+            subcommand="replay",
+            subcommand_args=REPLAY_ARGS,
+            publish_silver=True,
+            outlets=[AssetAlias(SILVER_ALIAS)],
+            retries=0,
+            trigger_rule="all_done",  # a failed maintenance of one group does not block it
+        ),
     )

@@ -87,6 +87,9 @@ def test_the_dagbag_has_the_three_dags_and_no_import_errors(run_python):
         assert dag["start_tz"] == "UTC", dag_id
         assert "protolake" in dag["tags"], dag_id
         for task_id, t in dag["tasks"].items():
+            if task_id == "replay":  # fails on purpose when records still fail; not retried
+                assert t["retries"] == 0
+                continue
             assert t["retries"] >= 1, (dag_id, task_id)
             assert t["retry_delay"] >= 60, (dag_id, task_id)
             assert t["timeout"], (dag_id, task_id)
@@ -142,7 +145,11 @@ def test_maintenance_maintains_each_table_group_in_turn_with_the_retention(run_p
         "maintain_bronze": [],
         "maintain_silver": ["maintain_bronze"],
         "maintain_quarantine": ["maintain_silver"],
+        "replay": ["maintain_quarantine"],
     }
+    assert tasks["replay"]["subcommand"] == "replay"
+    assert tasks["replay"]["args"] == ["--reason", "UNKNOWN_SCHEMA"]
+    assert tasks["replay"]["outlets"] == ["AssetAlias(name='protolake-silver', group='asset')"]
     for group in ("bronze", "silver", "quarantine"):
         t = tasks[f"maintain_{group}"]
         assert t["subcommand"] == "maintain"
@@ -162,3 +169,13 @@ def test_streaming_checks_bronze_then_silver_every_five_minutes_paused_at_first(
         "ensure_bronze": [],
         "ensure_silver": ["ensure_bronze"],
     }
+
+
+def test_replay_reasons_come_from_the_environment(run_python):
+    tasks = run_python(
+        DESCRIBE.format(folder=str(DAGS)),
+        {"PROTOLAKE_REPLAY_REASONS": "unknown_schema, UNKNOWN_FIELDS"},
+    )["dags"]["protolake_maintenance"]["tasks"]
+    assert tasks["replay"]["args"] == ["--reason", "UNKNOWN_SCHEMA", "--reason", "UNKNOWN_FIELDS"]
+    every = run_python(DESCRIBE.format(folder=str(DAGS)), {"PROTOLAKE_REPLAY_REASONS": "all"})
+    assert every["dags"]["protolake_maintenance"]["tasks"]["replay"]["args"] == []

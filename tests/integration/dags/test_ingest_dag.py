@@ -1,0 +1,178 @@
+"""``airflow dags test protolake_ingest`` against the real broker and registry: a fresh Airflow
+(SQLite) runs bronze and silver through SparkSubmitOperator (local[2]) on a small demo stream;
+the silver tables hold what the stream holds, bronze = silver + quarantine record by record,
+the silver tables are published as assets, and running the same date again changes nothing.
+The Delta-log and checkpoint readers of the DAGs are checked against what Spark reads."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
+
+from conftest import make_airflow  # noqa: E402
+
+from pipelines.demo_stream import produce_demo_stream  # noqa: E402
+from pipelines.naming import table_name_for  # noqa: E402
+from pipelines.quarantine import check_invariant, quarantine_path  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+RECORDS = 200
+LOGICAL_DATE = "2026-11-22"
+
+READ_LAKEHOUSE = """
+import json, os
+from protolake_support import (config_path, judge_stream, lakehouse_counts, silver_versions,
+                               stream_parts)
+config = config_path()
+out = {"counts": lakehouse_counts(config), "versions": silver_versions(config), "streams": {}}
+for job in ("bronze", "silver"):
+    parts = stream_parts(job, config)
+    health = judge_stream(job, None, parts, 60.0)
+    out["streams"][job] = {
+        "parts": [[n, p.last_commit_batch if p else None, lag] for n, p, lag in parts],
+        "verdict": health.verdict,
+        "lag": health.lag,
+    }
+print(json.dumps(out))
+"""
+
+
+def dag_run_state(output: str) -> str:
+    """The final state ``airflow dags test`` reports (its exit code is 0 either way)."""
+    found = re.findall(r"DagRun Finished: dag_id=protolake_ingest, .*?state=(\w+)", output)
+    assert found, output[-5000:]
+    return found[-1]
+
+
+def silver_asset_events(home: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(home / "airflow.db") as db:
+        rows = db.execute(
+            "SELECT a.uri, e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+            "WHERE a.uri LIKE 'protolake://silver/%' ORDER BY a.uri"
+        ).fetchall()
+    return [(uri, extra) for uri, extra in rows]
+
+
+def delta_versions(root: Path) -> dict[str, int]:
+    out = {}
+    for table in sorted(root.glob("*/*/_delta_log")):
+        versions = [int(p.stem) for p in table.glob("*.json")]
+        out[f"{table.parent.parent.name}/{table.parent.name}"] = max(versions)
+    return out
+
+
+def spark_counts(spark: Any, lake: Path) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for layer in ("bronze", "silver", "quarantine"):
+        out[layer] = {
+            p.parent.name: spark.read.format("delta").load(str(p.parent)).count()
+            for p in sorted((lake / layer).glob("*/_delta_log"))
+        }
+    return out
+
+
+def test_ingest_dag_lands_the_stream_and_a_second_run_changes_nothing(
+    bootstrap: str, registry_url: str, topic_prefix: str, spark: Any, tmp_path: Path
+) -> None:
+    summary = produce_demo_stream(
+        bootstrap,
+        registry_url,
+        topic_prefix=topic_prefix,
+        records=RECORDS,
+        seed=11,
+        poison_every=20,
+    )
+    lake = tmp_path / "lake"
+    config = tmp_path / "protolake.toml"
+    topics = ", ".join(json.dumps(t) for t in summary.topics)
+    config.write_text(
+        f'[lakehouse]\npath = "{lake}"\n'
+        f'[kafka]\nbootstrap_servers = "{bootstrap}"\ntopics = [{topics}]\n'
+        '[registry]\nurl = "${env:PROTOLAKE_REGISTRY_URL}"\nmax_retries = 2\n'
+        '[silver]\ncatalog_database = ""\n'
+    )
+    airflow = make_airflow(tmp_path / "airflow", config, registry_url, tmp_path / "streams")
+    migrated = airflow.run("db", "migrate", timeout=600)
+    assert migrated.returncode == 0, migrated.stdout[-3000:] + migrated.stderr[-3000:]
+
+    first = airflow.run("dags", "test", "protolake_ingest", LOGICAL_DATE)
+    out1 = first.stdout + first.stderr
+    assert first.returncode == 0, out1[-6000:]
+    assert dag_run_state(out1) == "success", out1[-8000:]
+
+    # what the stream holds is in the lakehouse, and nothing is lost or doubled
+    report = check_invariant(spark, str(lake))
+    assert report.holds, report.summary()
+    assert report.bronze_records == RECORDS
+    silver = {
+        p.parent.name: spark.read.format("delta").load(str(p.parent)).count()
+        for p in (lake / "silver").glob("*/_delta_log")
+    }
+    assert silver == {table_name_for(t): n for t, n in summary.per_message_type.items()}
+    quarantined = {
+        r[0]: r[1]
+        for r in spark.read.format("delta")
+        .load(quarantine_path(str(lake)))
+        .groupBy("reason_code")
+        .count()
+        .collect()
+    }
+    assert quarantined == summary.expected_quarantine_by_reason(quarantine_rules=())
+
+    # the summary task printed the counts, read from the Delta logs
+    total = f"bronze {RECORDS} vs silver {sum(silver.values())} + quarantine "
+    assert total + f"{sum(quarantined.values())}: matches" in out1
+
+    # one asset event per silver table, with the version the run left
+    versions1 = delta_versions(lake)
+    events1 = silver_asset_events(airflow.home)
+    assert [uri for uri, _ in events1] == sorted(f"protolake://silver/{t}" for t in silver)
+    for uri, extra in events1:
+        table = uri.rsplit("/", 1)[-1]
+        assert json.loads(extra)["delta_version"] == versions1[f"silver/{table}"]
+
+    # the DAGs' own readers agree with Spark, and see caught-up checkpoints
+    seen = airflow.python(READ_LAKEHOUSE)
+    assert seen["counts"] == spark_counts(spark, lake)
+    assert seen["versions"] == {
+        k.split("/", 1)[1]: v for k, v in versions1.items() if k.startswith("silver/")
+    }
+    bronze_stream = seen["streams"]["bronze"]
+    assert bronze_stream["lag"] == 0 and bronze_stream["parts"][0][1] is not None, bronze_stream
+    silver_stream = seen["streams"]["silver"]
+    assert sorted(p[0] for p in silver_stream["parts"]) == sorted(seen["counts"]["bronze"])
+    assert silver_stream["lag"] == 0, silver_stream
+    assert {s["verdict"] for s in seen["streams"].values()} == {"dead"}  # none was started
+
+    # the same logical date again: same tables, same versions, no new asset events
+    second = airflow.run("dags", "test", "protolake_ingest", LOGICAL_DATE)
+    out2 = second.stdout + second.stderr
+    assert second.returncode == 0, out2[-6000:]
+    assert dag_run_state(out2) == "success", out2[-8000:]
+    assert delta_versions(lake) == versions1
+    assert silver_asset_events(airflow.home) == events1
+    assert check_invariant(spark, str(lake)).bronze_records == RECORDS
+    assert "silver tables changed in this run: none" in out2
+
+
+def test_row_counts_from_a_delta_log_with_a_checkpoint_match_spark(
+    spark: Any, tmp_path: Path
+) -> None:
+    from protolake_support import delta_row_count
+
+    path = str(tmp_path / "t")
+    for i in range(12):  # Delta writes a Parquet checkpoint every 10 commits
+        spark.range(i * 10, i * 10 + i + 1).write.format("delta").mode("append").save(path)
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 3 = 0")
+    assert (tmp_path / "t" / "_delta_log" / "_last_checkpoint").is_file()
+    assert delta_row_count(tmp_path / "t") == spark.read.format("delta").load(path).count()
