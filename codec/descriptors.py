@@ -127,7 +127,9 @@ def run_protoc(
             set_in = Path(tmp, "in.pb")
             set_in.write_bytes(descriptor_set_in)
             args.append(f"--descriptor_set_in={set_in}")
-        args += ["--include_imports", f"--descriptor_set_out={out}", *targets]
+        # Source info carries the .proto comments, which become silver column comments.
+        args += ["--include_imports", "--include_source_info", f"--descriptor_set_out={out}"]
+        args += targets
         try:
             done = subprocess.run(
                 args, capture_output=True, text=True, timeout=PROTOC_TIMEOUT_SECONDS, check=False
