@@ -19,6 +19,10 @@ This command line is stable: the maintenance DAG (dags/protolake_maintenance.py)
   Delta's own ``VACUUM ... DRY RUN``), changes nothing.
 
 Exit code 0; 2 for a refused retention; 1 when a table failed (the others are still done).
+
+VACUUM lists files with ``spark.sql.sources.parallelPartitionDiscovery.parallelism`` tasks
+(Spark's default 10000, sized for clusters: minutes of empty tasks on ``local[2]``); unless
+the Spark configuration sets it, this command uses twice the default parallelism meanwhile.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from pipelines.config import load_config
@@ -39,6 +44,22 @@ log = logging.getLogger("pipelines.ops.maintain")
 GROUPS = ("bronze", "silver", "quarantine", "quality")
 SAFE_RETENTION_HOURS = 168
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+
+
+LISTING_PARALLELISM_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+
+
+@contextmanager
+def listing_parallelism(spark: Any) -> Iterator[None]:
+    """Size VACUUM's file listing to the session unless the configuration chose a value."""
+    if spark.sparkContext.getConf().contains(LISTING_PARALLELISM_CONF):
+        yield
+        return
+    spark.conf.set(LISTING_PARALLELISM_CONF, str(max(2, 2 * spark.sparkContext.defaultParallelism)))
+    try:
+        yield
+    finally:
+        spark.conf.unset(LISTING_PARALLELISM_CONF)
 
 
 class RetentionRefusedError(ValueError):
@@ -132,7 +153,7 @@ def maintain(
     paths = tables_of(spark, lakehouse_path, group)
     results: list[dict[str, Any]] = []
     failed: list[dict[str, str]] = []
-    with progress(show_progress) as steps:
+    with progress(show_progress) as steps, listing_parallelism(spark):
         for path in steps.track(paths, f"maintaining {len(paths)} tables"):
             try:
                 results.append(
