@@ -249,7 +249,9 @@ def test_replay_of_records_that_still_fail_records_the_new_reason(
     )
     expected = {r["reason_code"]: int(r["count"]) for r in before}
     assert expected  # the demo stream put poison records on the orders topic
-    code, doc = _cli_json(capsys, "replay", "--config", str(lake.config_file), "--topic", orders)
+    code, doc = _cli_json(
+        capsys, "replay", "--config", str(lake.config_file), "--topic", orders, "--strict"
+    )
     assert code == 1  # some records still fail
     assert doc["replayed"] == 0
     assert doc["still_failing"] == expected
