@@ -46,6 +46,7 @@ def _add(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
     return dict(Counter(a) + Counter(b))
 
 
+@pytest.mark.timeout(2400)  # Spark on a shared 2-core machine: minutes, not seconds
 def test_demo_stream_every_record_once_with_its_reason(
     bootstrap: str, registry: Any, spark: Any, tmp_path: Path
 ) -> None:
@@ -94,6 +95,7 @@ def test_demo_stream_every_record_once_with_its_reason(
     assert _silver_counts(spark, lake) == summary.per_message_type
 
 
+@pytest.mark.timeout(2400)
 def test_registry_outage_fails_the_batch_and_quarantines_nothing(
     bootstrap: str, registry: Any, spark: Any, tmp_path: Path
 ) -> None:
@@ -136,12 +138,13 @@ def _wait_for(predicate: Any, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@pytest.mark.timeout(3000)
 def test_sigkill_of_a_processing_time_job_then_restart(
     bootstrap: str, registry: Any, spark: Any, tmp_path: Path
 ) -> None:
     prefix = unique_prefix("kill")
     first = produce_demo_stream(
-        bootstrap, registry.url, topic_prefix=prefix, records=150, seed=3, poison_every=15
+        bootstrap, registry.url, topic_prefix=prefix, records=100, seed=3, poison_every=10
     )
     lake_dir = tmp_path / "lake"
     cfg = make_config(lake_dir, first.topics, registry.url, processing_interval="2 seconds")
@@ -174,7 +177,7 @@ def test_sigkill_of_a_processing_time_job_then_restart(
     try:
         _wait_for(lambda: any(commits.glob("*/commits/0")), 600, "a first committed silver batch")
         second = produce_demo_stream(
-            bootstrap, registry.url, topic_prefix=prefix, records=150, seed=4, poison_every=15
+            bootstrap, registry.url, topic_prefix=prefix, records=100, seed=4, poison_every=10
         )
         bronze.run(cfg, trigger="available-now", spark=spark)
         # kill as soon as the next batch has started (its offsets are logged, not committed)

@@ -47,6 +47,7 @@ def _wait_for_text(path: Path, text: str, timeout: float) -> None:
     )
 
 
+@pytest.mark.timeout(3000)  # two more JVMs on a shared 2-core machine
 def test_silver_job_on_a_standalone_cluster(
     bootstrap: str, registry: Any, spark: Any, tmp_path: Path
 ) -> None:
