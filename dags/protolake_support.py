@@ -594,6 +594,12 @@ def stop_stream(job: str, pid: int, grace_seconds: float = 60.0) -> None:
     deadline = time.monotonic() + grace_seconds
     while time.monotonic() < deadline:
         try:
+            # reap it if it is our own child (else a zombie keeps the group "alive")
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return
+        except ChildProcessError:
+            pass
+        try:
             os.killpg(pid, 0)
         except ProcessLookupError:
             return

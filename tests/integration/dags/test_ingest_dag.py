@@ -81,6 +81,7 @@ def spark_counts(spark: Any, lake: Path) -> dict[str, dict[str, int]]:
     return out
 
 
+@pytest.mark.timeout(3000)  # two DAG runs of two Spark jobs each on a busy 2-core machine
 def test_ingest_dag_lands_the_stream_and_a_second_run_changes_nothing(
     bootstrap: str, registry_url: str, topic_prefix: str, spark: Any, tmp_path: Path
 ) -> None:

@@ -1,0 +1,233 @@
+"""dags/protolake_support.py: the spark-submit operator's command line and environment (run
+for real against a stand-in spark-submit under a separate SPARK_HOME, which records what it
+was given), the streams' pid handling, and the health verdicts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
+
+from protolake_support import (  # noqa: E402
+    CheckpointProgress,
+    config_path,
+    env_int,
+    judge_stream,
+    stop_stream,
+    stream_pid,
+)
+
+FAKE_SPARK_SUBMIT = """#!{python}
+import json, os, sys
+keys = ("SPARK_HOME", "PYSPARK_PYTHON", "SPARK_LOCAL_IP", "PROTOLAKE_REGISTRY_URL",
+        "PROTOLAKE_REGISTRY_AUTH", "PROTOLAKE_REGISTRY_TOKEN")
+with open(os.environ["FAKE_OUT"], "w") as f:
+    json.dump({{"argv": sys.argv[1:], "env": {{k: os.environ.get(k) for k in keys}}}}, f)
+print("stand-in spark-submit ran")
+"""
+
+EXECUTE = """
+import json
+from protolake_support import ProtolakeSparkSubmitOperator
+op = ProtolakeSparkSubmitOperator(task_id="t", subcommand="silver",
+                                  subcommand_args=["--trigger", "available-now"],
+                                  refuse_when_streaming=True)
+op.execute({})
+print(json.dumps({"ok": True}))
+"""
+
+
+@pytest.fixture
+def fake_spark(tmp_path: Path) -> dict[str, str]:
+    home = tmp_path / "spark-elsewhere"
+    (home / "bin").mkdir(parents=True)
+    script = home / "bin" / "spark-submit"
+    script.write_text(FAKE_SPARK_SUBMIT.format(python=sys.executable))
+    script.chmod(0o755)
+    config = tmp_path / "protolake.toml"
+    config.write_text(
+        f'[lakehouse]\npath = "{tmp_path / "lake"}"\n'
+        '[kafka]\nbootstrap_servers = "127.0.0.1:9092"\ntopics = ["t"]\n'
+        '[registry]\nurl = "${env:PROTOLAKE_REGISTRY_URL}"\n'
+    )
+    return {
+        "SPARK_HOME": str(home),
+        "FAKE_OUT": str(tmp_path / "submitted.json"),
+        "PROTOLAKE_CONFIG": str(config),
+        "PROTOLAKE_STREAM_STATE_DIR": str(tmp_path / "streams"),
+    }
+
+
+def run_execute(airflow_env, extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", EXECUTE],
+        env={**airflow_env, **extra},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def conf_of(argv: list[str]) -> dict[str, str]:
+    return dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--conf")
+
+
+def test_a_cluster_master_with_spark_elsewhere_and_registry_secrets_from_a_connection(
+    airflow_env, fake_spark, tmp_path
+):
+    conns = {
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
+            {"conn_type": "spark", "host": "spark://10.1.2.3", "port": 7077}
+        ),
+        "AIRFLOW_CONN_PROTOLAKE_REGISTRY": json.dumps(
+            {
+                "conn_type": "http",
+                "host": "registry.internal",
+                "schema": "https",
+                "port": 8443,
+                "login": "svc",
+                "password": "pa55-w0rd-xyz",
+            }
+        ),
+        "PYSPARK_PYTHON": "/opt/cluster/python3",
+    }
+    proc = run_execute(airflow_env, {**fake_spark, **conns})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    seen = json.loads(Path(fake_spark["FAKE_OUT"]).read_text())
+    argv = seen["argv"]
+    assert argv[argv.index("--master") + 1] == "spark://10.1.2.3:7077"
+    zip_path = Path(argv[argv.index("--py-files") + 1])
+    assert zip_path.is_file() and zip_path.name.startswith("protolake-")
+    assert all(Path(j).is_file() for j in argv[argv.index("--jars") + 1].split(","))
+    run_py = argv.index(str(Path(__file__).resolve().parents[3] / "pipelines/jobs/run.py"))
+    assert argv[run_py + 1 :] == [
+        "silver",
+        "--config",
+        fake_spark["PROTOLAKE_CONFIG"],
+        "--trigger",
+        "available-now",
+    ]
+    conf = conf_of(argv)
+    assert conf["spark.pyspark.python"] == "/opt/cluster/python3"
+    assert "spark.ui.enabled" not in conf  # local settings stay off a cluster
+    assert seen["env"]["SPARK_HOME"] == fake_spark["SPARK_HOME"]
+    assert seen["env"]["PYSPARK_PYTHON"] == "/opt/cluster/python3"
+    assert seen["env"]["PROTOLAKE_REGISTRY_URL"] == "https://registry.internal:8443"
+    assert seen["env"]["PROTOLAKE_REGISTRY_AUTH"] == "svc:pa55-w0rd-xyz"
+    assert "pa55-w0rd-xyz" not in proc.stdout + proc.stderr
+    assert "stand-in spark-submit ran" in proc.stdout + proc.stderr
+
+
+def test_a_local_master_gets_small_machine_settings_and_airflows_python(airflow_env, fake_spark):
+    conns = {
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "PROTOLAKE_REGISTRY_URL": "http://127.0.0.1:8081",
+    }
+    proc = run_execute(airflow_env, {**fake_spark, **conns})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    seen = json.loads(Path(fake_spark["FAKE_OUT"]).read_text())
+    conf = conf_of(seen["argv"])
+    assert seen["argv"][seen["argv"].index("--master") + 1] == "local[2]"
+    assert conf["spark.pyspark.python"] == sys.executable
+    assert conf["spark.ui.enabled"] == "false"
+    assert seen["env"]["PYSPARK_PYTHON"] == sys.executable
+    assert seen["env"]["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert seen["env"]["PROTOLAKE_REGISTRY_AUTH"] is None  # no connection, nothing invented
+
+
+def test_ingest_refuses_to_run_while_a_continuous_stream_is_up(airflow_env, fake_spark, tmp_path):
+    state = Path(fake_spark["PROTOLAKE_STREAM_STATE_DIR"])
+    state.mkdir()
+    stream = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", "/x/pipelines/jobs/run.py", "bronze"]
+    )
+    try:
+        (state / "bronze.pid").write_text(f"{stream.pid}\n")
+        conns = {
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            "PROTOLAKE_REGISTRY_URL": "http://127.0.0.1:8081",
+        }
+        proc = run_execute(airflow_env, {**fake_spark, **conns})
+    finally:
+        stream.kill()
+        stream.wait()
+    assert proc.returncode != 0
+    assert "continuous streams are running (bronze" in proc.stderr
+    assert not Path(fake_spark["FAKE_OUT"]).exists(), "nothing was submitted"
+
+
+def test_a_missing_configuration_is_a_clear_error(tmp_path):
+    with pytest.raises(RuntimeError, match="PROTOLAKE_CONFIG is not set"):
+        config_path({})
+    with pytest.raises(RuntimeError, match="no such file"):
+        config_path({"PROTOLAKE_CONFIG": str(tmp_path / "nope.toml")})
+    (tmp_path / "c.toml").write_text("")
+    assert config_path({"PROTOLAKE_CONFIG": str(tmp_path / "c.toml")}) == str(
+        (tmp_path / "c.toml").resolve()
+    )
+
+
+def test_env_int():
+    assert env_int("X", 5, {}) == 5
+    assert env_int("X", 5, {"X": " 12 "}) == 12
+    with pytest.raises(ValueError, match="X: must be an integer"):
+        env_int("X", 5, {"X": "twelve"})
+
+
+def test_a_pid_counts_only_while_it_is_that_jobs_spark_submit(tmp_path):
+    (tmp_path / "silver.pid").write_text("not a pid")
+    assert stream_pid("silver", tmp_path) is None
+    assert stream_pid("bronze", tmp_path) is None  # no pid file
+    job = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(120)",
+            "/x/pipelines/jobs/run.py",
+            "silver",
+        ],
+        start_new_session=True,
+    )
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        (tmp_path / "silver.pid").write_text(f"{job.pid}\n")
+        (tmp_path / "bronze.pid").write_text(f"{other.pid}\n")
+        assert stream_pid("silver", tmp_path) == job.pid
+        assert stream_pid("bronze", tmp_path) is None  # a recycled pid is not the stream
+        t0 = time.monotonic()
+        stop_stream("silver", job.pid, grace_seconds=30)
+        assert time.monotonic() - t0 < 30, "SIGTERM was enough"
+        assert job.poll() is not None or job.wait(timeout=10) is not None
+        assert stream_pid("silver", tmp_path) is None
+    finally:
+        for p in (job, other):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def progress(age: float | None) -> CheckpointProgress:
+    return CheckpointProgress("cp", 3, 3, age)
+
+
+def test_health_verdicts():
+    assert judge_stream("bronze", None, [("t", progress(5), 0)], 600).verdict == "dead"
+    idle = judge_stream("bronze", 42, [("t", progress(86400), 0)], 600, running_seconds=9999)
+    assert idle.verdict == "healthy"  # nothing to do: an old last batch is fine
+    busy = judge_stream("bronze", 42, [("t", progress(30), 1000)], 600, running_seconds=9999)
+    assert busy.verdict == "healthy" and busy.lag == 1000
+    stuck = judge_stream("bronze", 42, [("t", progress(900), 7)], 600, running_seconds=9999)
+    assert stuck.verdict == "stale" and "t: lag 7" in stuck.reason
+    young = judge_stream("silver", 42, [("t", None, 7)], 600, running_seconds=60)
+    assert young.verdict == "healthy"  # just started: its first batch is still coming
+    never = judge_stream("silver", 42, [("a", progress(5), 0), ("new", None, 3)], 600, 9999)
+    assert never.verdict == "stale" and "new: lag 3, last batch never" in never.reason
+    unknown = judge_stream("bronze", 42, [("t", progress(9999), None)], 600, 9999)
+    assert unknown.verdict == "healthy" and unknown.lag is None
