@@ -124,11 +124,14 @@ def test_silver_job_on_a_standalone_cluster(
                 "spark.databricks.delta.snapshotPartitions": "2",
             },
         )
-        done = subprocess.run(
-            cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200
-        )
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
-        assert "silver:" in done.stdout
+        submit_log = tmp_path / "submit.log"
+        with submit_log.open("w") as out:
+            done = subprocess.run(
+                cmd, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=2400
+            )
+        text = submit_log.read_text(errors="replace")
+        assert done.returncode == 0, text[-6000:]
+        assert "silver:" in text
     finally:
         if worker is not None:
             _stop(worker)
