@@ -35,6 +35,7 @@ import html
 import logging
 import re
 import shutil
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -118,7 +119,10 @@ class _Suite:
 
 
 class QualityChecker:
-    """One Great Expectations context and one suite per message type, reused for every batch."""
+    """One Great Expectations context and one suite per message type, reused for every batch.
+
+    Thread-safe: validations from concurrent streaming queries run one at a time.
+    """
 
     def __init__(
         self, spark: SparkSession, lakehouse_path: str, rules: list[ExpectationRule]
@@ -137,6 +141,7 @@ class QualityChecker:
         self._batch_definitions: dict[str, BatchDefinition] = {}
         self._suites: dict[str, _Suite] = {}
         self._latest: dict[str, tuple[ExpectationSuiteValidationResult, str, int, datetime]] = {}
+        self._lock = threading.RLock()
         for message_type in sorted({r.message_type for r in self._rules}):
             self._suite_for(message_type)
 
@@ -161,6 +166,14 @@ class QualityChecker:
         Raises:
             QualityConfigError: a rule's column is missing, or GE raised while evaluating it.
         """
+        # Great Expectations' Spark execution engine keeps the active batch as state, shared by
+        # every asset of the datasource: concurrent streaming queries must take turns.
+        with self._lock:
+            return self._validate(df, message_type=message_type, table=table, batch_id=batch_id)
+
+    def _validate(
+        self, df: DataFrame, *, message_type: str, table: str, batch_id: int
+    ) -> QualityOutcome:
         entry = self._suite_for(message_type)
         _check_columns(entry.rules, df.schema)
         validated_at = datetime.now(UTC)
@@ -375,6 +388,10 @@ class QualityChecker:
         Only the latest validation of each suite is kept in GE's store (older ones are removed),
         so the index lists one result per suite. Returns the path of ``index.html``.
         """
+        with self._lock:
+            return self._build_data_docs()
+
+    def _build_data_docs(self) -> Path:
         store = self._context.validation_results_store
         for message_type, (result, table, batch_id, when) in self._latest.items():
             suite_id = ExpectationSuiteIdentifier(name=message_type)

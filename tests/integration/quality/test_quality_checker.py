@@ -328,3 +328,22 @@ def test_write_results_rejects_other_batch_ids(spark, tmp_path):
 
 def test_summarize_is_empty_before_any_result(spark, tmp_path):
     assert summarize(spark, str(tmp_path / "nothing")) == []
+
+
+def test_concurrent_validations_of_different_tables_keep_their_own_rows(spark, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    checker = checker_for(spark, tmp_path, not_null("order_id", "quarantine"))
+    small = make_batch(spark, [order_row(i, order_id=None if i == 0 else "x") for i in range(3)])
+    large = make_batch(
+        spark, [order_row(i, order_id=None if i % 4 == 0 else "x") for i in range(20)]
+    )
+
+    def run(args):
+        batch, table = args
+        outcome = checker.validate(batch, message_type=ORDER, table=table, batch_id=0)
+        return outcome.rows_checked, outcome.rows_quarantined, outcome.failed.count()
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        got = list(pool.map(run, [(small, "t_small"), (large, "t_large")]))
+    assert got == [(3, 1, 1), (20, 5, 5)]
