@@ -7,6 +7,7 @@ fills; under spark-submit the caller passes ``--jars`` itself and this module ad
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,6 +72,10 @@ def build_session(
         builder = builder.config("spark.jars", ",".join(find_spark_jars()))
         for key, value in LOCAL_CONF.items():
             builder = builder.config(key, value)
+        # In-process, Python workers must run this interpreter (the one that has codec and
+        # pipelines), not whichever python3 comes first on PATH.
+        python = os.environ.get("PYSPARK_PYTHON") or sys.executable
+        builder = builder.config("spark.pyspark.python", python)
     elif master:
         builder = builder.master(master)
     for key, value in DELTA_CONF.items():
