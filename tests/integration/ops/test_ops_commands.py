@@ -25,7 +25,8 @@ from pipelines.ops import replay as replay_mod
 from pipelines.ops import status as status_mod
 from pipelines.quarantine import check_invariant, quarantine_path
 
-pytestmark = pytest.mark.integration
+# Spark on a shared 2-core machine: the lakehouse fixture and maintain take minutes under load
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 
 def _quarantine(spark: Any, lake: Lakehouse) -> Any:
