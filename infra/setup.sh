@@ -8,8 +8,10 @@ cd "$root"
 venv="${PROTOLAKE_VENV:-$root/.venv}"
 python="${PYTHON:-python3}"
 
-if [ ! -x "$venv/bin/python" ]; then
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
+  # Also when an interrupted earlier attempt left a virtualenv without pip.
   echo "creating virtualenv $venv"
+  rm -rf "$venv"
   "$python" -m venv "$venv"
 fi
 # Reinstall only when pyproject.toml changed since the last install.
