@@ -453,9 +453,9 @@ class QualityChecker:
 
     # -- results -----------------------------------------------------------------------------
 
-    def write_results(self, results: list[QualityResult], batch_id: int) -> int:
-        """Store results in ``<lakehouse>/quality/results``, idempotently per (batch, table)."""
-        return write_results(self._spark, self._lakehouse, results, batch_id)
+    def write_results(self, results: list[QualityResult], batch_id: int, source: str = "") -> int:
+        """Store results in ``<lakehouse>/quality/results``, idempotently per (source, batch, table)."""
+        return write_results(self._spark, self._lakehouse, results, batch_id, source)
 
     @property
     def results_path(self) -> str:

@@ -47,6 +47,9 @@ RESULTS_SCHEMA = StructType(
         StructField("validated_at", TimestampType(), False),
         StructField("rows_checked", LongType(), True),
         StructField("rows_quarantined", LongType(), True),
+        # The writer's stream (silver passes its checkpoint's app id): batch ids restart at 0
+        # in every stream, so (batch_id, table) alone would let one stream replace another's.
+        StructField("source", StringType(), True),
     ]
 )
 
@@ -69,8 +72,9 @@ class QualityResult:
     rows_checked: int | None
     rows_quarantined: int | None
 
-    def as_row(self) -> tuple[Any, ...]:
-        return tuple(asdict(self)[f.name] for f in RESULTS_SCHEMA.fields)
+    def as_row(self, source: str = "") -> tuple[Any, ...]:
+        values = {**asdict(self), "source": source}
+        return tuple(values[f.name] for f in RESULTS_SCHEMA.fields)
 
 
 def results_path(lakehouse_path: str) -> str:
@@ -78,9 +82,16 @@ def results_path(lakehouse_path: str) -> str:
 
 
 def write_results(
-    spark: SparkSession, lakehouse_path: str, results: list[QualityResult], batch_id: int
+    spark: SparkSession,
+    lakehouse_path: str,
+    results: list[QualityResult],
+    batch_id: int,
+    source: str = "",
 ) -> int:
-    """Replace the records of ``batch_id`` for the tables in ``results``; return records written.
+    """Replace the records of ``(source, batch_id)`` for the tables in ``results``.
+
+    Returns the number of records written. ``source`` names the writing stream (silver: its
+    checkpoint's app id), so streams whose batch ids coincide never replace each other's rows.
 
     Raises:
         ValueError: a result belongs to another batch id.
@@ -91,18 +102,30 @@ def write_results(
     if others:
         raise ValueError(f"write_results(batch_id={batch_id}) got results of batch ids {others}")
     tables = sorted({r.table for r in results})
-    frame = spark.createDataFrame([r.as_row() for r in results], schema=RESULTS_SCHEMA)
+    frame = spark.createDataFrame([r.as_row(source) for r in results], schema=RESULTS_SCHEMA)
+    path = results_path(lakehouse_path)
+    _add_source_column(spark, path)
     condition = (
         f"batch_id = {int(batch_id)} AND `table` IN ({', '.join(_sql_str(t) for t in tables)})"
+        f" AND coalesce(source, '') = {_sql_str(source)}"
     )
     (
         frame.coalesce(1)
         .write.format("delta")
         .mode("overwrite")
         .option("replaceWhere", condition)
-        .save(results_path(lakehouse_path))
+        .save(path)
     )
     return len(results)
+
+
+def _add_source_column(spark: SparkSession, path: str) -> None:
+    """Results tables written before the ``source`` column existed get it (null) in place."""
+    if not _is_delta_table(path):
+        return
+    columns = spark.read.format("delta").load(path).columns
+    if "source" not in columns:
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (source STRING)")
 
 
 def summarize(spark: SparkSession, lakehouse_path: str) -> list[dict[str, Any]]:

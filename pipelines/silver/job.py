@@ -351,7 +351,7 @@ class SilverBatch:
         if failed_outcome is not None:
             from quality import QualityFailed
 
-            self.checker.write_results(quality_results, batch_id)
+            self.checker.write_results(quality_results, batch_id, source=self.app_id)
             raise QualityFailed(failed_outcome)
 
         # (6) writes: silver tables, then quarantine; each skipped when already committed
@@ -372,7 +372,7 @@ class SilverBatch:
         else:
             append_idempotent(quarantine, quarantine_path(self.root), self.app_id, batch_id)
         if quality_results:
-            self.checker.write_results(quality_results, batch_id)
+            self.checker.write_results(quality_results, batch_id, source=self.app_id)
         # counts for the summary: one small job over the persisted frames (no re-decoding)
         per_key: dict[str, int] = defaultdict(int)
         for kr in key_rows:

@@ -281,6 +281,7 @@ def test_results_written_idempotently_per_batch_and_table(spark, tmp_path):
         "validated_at": None,
         "rows_checked": 4,
         "rows_quarantined": 1,
+        "source": "",
     }
 
     # The retry saw different data (e.g. a fixed upstream): its verdict replaces the old one.
@@ -347,3 +348,21 @@ def test_concurrent_validations_of_different_tables_keep_their_own_rows(spark, t
     with ThreadPoolExecutor(max_workers=2) as pool:
         got = list(pool.map(run, [(small, "t_small"), (large, "t_large")]))
     assert got == [(3, 1, 1), (20, 5, 5)]
+
+
+def test_streams_sharing_a_batch_id_keep_their_own_results(spark, tmp_path):
+    # Silver runs one stream per bronze table; each counts batches from 0.
+    checker = checker_for(spark, tmp_path, not_null("order_id", "quarantine"))
+    bad = make_batch(spark, [order_row(i, order_id=None if i == 0 else "x") for i in range(4)])
+    empty = make_batch(spark, [])
+    from_orders = checker.validate(bad, message_type=ORDER, table=TABLE, batch_id=0)
+    from_lines = checker.validate(empty, message_type=ORDER, table=TABLE, batch_id=0)
+    checker.write_results(from_orders.results, 0, source="stream-orders")
+    checker.write_results(from_lines.results, 0, source="stream-lines")
+    checker.write_results(from_lines.results, 0, source="stream-lines")  # a retry
+
+    table = spark.read.format("delta").load(checker.results_path)
+    per_source = {r["source"]: r["count"] for r in table.groupBy("source").count().collect()}
+    assert per_source == {"stream-orders": 8, "stream-lines": 8}
+    failed = table.where("source = 'stream-orders' AND NOT success").count()
+    assert failed == 1
