@@ -12,9 +12,9 @@ Then ``replay`` (``protolake replay --reason R ...``, pipelines/ops/replay.py) r
 quarantined records whose reason a fix upstream can cure: ``PROTOLAKE_REPLAY_REASONS``
 (comma-separated, default ``UNKNOWN_SCHEMA``: a schema registered after its records arrived;
 ``all``: every reason). Records that decode move to silver (idempotently; the silver tables it
-changes are published like protolake_ingest's); the others stay with their new reason, and the
-task fails (exit 1 of ``protolake replay``) so that somebody looks: it runs last and is not
-retried, so it never holds up the maintenance.
+changes are published like protolake_ingest's); the others stay with their new reason (shown
+by ``protolake status``; the task only fails when replay itself fails). It runs last and is
+not retried, so it never holds up the maintenance.
 """
 
 from __future__ import annotations
