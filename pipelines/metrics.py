@@ -272,7 +272,7 @@ class MetricsListener(_listener_base()):  # type: ignore[misc]
                     "event": "terminated",
                     "query": name,
                     "outcome": outcome,
-                    "error": (event.exception or "").splitlines()[0][:500] or None,
+                    "error": _first_line(event.exception),
                 }
             )
         )
@@ -296,3 +296,9 @@ def install_metrics(spark: Any, cfg: ProtolakeConfig) -> MetricsListener | None:
     listener = MetricsListener()
     spark.streams.addListener(listener)
     return listener
+
+
+def _first_line(text: str | None) -> str | None:
+    """The first line of an exception text (at most 500 characters), None when there is none."""
+    lines = (text or "").splitlines()
+    return lines[0][:500] if lines else None

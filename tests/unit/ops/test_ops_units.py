@@ -230,3 +230,21 @@ def test_gap_walk_seeks_instead_of_reading_far() -> None:
         lambda t, p, o: o,
     )
     assert found == [] and consumer.assigns == [3, 100000]
+
+
+@pytest.mark.parametrize(
+    ("exception", "outcome", "error"),
+    [(None, "ok", None), ("", "ok", None), ("boom\n\tat x.y", "failed", "boom")],
+)
+def test_terminated_event_logs_outcome_and_first_error_line(caplog, exception, outcome, error):
+    listener = metrics.MetricsListener()
+    event = SimpleNamespace(id="q-terminated-test", exception=exception)
+    with caplog.at_level("INFO", logger="pipelines.metrics"):
+        listener.onQueryTerminated(event)
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "pipelines.metrics"]
+    assert lines[-1] == {
+        "event": "terminated",
+        "query": "q-terminated-test",
+        "outcome": outcome,
+        "error": error,
+    }
