@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Sequence
 
@@ -141,12 +142,49 @@ def ensure_table(spark: SparkSession, path: str, schema: T.StructType, message_t
 
 
 def register_table(spark: SparkSession, database: str, table: str, path: str) -> None:
-    """``CREATE TABLE IF NOT EXISTS <database>.<table> USING DELTA LOCATION '<path>'``."""
+    """Register ``<database>.<table>`` as an external Delta table at ``path``.
+
+    A name already registered at another location (the lakehouse moved, or another
+    lakehouse used the same database in this session) is re-pointed: the old entry is
+    dropped (external, so no data is deleted) and registered again at ``path``.
+    """
     spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
     location = path.replace("'", "\\'")
-    spark.sql(
-        f"CREATE TABLE IF NOT EXISTS `{database}`.`{table}` USING DELTA LOCATION '{location}'"
-    )
+    qualified = f"`{database}`.`{table}`"
+    if spark.catalog.tableExists(f"{database}.{table}"):
+        current = _registered_location(spark, qualified)
+        if current is not None and _same_location(current, path):
+            return
+        log.warning(
+            "silver: catalog table %s.%s pointed at %s; re-registering it at %s",
+            database,
+            table,
+            current,
+            path,
+        )
+        spark.sql(f"DROP TABLE IF EXISTS {qualified}")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {qualified} USING DELTA LOCATION '{location}'")
+
+
+def _registered_location(spark: SparkSession, qualified: str) -> str | None:
+    try:
+        row = spark.sql(f"DESCRIBE DETAIL {qualified}").first()
+    except Exception:  # the entry points at a path that is no longer a Delta table
+        return None
+    return None if row is None else str(row["location"])
+
+
+def _same_location(a: str, b: str) -> bool:
+    def norm(p: str) -> str:
+        for prefix in ("file://", "file:"):
+            if p.startswith(prefix):
+                p = p[len(prefix) :]
+                break
+        if "://" not in p:
+            p = os.path.abspath(p)
+        return p.rstrip("/")
+
+    return norm(a) == norm(b)
 
 
 def register_tables(spark: SparkSession, lakehouse_path: str, database: str) -> list[str]:
