@@ -57,6 +57,7 @@ Example (every key, with its default)::
 
     [metrics]
     prometheus_port = 0                      # 0 = no HTTP endpoint; metrics still logged
+    prometheus_address = "0.0.0.0"          # interface the endpoint listens on ("127.0.0.1": this host only)
 
     [spark]
     master = ""                              # empty: local[2] in-process, or what spark-submit set
@@ -138,6 +139,7 @@ class QualityConfig:
 @dataclass(frozen=True)
 class MetricsConfig:
     prometheus_port: int = 0
+    prometheus_address: str = "0.0.0.0"
 
 
 @dataclass(frozen=True)
@@ -314,6 +316,8 @@ def _check(cfg: ProtolakeConfig) -> None:
         raise ConfigError("registry.max_retries / registry.timeout_seconds: must be positive")
     if not (0 <= cfg.metrics.prometheus_port < 65536):
         raise ConfigError("metrics.prometheus_port: must be a port number or 0")
+    if not cfg.metrics.prometheus_address.strip():
+        raise ConfigError("metrics.prometheus_address: must be an interface address")
     if not cfg.lakehouse.path:
         raise ConfigError("lakehouse.path: missing value")
 

@@ -287,8 +287,9 @@ def install_metrics(spark: Any, cfg: ProtolakeConfig) -> MetricsListener | None:
     with _lock:
         if port > 0 and port not in _servers:
             # one endpoint per process: bronze and silver in one driver share it
-            _servers[port] = start_http_server(port, addr="0.0.0.0", registry=REGISTRY)
-            log.info("metrics: Prometheus endpoint on port %d", port)
+            addr = cfg.metrics.prometheus_address
+            _servers[port] = start_http_server(port, addr=addr, registry=REGISTRY)
+            log.info("metrics: Prometheus endpoint on %s:%d", addr, port)
         key = id(spark._jsparkSession)
         if key in _installed:
             return None

@@ -153,6 +153,7 @@ def write_config(path: Path, lake: Path, topics: list[str], registry_url: str, p
         'catalog_database = ""',
         "[metrics]",
         f"prometheus_port = {port}",
+        'prometheus_address = "127.0.0.1"',
     ]
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -80,6 +80,8 @@ def test_topics_and_pattern_exactly_one(tmp_path: Path) -> None:
         ("bronze", "table_mode = 'one'", "bronze.table_mode"),
         ("bronze", "trigger = 'once'", "bronze.trigger"),
         ("kafka", "max_offsets_per_trigger = -1", "kafka.max_offsets_per_trigger"),
+        ("metrics", "prometheus_port = 70000", "metrics.prometheus_port"),
+        ("metrics", "prometheus_address = ' '", "metrics.prometheus_address"),
     ],
 )
 def test_invalid_values_name_the_key(tmp_path: Path, section: str, line: str, named: str) -> None:
