@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("pipelines.ops.status", "Kafka end offsets against the lakehouse, per partition"),
     "audit": ("pipelines.ops.audit", "check bronze = silver + quarantine, record by record"),
     "maintain": ("pipelines.ops.maintain", "optimize and vacuum the Delta tables"),
+    "sql": ("pipelines.ops.sql", "query the lakehouse's tables by name"),
 }
 
 

@@ -377,3 +377,44 @@ def test_maintain_optimizes_and_vacuums_safely(
     )
     assert check_invariant(spark, root).bronze_records == before.bronze_records
     spark.conf.set(maintain_mod.RETENTION_CHECK_CONF, "true")
+
+
+def test_sql_queries_the_tables_by_name(lake: Lakehouse, spark: Any, capsys: Any) -> None:
+    some_type = sorted(lake.demo.per_message_type)[0]
+    table = table_name_for(some_type)
+    code, doc = _cli_json(
+        capsys,
+        "sql",
+        "--config",
+        str(lake.config_file),
+        f"SELECT _kafka_topic, count(*) AS n FROM protolake.{table} GROUP BY _kafka_topic",
+    )
+    assert code == 0 and doc["columns"] == ["_kafka_topic", "n"] and not doc["truncated"]
+    by_path = Counter(r["_kafka_topic"] for r in _silver(spark, lake, some_type).collect())
+    assert {r["_kafka_topic"]: r["n"] for r in doc["rows"]} == dict(by_path)
+
+    # the views: quarantine by reason, as status counts it; --limit cuts and says so
+    code, doc = _cli_json(
+        capsys,
+        "sql",
+        "--config",
+        str(lake.config_file),
+        "--limit",
+        "1",
+        "SELECT reason_code, count(*) AS n FROM quarantine GROUP BY reason_code ORDER BY n DESC",
+    )
+    reasons = Counter(r["reason_code"] for r in _quarantine(spark, lake).collect())
+    assert code == 0 and doc["truncated"] and len(doc["rows"]) == 1
+    assert doc["rows"][0]["n"] == max(reasons.values())
+
+    code, doc = _cli_json(capsys, "sql", "--config", str(lake.config_file), "--tables")
+    names = {t["name"]: t for t in doc["tables"]}
+    assert names[f"protolake.{table}"]["rows"] == sum(by_path.values())
+    assert names["quarantine"]["rows"] == sum(reasons.values())
+    assert f"bronze_{bronze_table_of_topic(lake.late_topic)}" in names
+
+    # a bad query is a clear error, exit 2
+    capsys.readouterr()
+    assert cli_main(["sql", "--config", str(lake.config_file), "SELECT nope FROM quarantine"]) == 2
+    err = capsys.readouterr().err
+    assert "protolake sql: the query failed:" in err and "nope" in err

@@ -94,6 +94,24 @@ def test_demo_stream_every_record_once_with_its_reason(
     assert check_invariant(spark, lake).holds
     assert _silver_counts(spark, lake) == summary.per_message_type
 
+    # another engine reads the same tables by path: delta-rs (the `deltalake` package)
+    from deltalake import DeltaTable
+
+    for path in list_delta_tables(spark, f"{lake}/silver") + [quarantine_path(lake)]:
+        local = path.removeprefix("file:")
+        ours = spark.read.format("delta").load(path)
+        theirs = DeltaTable(local).to_pyarrow_table()
+        assert theirs.num_rows == ours.count(), local
+        assert set(theirs.column_names) == set(ours.columns), local
+        offsets = sorted(
+            zip(
+                theirs["_kafka_topic"].to_pylist(), theirs["_kafka_offset"].to_pylist(), strict=True
+            )
+        )
+        assert offsets == sorted((r["_kafka_topic"], r["_kafka_offset"]) for r in ours.collect()), (
+            local
+        )
+
 
 @pytest.mark.timeout(2400)
 def test_registry_outage_fails_the_batch_and_quarantines_nothing(

@@ -101,7 +101,7 @@ def test_replay_arguments() -> None:
         filter_from_args(bad)
 
 
-@pytest.mark.parametrize("command", ["replay", "status", "audit", "maintain"])
+@pytest.mark.parametrize("command", ["replay", "status", "audit", "maintain", "sql"])
 def test_every_command_registers(command: str) -> None:
     args = build_parser(command).parse_args([command, "--config", "c.toml"])
     assert callable(args.func) and args.config == "c.toml"

@@ -1,0 +1,134 @@
+"""``protolake sql``: query the lakehouse by table name, as an analyst would.
+
+    protolake sql --config F "SELECT ... FROM protolake.<silver table> ..." [--limit N] [--json]
+    protolake sql --config F --tables          # what can be queried, with row counts
+
+The session catalog of a plain Spark session is empty (protolake keeps no metastore), so
+this command opens a Delta-enabled session, registers the lakehouse's tables and runs the
+query:
+
+- every silver table as ``<silver.catalog_database>.<table>`` (``protolake`` by default;
+  external tables, registered at their path, see pipelines/silver/tables.py);
+- the quarantine table as the view ``quarantine``, the quality results as
+  ``quality_results``, each bronze table as ``bronze_<table>``.
+
+Other engines read the same tables by path (``lakehouse/silver/<table>``): delta-rs,
+DuckDB's ``delta_scan``, Trino's Delta connector. A query error is a clear message and exit
+code 2; nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pipelines.config import ProtolakeConfig, load_config
+from pipelines.ops.common import emit, is_delta_table, open_session, table, to_jsonable
+from pipelines.quarantine import list_delta_tables, quarantine_path
+
+DEFAULT_DATABASE = "protolake"
+DEFAULT_LIMIT = 50
+
+
+def register_lakehouse(spark: Any, cfg: ProtolakeConfig) -> list[dict[str, str]]:
+    """Register every table of the lakehouse; returns ``[{"name", "layer", "path"}]``."""
+    from pipelines.silver.tables import register_tables
+
+    root = cfg.lakehouse_path.rstrip("/")
+    database = cfg.silver.catalog_database or DEFAULT_DATABASE
+    found: list[dict[str, str]] = []
+    for name in register_tables(spark, root, database):
+        path = f"{root}/silver/{name.rsplit('.', 1)[-1]}"
+        found.append({"name": name, "layer": "silver", "path": path})
+    views = [(quarantine_path(root), "quarantine", "quarantine")]
+    views.append((f"{root}/quality/results", "quality_results", "quality"))
+    for path in list_delta_tables(spark, f"{root}/bronze"):
+        views.append((path, "bronze_" + path.rstrip("/").rsplit("/", 1)[-1], "bronze"))
+    for path, view, layer in views:
+        if is_delta_table(spark, path):
+            spark.read.format("delta").load(path).createOrReplaceTempView(view)
+            found.append({"name": view, "layer": layer, "path": path})
+    return found
+
+
+def run_query(spark: Any, query: str, limit: int) -> dict[str, Any]:
+    """Run ``query``; at most ``limit`` rows come back (``truncated`` says if there were more)."""
+    df = spark.sql(query)
+    rows = df.limit(limit + 1).collect() if limit > 0 else df.collect()
+    truncated = limit > 0 and len(rows) > limit
+    rows = rows[:limit] if truncated else rows
+    return {
+        "columns": df.columns,
+        "rows": [to_jsonable(r.asDict(recursive=True)) for r in rows],
+        "truncated": truncated,
+    }
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``protolake sql``."""
+    p = subparsers.add_parser(
+        "sql",
+        help="query the lakehouse's tables by name",
+        description="Register the lakehouse's tables in a Spark session and run a SQL query "
+        "(silver: <catalog_database>.<table>; views: quarantine, quality_results, "
+        "bronze_<table>). QUERY '-' reads it from stdin.",
+    )
+    p.add_argument("query", nargs="?", help="the SQL query ('-': read it from stdin)")
+    p.add_argument("--tables", action="store_true", help="list the queryable tables instead")
+    p.add_argument(
+        "--limit", type=int, default=DEFAULT_LIMIT, help="rows to show, 0 = all (default 50)"
+    )
+    p.set_defaults(func=run_from_args)
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """``protolake sql``."""
+    query = sys.stdin.read() if args.query == "-" else args.query
+    if not args.tables and not (query or "").strip():
+        print("protolake sql: give a query (or --tables)", file=sys.stderr)
+        return 2
+    if args.limit < 0:
+        print("protolake sql: --limit must be 0 or more", file=sys.stderr)
+        return 2
+    cfg = load_config(args.config)
+    spark = open_session(cfg, "protolake-sql")
+    tables = register_lakehouse(spark, cfg)
+    if args.tables:
+        for t in tables:
+            t["rows"] = spark.read.format("delta").load(t["path"]).count()
+        data: dict[str, Any] = {"tables": tables}
+        emit(args.json, data, lambda c: c.print(_tables_view(tables)))
+        return 0
+    from pyspark.errors import PySparkException
+
+    try:
+        data = run_query(spark, query, args.limit)
+    except PySparkException as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"protolake sql: the query failed: {first}", file=sys.stderr)
+        return 2
+    emit(args.json, data, lambda c: _print_result(c, data))
+    return 0
+
+
+def _tables_view(tables: list[dict[str, Any]]) -> Any:
+    return table(
+        "tables",
+        ["name", "layer", "rows", "path"],
+        [[t["name"], t["layer"], t["rows"], t["path"]] for t in tables],
+    )
+
+
+def _print_result(console: Any, data: dict[str, Any]) -> None:
+    rows = [[r.get(c) for c in data["columns"]] for r in data["rows"]]
+    console.print(table("result", data["columns"], rows))
+    more = " (more rows: raise --limit)" if data["truncated"] else ""
+    console.print(f"{len(rows)} row(s){more}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from pipelines.cli import main as cli_main
+
+    return cli_main(["sql", *(argv or [])])
