@@ -638,7 +638,11 @@ def format_report(report: DemoReport) -> str:
             add(f"  Data Docs: file://{report.data_docs}")
     if report.sql is not None:
         add("")
-        add("Try it: an analyst's query (spark-sql, or pyspark's spark.sql)")
+        add(
+            "Try it: an analyst's query (run your own with "
+            '`.venv/bin/protolake sql --config pipelines/demo.toml "SELECT ..."`; '
+            "`--tables` lists what there is)"
+        )
         add("  " + report.sql["query"].replace("\n", "\n  ") + ";")
         if "rows" in report.sql:
             rows = report.sql["rows"]
