@@ -25,8 +25,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T  # noqa: N812
+
+from codec import CodecError, parse_frame
+from codec.framing import find_schema_header
 
 BRONZE_COLUMNS: tuple[str, ...] = (
     "key",
@@ -80,8 +84,6 @@ def frame_columns(
     value: bytes | None, key: bytes | None, headers: list[tuple[str, bytes | None]] | None
 ) -> tuple[Any, ...]:
     """The :data:`FRAMED_FIELDS` values of one record (pure; executors call it per row)."""
-    from codec import CodecError, parse_frame
-
     try:
         f = parse_frame(value, headers)
         vals: tuple[Any, ...] = (
@@ -109,20 +111,125 @@ def frame_columns(
     return (*vals, key_key, key_offset)
 
 
+_VALUE_COLUMNS = 9  # frame_columns' values for the record value; the last two are the key's
+_MEMO_HEADS_PER_REF = 16  # distinct index lists remembered per schema id or GUID
+_MEMO_REFS = 1024  # schema ids or GUIDs remembered per executor batch stream
+
+
+class Framer:
+    """:func:`frame_columns` for a stream of records, memoised on the frame's own bytes.
+
+    A prefix frame is read byte by byte from the start (magic, id or GUID, then self-delimiting
+    varints) and nothing after the indexes is looked at, so the frame of a value is a function
+    of its first ``payload_offset`` bytes: once ``00 | id | indexes`` has been parsed, any value
+    that starts with those same bytes has the same frame. A schema-id header's frame is a
+    function of the header bytes alone. Those two facts make the memo exact; anything else
+    (bad framing, a value with no memo entry yet) goes through :func:`frame_columns`.
+    """
+
+    def __init__(self) -> None:
+        # (is_key, magic + id or GUID bytes) -> [(frame head bytes, column values)]
+        self._prefix: dict[tuple[bool, bytes], list[tuple[bytes, tuple[Any, ...]]]] = {}
+        # (is_key, header bytes) -> column values of the frame that header holds
+        self._header: dict[tuple[bool, bytes], tuple[Any, ...]] = {}
+
+    def columns(
+        self, value: bytes | None, key: bytes | None, headers: list[tuple[str, bytes | None]] | None
+    ) -> tuple[Any, ...]:
+        """Exactly ``frame_columns(value, key, headers)``."""
+        vals = self._value_columns(value, headers)
+        if not key:
+            return (*vals, None, None)
+        key_frame = self._frame(key, headers, is_key=True)
+        if key_frame is None:  # an unframed key (a plain string id, say) stays bytes
+            return (*vals, None, None)
+        return (*vals, key_frame[5], key_frame[4])
+
+    def _value_columns(
+        self, value: bytes | None, headers: list[tuple[str, bytes | None]] | None
+    ) -> tuple[Any, ...]:
+        vals = self._frame(value, headers, is_key=False)
+        if vals is None:
+            return frame_columns(value, None, headers)[:_VALUE_COLUMNS]  # the error's columns
+        return vals
+
+    def _frame(
+        self, data: bytes | None, headers: list[tuple[str, bytes | None]] | None, *, is_key: bool
+    ) -> tuple[Any, ...] | None:
+        """The 9 value columns of ``data``'s frame, or None when ``data`` has no valid frame."""
+        if data is None:
+            return None
+        header = find_schema_header(headers, is_key=is_key) if headers else None
+        if header is not None:
+            hkey = (is_key, bytes(header))
+            vals = self._header.get(hkey)
+            if vals is None:
+                try:
+                    f = parse_frame(data, headers, is_key=is_key)
+                except CodecError:
+                    return None
+                vals = self._header[hkey] = _frame_values(f)
+                if len(self._header) > _MEMO_REFS:
+                    self._header.clear()
+            return vals
+        if not data or data[0] > 1:  # empty, or a magic byte that is neither 0 nor 1
+            return None
+        ref = (is_key, data[:5] if data[0] == 0 else data[:17])
+        heads = self._prefix.get(ref)
+        if heads is not None:
+            for head, vals in heads:
+                if data.startswith(head):
+                    return vals
+        try:
+            f = parse_frame(data, None, is_key=is_key)
+        except CodecError:
+            return None
+        vals = _frame_values(f)
+        if heads is None:
+            if len(self._prefix) >= _MEMO_REFS:
+                self._prefix.clear()
+            heads = self._prefix[ref] = []
+        if len(heads) < _MEMO_HEADS_PER_REF:
+            heads.append((data[: f.payload_offset], vals))
+        return vals
+
+
+def _frame_values(f: Any) -> tuple[Any, ...]:
+    return (
+        f.magic,
+        f.schema_id,
+        f.schema_guid,
+        list(f.message_indexes),
+        f.payload_offset,
+        schema_key(f.schema_id, f.schema_guid, f.message_indexes),
+        None,
+        None,
+        None,
+    )
+
+
+def _batch_headers(column: pa.Array) -> list[list[tuple[str, bytes | None]] | None]:
+    """Per row, the headers as (key, value) pairs; None for a row with none (most rows)."""
+    out: list[list[tuple[str, bytes | None]] | None] = [None] * len(column)
+    lengths = pc.fill_null(pc.list_value_length(column), 0)
+    for i in pc.indices_nonzero(pc.greater(lengths, 0)).to_pylist():
+        out[i] = headers_as_pairs(column[i].as_py())
+    return out
+
+
 def _frame_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    names = [f.name for f in FRAMED_FIELDS]
+    framer = Framer()
+    columns = framer.columns
     for batch in batches:
         values = batch.column("value").to_pylist()
         keys = batch.column("key").to_pylist()
-        headers = batch.column("headers").to_pylist()
-        cols: list[list[Any]] = [[] for _ in names]
-        for v, k, h in zip(values, keys, headers, strict=True):
-            for col, x in zip(cols, frame_columns(v, k, headers_as_pairs(h)), strict=True):
-                col.append(x)
+        headers = _batch_headers(batch.column("headers"))
+        rows = list(map(columns, values, keys, headers))
         arrays = [batch.column(c) for c in BRONZE_COLUMNS]
         out_names = list(BRONZE_COLUMNS)
-        for field, col in zip(FRAMED_FIELDS, cols, strict=True):
-            arrays.append(pa.array(col, type=_ARROW_TYPES[field.name]))
+        transposed = list(zip(*rows, strict=True)) if rows else [()] * len(FRAMED_FIELDS)
+        for field, col in zip(FRAMED_FIELDS, transposed, strict=True):
+            arrays.append(pa.array(list(col), type=_ARROW_TYPES[field.name]))
             out_names.append(field.name)
         yield pa.RecordBatch.from_arrays(arrays, names=out_names)
 

@@ -5,11 +5,23 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from silver_testkit import make_order
 
-from codec import RegistryUnavailable, SchemaResolver, open_registry
-from pipelines.silver.framing import frame_columns, parse_schema_key, schema_key
+from codec import RegistryUnavailable, SchemaResolver, open_registry, write_frame
+from codec.framing import write_message_indexes
+from pipelines.silver.framing import (
+    BRONZE_COLUMNS,
+    FRAMED_FIELDS,
+    Framer,
+    _frame_batches,
+    frame_columns,
+    parse_schema_key,
+    schema_key,
+)
 from pipelines.silver.resolution import resolve_schema_key, resolve_schema_keys
 
 
@@ -110,3 +122,97 @@ def test_registry_outage_raises() -> None:
     )
     with pytest.raises(RegistryUnavailable):
         resolve_schema_key(resolver, "id:1|0")
+
+
+# --- the memoised Framer the executors use must agree with frame_columns, record by record ---
+
+_GUID = bytes(range(16))
+_frame_heads = st.one_of(
+    st.builds(lambda sid: b"\x00" + sid.to_bytes(4, "big"), st.sampled_from([1, 2, 70000])),
+    st.just(b"\x01" + _GUID),
+    st.binary(max_size=6),  # anything at all: truncated, bad magic, empty
+)
+_indexes = st.one_of(
+    st.just(b"\x00"),
+    st.lists(st.integers(0, 3), min_size=1, max_size=3).map(lambda xs: write_message_indexes(xs)),
+    st.binary(max_size=3),  # over-long, negative or truncated index lists
+)
+_framed = st.builds(lambda h, i, p: h + i + p, _frame_heads, _indexes, st.binary(max_size=8))
+_header_value = st.one_of(
+    st.none(), _framed.map(lambda b: b[:7]), st.builds(lambda h, i: h + i, _frame_heads, _indexes)
+)
+_headers = st.one_of(
+    st.none(),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["__value_schema_id", "__key_schema_id", "trace-id"]), _header_value
+        ),
+        max_size=3,
+    ),
+)
+_records = st.lists(
+    st.tuples(
+        st.one_of(st.none(), _framed),
+        st.one_of(st.none(), st.just(b"order-7"), _framed),
+        _headers,
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_records)
+def test_framer_agrees_with_frame_columns(records: list[Any]) -> None:
+    framer = Framer()  # one framer for the whole stream, as an executor keeps it
+    for value, key, headers in records + records:  # the second pass reads the memo
+        assert framer.columns(value, key, headers) == frame_columns(value, key, headers)
+
+
+def test_frame_batches_match_frame_columns_row_by_row(producer: Any, versions: Any) -> None:
+    v1 = versions["v1"]
+    values = [
+        producer.frame(make_order(v1, 1), "fb.orders"),
+        producer.frame(v1.LineItem(sku="x", quantity=1), "fb.items"),
+        b"\x07junk",
+        None,
+        producer.frame(make_order(v1, 2), "fb.orders"),
+        b"\x00\x00\x00\x00\x09payload",  # bare payload whose frame is in the header below
+    ]
+    keys = [
+        None,
+        b"plain",
+        producer.frame(v1.Ping(id="k"), "fb.orders", is_key=True),
+        None,
+        None,
+        None,
+    ]
+    header_t = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    headers = [
+        None,
+        [],
+        [{"key": "trace", "value": b"1"}],
+        None,
+        None,
+        [{"key": "__value_schema_id", "value": write_frame(3, (0, 1))}],
+    ]
+    n = len(values)
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array(keys, pa.binary()),
+            pa.array(values, pa.binary()),
+            pa.array(["t"] * n),
+            pa.array([0] * n, pa.int32()),
+            pa.array(range(n), pa.int64()),
+            pa.array([None] * n, pa.timestamp("us")),
+            pa.array(headers, header_t),
+        ],
+        names=list(BRONZE_COLUMNS),
+    )
+    (out,) = list(_frame_batches([batch]))
+    names = [f.name for f in FRAMED_FIELDS]
+    for i in range(n):
+        pairs = None if headers[i] is None else [(h["key"], h["value"]) for h in headers[i]]
+        expected = frame_columns(values[i], keys[i], pairs)
+        assert tuple(out.column(name)[i].as_py() for name in names) == expected
+    assert out.column("_frame_code").to_pylist()[2:4] == ["BAD_MAGIC", "EMPTY_VALUE"]
+    assert out.column("_schema_key")[5].as_py() == "id:3|0.1"
