@@ -8,7 +8,14 @@ Layers: `framing` -> `registry` (`http_registry`, `directory_registry`) -> `desc
 
 import logging
 
-from .decode import DecodedRecord, Decoder, decode_payload, has_unknown_fields, message_to_json
+from .decode import (
+    DecodedRecord,
+    Decoder,
+    decode_payload,
+    decode_payloads,
+    has_unknown_fields,
+    message_to_json,
+)
 from .descriptors import ResolvedSchema, SchemaResolver, message_class_for
 from .directory_registry import DirectorySchemaRegistry
 from .errors import (
@@ -59,6 +66,7 @@ __all__ = [
     "UnknownMessage",
     "UnknownSchema",
     "decode_payload",
+    "decode_payloads",
     "has_unknown_fields",
     "message_class_for",
     "message_to_json",

@@ -1,7 +1,7 @@
 """Step 3 of a silver micro-batch: decode one schema version of one message type.
 
 Runs on the executors (``mapInArrow``): per Arrow batch, each payload is parsed with
-``codec.decode_payload`` against its writer schema (``codec.message_class_for`` compiles the
+``codec.decode_payloads`` (one protobuf parse per batch) against its writer schema (``codec.message_class_for`` compiles the
 descriptor set once per executor process and caches it), and the parsed messages become
 typed Arrow columns through ``pipelines.proto_types.RowConverter`` in one call per batch.
 
@@ -28,7 +28,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T  # noqa: N812
 
-from codec import CodecError, decode_payload, message_class_for, message_to_json
+from codec import CodecError, decode_payload, decode_payloads, message_class_for, message_to_json
 
 LINEAGE_DECODE_FIELDS: tuple[T.StructField, ...] = (
     T.StructField("_key", T.BinaryType()),
@@ -128,19 +128,15 @@ def decode_batches(spec: DecodeSpec, batches: Iterable[pa.RecordBatch]) -> Itera
         messages: list[Any] = []
         bad_idx: list[int] = []
         errors: list[tuple[str, str, str]] = []
-        for i, (v, off) in enumerate(zip(values, offsets, strict=True)):
-            try:
-                messages.append(
-                    decode_payload(
-                        cls,
-                        v[off:],
-                        allow_unknown_fields=spec.allow_unknown_fields,
-                    )
-                )
-                good_idx.append(i)
-            except CodecError as exc:
+        payloads = [v[off:] for v, off in zip(values, offsets, strict=True)]
+        results = decode_payloads(cls, payloads, allow_unknown_fields=spec.allow_unknown_fields)
+        for i, result in enumerate(results):
+            if isinstance(result, CodecError):
                 bad_idx.append(i)
-                errors.append((exc.code, exc.stage, str(exc)))
+                errors.append((result.code, result.stage, str(result)))
+            else:
+                messages.append(result)
+                good_idx.append(i)
         if spec.key_types:
             key_json = [
                 decode_key(spec, k, kk, ko)

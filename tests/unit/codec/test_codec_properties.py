@@ -9,7 +9,17 @@ from codec_test_support import MemoryRegistry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codec import REASON_CODES, CodecError, Decoder, RegisteredSchema, parse_frame, write_frame
+import codec.decode as codec_decode
+from codec import (
+    REASON_CODES,
+    CodecError,
+    Decoder,
+    RegisteredSchema,
+    decode_payload,
+    decode_payloads,
+    parse_frame,
+    write_frame,
+)
 from codec.errors import ERROR_CLASSES, RegistryUnavailable
 from codec.framing import VALUE_SCHEMA_ID_HEADER, read_message_indexes, write_message_indexes
 from codec.varint import (
@@ -163,3 +173,55 @@ def test_mutated_real_payloads_decode_or_raise_a_codec_error_leaf(fields, noise,
     payload = REC(**fields).SerializeToString()
     for mutated in (payload[:cut], payload + noise, noise + payload, payload[cut:]):
         _check(DECODER, write_frame(1, [1], mutated), None)
+
+
+# --- decode_payloads (one protobuf parse per batch) must equal decode_payload per payload ---
+
+_good_payloads = records.map(lambda fields: REC(**fields).SerializeToString())
+_unknown_field = st.binary(min_size=1, max_size=6).map(lambda b: b"\xa2\x06" + bytes([len(b)]) + b)
+_payloads = st.one_of(
+    _good_payloads,
+    st.builds(lambda p, u: p + u, _good_payloads, _unknown_field),  # field 100: not in Rec
+    st.binary(max_size=24),  # mostly malformed
+    st.just(b"\x0a\x02\xff\xfe"),  # invalid UTF-8 in `name`
+    st.just(b""),
+)
+
+
+def _outcome(result):
+    if isinstance(result, CodecError):
+        return ("error", type(result).__name__, str(result))
+    return ("message", result.SerializeToString(deterministic=True))
+
+
+@given(st.lists(_payloads, max_size=12), st.booleans())
+def test_decode_payloads_equals_decode_payload_one_by_one(payloads, allow_unknown):
+    got = decode_payloads(REC, payloads, allow_unknown_fields=allow_unknown)
+    expected = []
+    for payload in payloads:
+        try:
+            expected.append(decode_payload(REC, payload, allow_unknown_fields=allow_unknown))
+        except CodecError as exc:
+            expected.append(exc)
+    assert [_outcome(r) for r in got] == [_outcome(r) for r in expected]
+    for result in got:
+        if not isinstance(result, CodecError):
+            assert type(result) is REC
+
+
+def test_decode_payloads_takes_one_parse_for_a_clean_batch(monkeypatch):
+    # sizes from 2 bytes to 20 kB: the length prefixes take one to three bytes
+    payloads = [REC(name=f"r{i}" * (i * i), n=i).SerializeToString() for i in range(50)]
+    calls = []
+    real = codec_decode.decode_payload
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(codec_decode, "decode_payload", counting)
+    got = decode_payloads(REC, payloads)
+    assert [m.name for m in got] == [f"r{i}" * (i * i) for i in range(50)] and calls == []
+    # one payload with an unknown field: the batch is re-read payload by payload to find it
+    got = decode_payloads(REC, [*payloads[:3], payloads[3] + b"\xa2\x06\x01x"])
+    assert len(calls) == 4 and [type(r).__name__ for r in got][-1] == "UnknownFields"
