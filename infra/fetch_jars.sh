@@ -20,3 +20,20 @@ fetch() {  # fetch NAME [maven args...]
 # Only what pyspark's own jars lack: the Kafka source and Delta (and their own dependencies).
 fetch spark -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2,delta-spark_4.2_2.13,delta-storage,delta-kernel-api,delta-kernel-defaults,delta-kernel-unitycatalog,unitycatalog-client,unitycatalog-hadoop
 fetch kafka
+
+# Apicurio Registry (a real registry with a Confluent-compatible REST API under
+# /apis/ccompat/v7): its Quarkus distribution, published on Maven Central as the `all` tar.gz
+# of io.apicurio:apicurio-registry-app. 2.6.x runs on Java 17 (3.x needs Java 21).
+APICURIO_VERSION="${PROTOLAKE_APICURIO_VERSION:-2.6.13.Final}"
+fetch_apicurio() {
+  local out="$cache/apicurio-$APICURIO_VERSION"
+  if [ -f "$out/.complete" ]; then return 0; fi
+  echo "fetching Apicurio Registry $APICURIO_VERSION from Maven Central into $out"
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  mvn -q -B -s "$settings" -f "$here/maven/kafka/pom.xml" dependency:unpack \
+      -Dartifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" \
+      -DoutputDirectory="$out.tmp"
+  ls "$out.tmp"/apicurio-registry-app-*-runner.jar >/dev/null
+  rm -rf "$out"; mv "$out.tmp" "$out"; touch "$out/.complete"
+}
+fetch_apicurio

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # The local stack: a single-node Apache Kafka broker (KRaft, combined broker+controller, from
-# the jars infra/fetch_jars.sh caches) and a Confluent-compatible schema registry
-# (infra/registry_server.py), both on 127.0.0.1, no Docker.
+# the jars infra/fetch_jars.sh caches), a Confluent-compatible schema registry test server
+# (infra/registry_server.py) and a real Apicurio Registry (its Confluent-compatible API,
+# in-memory storage, from Maven Central), all on 127.0.0.1, no Docker.
 #
-#   infra/stack.sh up       start what is not running, wait until healthy, print the endpoints
-#   infra/stack.sh down     stop what runs (SIGTERM, then SIGKILL after a timeout)
-#   infra/stack.sh status   what runs, where; exit 0 only when both services are up
-#   infra/stack.sh up kafka|registry / down kafka|registry   one service only
+#   infra/stack.sh up       start kafka and registry when not running, wait until healthy, print the endpoints
+#   infra/stack.sh down     stop what runs (SIGTERM, then SIGKILL after a timeout), apicurio included
+#   infra/stack.sh status   what runs, where; exit 0 only when kafka and registry are up
+#   infra/stack.sh up kafka|registry|apicurio / down kafka|registry|apicurio   one service only
+#   (apicurio is started on demand: `make test` starts it for the tests that use it)
 #
 # Everything lives in one run folder ($PROTOLAKE_RUN_DIR, default ./run):
 #   run/logs/{kafka,registry}.log (kafka.stdout: JVM output before log4j)   run/pids/{kafka,registry}.pid
 #   run/kafka-data/ (KRaft metadata + topics; kept across restarts)   run/kafka-cluster-id
 #   run/kafka/server.properties, run/kafka/log4j2.properties (regenerated on every start)
 #   run/registry.json (the registry's schemas; kept across restarts)
+#   run/logs/apicurio.log (Apicurio keeps its schemas in memory: a restart forgets them)
 #
 # Environment (all optional; nothing is exported, tests read the same variables):
 #   PROTOLAKE_KAFKA_BOOTSTRAP   default 127.0.0.1:9092  (its port is the broker's port)
@@ -20,7 +23,9 @@
 #   PROTOLAKE_KAFKA_CONTROLLER_PORT  KRaft controller listener, default broker port + 1
 #   PROTOLAKE_REGISTRY_URL      default http://127.0.0.1:8081 (its port is the registry's)
 #   PROTOLAKE_REGISTRY_PORT     overrides that port
-#   PROTOLAKE_KAFKA_HEAP        default 512m;  PROTOLAKE_START_TIMEOUT  default 60 (seconds)
+#   PROTOLAKE_APICURIO_PORT     default 8085 (Confluent API at http://127.0.0.1:8085/apis/ccompat/v7)
+#   PROTOLAKE_KAFKA_HEAP        default 512m;  PROTOLAKE_APICURIO_HEAP  default 384m
+#   PROTOLAKE_START_TIMEOUT     default 60 (seconds)
 # A CI run that must not clash with a developer's stack sets other ports and another
 # PROTOLAKE_RUN_DIR, e.g. PROTOLAKE_KAFKA_BOOTSTRAP=127.0.0.1:19092
 # PROTOLAKE_REGISTRY_URL=http://127.0.0.1:18081 PROTOLAKE_RUN_DIR=/tmp/ci-run.
@@ -40,6 +45,9 @@ registry_url="${PROTOLAKE_REGISTRY_URL:-http://127.0.0.1:8081}"
 registry_port="${registry_url##*:}"; registry_port="${registry_port%%/*}"
 registry_port="${PROTOLAKE_REGISTRY_PORT:-$registry_port}"
 kafka_heap="${PROTOLAKE_KAFKA_HEAP:-512m}"
+apicurio_port="${PROTOLAKE_APICURIO_PORT:-8085}"
+apicurio_heap="${PROTOLAKE_APICURIO_HEAP:-384m}"
+apicurio_dir="${PROTOLAKE_JAR_CACHE:-$root/infra/.cache/jars}/apicurio-${PROTOLAKE_APICURIO_VERSION:-2.6.13.Final}"
 
 logs="$run/logs"; pids="$run/pids"
 
@@ -262,6 +270,42 @@ registry_down() {
   else rm -f "$pids/registry.pid"; echo "registry not running"; fi
 }
 
+# ---------------------------------------------------------------- Apicurio Registry
+# The marker names this run folder (a system property nobody else sets), so two stacks with
+# different run folders never mistake each other's registry.
+apicurio_marker="-Dprotolake.run=$run/apicurio"
+
+apicurio_up() {
+  local pid jar
+  if pid="$(pid_of apicurio "$apicurio_marker")"; then
+    echo "apicurio already running (pid $pid) on http://127.0.0.1:$apicurio_port/apis/ccompat/v7"
+    return 0
+  fi
+  [ -f "$apicurio_dir/.complete" ] || die "Apicurio Registry missing in $apicurio_dir: run infra/fetch_jars.sh (or make setup)"
+  jar="$(ls "$apicurio_dir"/apicurio-registry-app-*-runner.jar)"
+  port_busy "$apicurio_port" && die "port $apicurio_port is in use by another process (not this stack's Apicurio); set PROTOLAKE_APICURIO_PORT to a free port"
+  echo "starting apicurio registry on http://127.0.0.1:$apicurio_port/apis/ccompat/v7 (heap $apicurio_heap)"
+  local log_mark; log_mark="$(size_of "$logs/apicurio.log")"
+  mkdir -p "$run/apicurio"
+  spawn apicurio "$apicurio_marker" "$logs/apicurio.log" java -Xms32m -Xmx"$apicurio_heap" \
+    -XX:+ExitOnOutOfMemoryError -XX:TieredStopAtLevel=1 "$apicurio_marker" \
+    -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$apicurio_port" \
+    -Dquarkus.log.console.color=false -Djava.io.tmpdir="$run/apicurio" -jar "$jar"
+  pid="$(cat "$pids/apicurio.pid")"
+  if ! "$python" "$root/infra/healthcheck.py" registry "http://127.0.0.1:$apicurio_port/apis/ccompat/v7" --timeout "$timeout" --pid "$pid"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    rm -f "$pids/apicurio.pid"
+    fail_start "apicurio failed to start" "$logs/apicurio.log:$log_mark"
+  fi
+  echo "apicurio ready (pid $pid)"
+}
+
+apicurio_down() {
+  local pid
+  if pid="$(pid_of apicurio "$apicurio_marker")"; then stop_pid apicurio "$pid"
+  else rm -f "$pids/apicurio.pid"; echo "apicurio not running"; fi
+}
+
 # ---------------------------------------------------------------- commands
 status() {
   local pid rc=0
@@ -271,6 +315,9 @@ status() {
   if pid="$(pid_of registry "$registry_marker")"; then
     echo "registry  running  pid $pid  url http://127.0.0.1:$registry_port  log $logs/registry.log"
   else echo "registry  stopped  (http://127.0.0.1:$registry_port)"; rc=1; fi
+  if pid="$(pid_of apicurio "$apicurio_marker")"; then
+    echo "apicurio  running  pid $pid  url http://127.0.0.1:$apicurio_port/apis/ccompat/v7  log $logs/apicurio.log"
+  else echo "apicurio  stopped  (http://127.0.0.1:$apicurio_port/apis/ccompat/v7; started on demand)"; fi
   return $rc
 }
 
@@ -282,15 +329,18 @@ endpoints() {
 }
 
 cmd="${1:-status}"; what="${2:-all}"
-case "$what" in all|kafka|registry) ;; *) die "unknown service '$what' (kafka|registry)" ;; esac
+case "$what" in all|kafka|registry|apicurio) ;; *) die "unknown service '$what' (kafka|registry|apicurio)" ;; esac
 case "$cmd" in
   up)
-    [ "$what" = registry ] || kafka_up
-    [ "$what" = kafka ] || registry_up
-    [ "$what" != all ] || endpoints ;;
+    case "$what" in
+      all) kafka_up; registry_up; endpoints ;;
+      kafka) kafka_up ;; registry) registry_up ;; apicurio) apicurio_up ;;
+    esac ;;
   down)
-    [ "$what" = kafka ] || registry_down
-    [ "$what" = registry ] || kafka_down ;;
+    case "$what" in
+      all) apicurio_down; registry_down; kafka_down ;;
+      kafka) kafka_down ;; registry) registry_down ;; apicurio) apicurio_down ;;
+    esac ;;
   status) status ;;
-  *) die "usage: infra/stack.sh up|down|status [kafka|registry]" ;;
+  *) die "usage: infra/stack.sh up|down|status [kafka|registry|apicurio]" ;;
 esac

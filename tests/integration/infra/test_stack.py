@@ -178,3 +178,42 @@ def test_up_refuses_a_port_held_by_another_process(tmp_path):
         )
     assert result.returncode != 0
     assert f"port {port} is in use" in result.stderr
+
+
+def test_private_apicurio_lifecycle(tmp_path):
+    port = _free_port()
+    env = {
+        **os.environ,
+        "PROTOLAKE_RUN_DIR": str(tmp_path / "run"),
+        "PROTOLAKE_APICURIO_PORT": str(port),
+    }
+    url = f"http://127.0.0.1:{port}/apis/ccompat/v7"
+
+    def stack(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(STACK), *args], env=env, capture_output=True, text=True, timeout=180, check=False
+        )
+
+    try:
+        up = stack("up", "apicurio")
+        assert up.returncode == 0, up.stdout + up.stderr
+        pid = (tmp_path / "run" / "pids" / "apicurio.pid").read_text().strip()
+        assert f"apicurio  running  pid {pid}  url {url}" in stack("status").stdout
+        assert f"apicurio already running (pid {pid})" in stack("up", "apicurio").stdout
+        text = 'syntax = "proto3";\npackage apilife;\nmessage A { string x = 1; }\n'
+        answer = requests.post(
+            f"{url}/subjects/apilife%2Fa.proto/versions",
+            json={"schema": text, "schemaType": "PROTOBUF"},
+            timeout=10,
+        )
+        assert answer.status_code == 200, answer.text
+        got = requests.get(f"{url}/schemas/ids/{answer.json()['id']}", timeout=10).json()
+        assert got["schema"] == text
+        down = stack("down", "apicurio")
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert "apicurio stopped" in down.stdout
+        assert not _port_open(port)
+        assert "apicurio  stopped" in stack("status").stdout
+    finally:
+        stack("down", "apicurio")
+    assert not _port_open(port)
