@@ -30,9 +30,12 @@ fetch_apicurio() {
   if [ -f "$out/.complete" ]; then return 0; fi
   echo "fetching Apicurio Registry $APICURIO_VERSION from Maven Central into $out"
   rm -rf "$out.tmp"; mkdir -p "$out.tmp"
-  mvn -q -B -s "$settings" -f "$here/maven/kafka/pom.xml" dependency:unpack \
+  # dependency:copy, then tar: `unpack` would keep a marker file and skip a second unpack.
+  mvn -q -B -s "$settings" -f "$here/maven/kafka/pom.xml" dependency:copy \
       -Dartifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" \
       -DoutputDirectory="$out.tmp"
+  tar -xzf "$out.tmp/apicurio-registry-app-$APICURIO_VERSION-all.tar.gz" -C "$out.tmp"
+  rm -f "$out.tmp/apicurio-registry-app-$APICURIO_VERSION-all.tar.gz"
   ls "$out.tmp"/apicurio-registry-app-*-runner.jar >/dev/null
   rm -rf "$out"; mv "$out.tmp" "$out"; touch "$out/.complete"
 }
