@@ -21,6 +21,9 @@
 #   PROTOLAKE_KAFKA_BOOTSTRAP   default 127.0.0.1:9092  (its port is the broker's port)
 #   PROTOLAKE_KAFKA_PORT        overrides that port
 #   PROTOLAKE_KAFKA_CONTROLLER_PORT  KRaft controller listener, default broker port + 1
+#   PROTOLAKE_KAFKA_SASL_PORT   a SASL_PLAINTEXT (mechanism PLAIN) listener, default broker port + 2;
+#                               its one user is the test credential protolake / protolake-test
+#                               (a loopback broker for tests, not a secret)
 #   PROTOLAKE_REGISTRY_URL      default http://127.0.0.1:8081 (its port is the registry's)
 #   PROTOLAKE_REGISTRY_PORT     overrides that port
 #   PROTOLAKE_APICURIO_PORT     default 8085 (Confluent API at http://127.0.0.1:8085/apis/ccompat/v7)
@@ -41,6 +44,7 @@ timeout="${PROTOLAKE_START_TIMEOUT:-60}"
 bootstrap="${PROTOLAKE_KAFKA_BOOTSTRAP:-127.0.0.1:9092}"
 kafka_port="${PROTOLAKE_KAFKA_PORT:-${bootstrap##*:}}"
 controller_port="${PROTOLAKE_KAFKA_CONTROLLER_PORT:-$((kafka_port + 1))}"
+sasl_port="${PROTOLAKE_KAFKA_SASL_PORT:-$((kafka_port + 2))}"
 registry_url="${PROTOLAKE_REGISTRY_URL:-http://127.0.0.1:8081}"
 registry_port="${registry_url##*:}"; registry_port="${registry_port%%/*}"
 registry_port="${PROTOLAKE_REGISTRY_PORT:-$registry_port}"
@@ -117,11 +121,15 @@ write_kafka_config() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$controller_port
-listeners=PLAINTEXT://127.0.0.1:$kafka_port,CONTROLLER://127.0.0.1:$controller_port
-advertised.listeners=PLAINTEXT://127.0.0.1:$kafka_port
+listeners=PLAINTEXT://127.0.0.1:$kafka_port,CONTROLLER://127.0.0.1:$controller_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port
+advertised.listeners=PLAINTEXT://127.0.0.1:$kafka_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+# SASL/PLAIN on its own listener, so clients can be tested with Kafka security settings. The
+# one user is a fixed test credential of this loopback broker (documented in infra/README.md).
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_protolake="protolake-test";
 log.dirs=$run/kafka-data
 num.partitions=3
 auto.create.topics.enable=true
@@ -202,8 +210,8 @@ kafka_up() {
   fi
   [ -f "$jars/.complete" ] || die "Kafka jars missing in $jars: run infra/fetch_jars.sh (or make setup)"
   command -v java >/dev/null || die "java (JDK 17+) is required"
-  for p in "$kafka_port" "$controller_port"; do
-    port_busy "$p" && die "port $p is in use by another process (not this stack's broker); set PROTOLAKE_KAFKA_BOOTSTRAP / PROTOLAKE_KAFKA_CONTROLLER_PORT to free ports"
+  for p in "$kafka_port" "$controller_port" "$sasl_port"; do
+    port_busy "$p" && die "port $p is in use by another process (not this stack's broker); set PROTOLAKE_KAFKA_BOOTSTRAP / PROTOLAKE_KAFKA_CONTROLLER_PORT / PROTOLAKE_KAFKA_SASL_PORT to free ports"
   done
   write_kafka_config
   # Format the storage once, with a cluster id kept in the run folder (a restart keeps data).
@@ -218,7 +226,7 @@ kafka_up() {
       > "$logs/kafka-format.log" 2>&1 \
       || fail_start "formatting Kafka storage failed" "$logs/kafka-format.log:0"
   fi
-  echo "starting kafka on 127.0.0.1:$kafka_port (controller $controller_port, heap $kafka_heap)"
+  echo "starting kafka on 127.0.0.1:$kafka_port (controller $controller_port, SASL_PLAINTEXT $sasl_port, heap $kafka_heap)"
   kafka_java_args
   local log_mark stdout_mark
   log_mark="$(size_of "$logs/kafka.log")"; stdout_mark="$(size_of "$logs/kafka.stdout")"
@@ -324,6 +332,7 @@ status() {
 endpoints() {
   echo "stack up:"
   echo "  PROTOLAKE_KAFKA_BOOTSTRAP=127.0.0.1:$kafka_port"
+  echo "  PROTOLAKE_KAFKA_SASL_PORT=$sasl_port (SASL_PLAINTEXT, PLAIN, test user protolake)"
   echo "  PROTOLAKE_REGISTRY_URL=http://127.0.0.1:$registry_port"
   echo "  run folder $run (logs in $logs)"
 }

@@ -6,6 +6,7 @@ fills; under spark-submit the caller passes ``--jars`` itself and this module ad
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -14,6 +15,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pyspark loads slowly; find_spark_jars (used by DAGs) must not need it
     from pyspark.sql import SparkSession
+
+# py4j logs every command it sends to the JVM at DEBUG, arguments included: a Kafka source's
+# `kafka.sasl.jaas.config` or a registry password would reach the logs of anyone who turns
+# DEBUG on. Its DEBUG is wire-protocol noise; keep it at INFO unless someone chose a level.
+if logging.getLogger("py4j").level == logging.NOTSET:
+    logging.getLogger("py4j").setLevel(logging.INFO)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_JAR_DIR = REPO_ROOT / "infra" / ".cache" / "jars" / "spark"

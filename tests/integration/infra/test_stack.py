@@ -105,6 +105,7 @@ def test_private_stack_lifecycle(tmp_path):
         "PROTOLAKE_RUN_DIR": str(tmp_path / "run"),
         "PROTOLAKE_KAFKA_BOOTSTRAP": f"127.0.0.1:{kafka_port}",
         "PROTOLAKE_KAFKA_CONTROLLER_PORT": str(controller_port),
+        "PROTOLAKE_KAFKA_SASL_PORT": str(_free_port()),
         "PROTOLAKE_REGISTRY_URL": f"http://127.0.0.1:{registry_port}",
         "PROTOLAKE_KAFKA_HEAP": "256m",
     }
