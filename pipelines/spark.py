@@ -18,9 +18,9 @@ if TYPE_CHECKING:  # pyspark loads slowly; find_spark_jars (used by DAGs) must n
 
 # py4j logs every command it sends to the JVM at DEBUG, arguments included: a Kafka source's
 # `kafka.sasl.jaas.config` or a registry password would reach the logs of anyone who turns
-# DEBUG on. Its DEBUG is wire-protocol noise; keep it at INFO unless someone chose a level.
+# DEBUG on. Its DEBUG and INFO are connection noise: WARNING unless someone chose a level.
 if logging.getLogger("py4j").level == logging.NOTSET:
-    logging.getLogger("py4j").setLevel(logging.INFO)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_JAR_DIR = REPO_ROOT / "infra" / ".cache" / "jars" / "spark"
