@@ -1,6 +1,6 @@
 """Silver decode throughput against baselines measured in the same run (issue 4, "Speed").
 
-    .venv/bin/python bench/silver_bench.py [--records 1000000] [--udf-records 100000]
+    .venv/bin/python bench/silver_bench.py [--records 1000000] [--udf-records N] [--repeat 2]
 
 Input: ``--records`` Confluent-framed records of a realistic message (``bench.v1.Order``: 14
 fields, a nested message, repeated strings and messages, a map, an enum, a uint64 and a
@@ -21,7 +21,8 @@ Methods (records/s, best of ``--repeat`` runs on local[2]):
   stand-in: (a') Spark's built-in ``from_json`` over the same messages' canonical JSON into
   the typed schema (JVM decoding to typed columns; JSON text, not protobuf bytes).
 - (b) a per-record Python UDF calling confluent-kafka's ``ProtobufDeserializer`` (what a user
-  would write), returning the message as JSON text; on ``--udf-records`` records (it is slow).
+  would write), returning the message as JSON text; on ``--udf-records`` records (default:
+  as many as the others), best of ``--repeat`` runs like the others.
 - input: the cost of producing the input rows alone (included in every method above).
 
 Also printed: registry requests against distinct schemas, for N and 2N records; peak resident
@@ -170,11 +171,15 @@ class PeakRss:
         return 0
 
     def _descendants(self, pid: int) -> list[int]:
-        out = []
-        try:
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        except FileNotFoundError:
-            return out
+        # A process's children are listed per thread (the JVM starts Python workers from
+        # one of its many threads, not its main one): read every thread's list.
+        out: list[int] = []
+        children: list[str] = []
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                children += (task / "children").read_text().split()
+            except OSError:
+                continue
         for c in children:
             out.append(int(c))
             out.extend(self._descendants(int(c)))
@@ -217,7 +222,9 @@ def timed(fn: Any, repeat: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--udf-records", type=int, default=100_000)
+    parser.add_argument(
+        "--udf-records", type=int, default=0, help="records for the UDF (default: --records)"
+    )
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
 
@@ -349,7 +356,7 @@ def main() -> int:
         msg = d(bytes(value), Ctx("bench.orders", Field.VALUE))
         return json_format.MessageToJson(msg, preserving_proto_field_name=True)
 
-    m = args.udf_records
+    m = args.udf_records or n
     results["(b) Python UDF, confluent-kafka"] = m / timed(
         lambda: (
             bronze_input(m)
@@ -358,7 +365,7 @@ def main() -> int:
             .mode("overwrite")
             .save()
         ),
-        1,
+        args.repeat,  # best of as many runs as silver's: the same warm-up for both
     )
 
     print(f"\nsilver decode, {n:,} records of bench.v1.Order on local[2] (UDF: {m:,} records)")
