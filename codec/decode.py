@@ -83,31 +83,63 @@ def decode_payloads(
     same error classes and texts), only faster: all payloads are parsed in one protobuf call,
     as the elements of a `repeated` field of a generated wrapper message
     (``protolake_batch.*``, added once to the class's descriptor pool), and the unknown-field
-    check runs once on the wrapper. When that one parse fails, or finds unknown fields, or the
-    wrapper cannot be built, each payload is decoded on its own to say which ones and why.
+    check runs once on the wrapper (one wrapper per ~64 KiB of payloads). When a wrapper's
+    parse fails, or finds unknown fields, or the wrapper cannot be built, each payload of that
+    chunk is decoded on its own to say which ones and why.
     """
-    if len(payloads) > 1:
-        batch_class = _batch_class(message_class)
-        if batch_class is not None:
-            parts: list[bytes] = []
-            heads = _ITEM_HEADS
-            for payload in payloads:
-                size = len(payload)
-                head = heads.get(size)
-                if head is None:
-                    head = _ITEM_TAG + write_uvarint64(size)
-                    if size < 65_536:
-                        heads[size] = head
-                parts.append(head)
-                parts.append(payload)
-            try:
-                wrapper = batch_class.FromString(b"".join(parts))
-            except DecodeError:
-                wrapper = None  # some payload is bad: the per-payload pass says which
-            if wrapper is not None:
-                if allow_unknown_fields or _count_unknown_bytes(wrapper) == 0:
-                    items: list[Message | CodecError] = list(wrapper.items)  # type: ignore[attr-defined]
-                    return items
+    batch_class = _batch_class(message_class) if len(payloads) > 1 else None
+    if batch_class is None:
+        return _decode_each(message_class, payloads, allow_unknown_fields)
+    out: list[Message | CodecError] = []
+    parts: list[bytes] = []
+    heads = _ITEM_HEADS
+    first = 0  # index of the first payload of the current chunk
+    size_of_chunk = 0
+    for i, payload in enumerate(payloads):
+        size = len(payload)
+        head = heads.get(size)
+        if head is None:
+            head = _ITEM_TAG + write_uvarint64(size)
+            if size < 65_536:
+                heads[size] = head
+        parts.append(head)
+        parts.append(payload)
+        size_of_chunk += size
+        if size_of_chunk >= _CHUNK_BYTES:
+            # One wrapper per ~64 KiB: a wrapper of megabytes parses measurably slower
+            # (cache misses), and a bad payload sends only its own chunk to the slow path.
+            out += _decode_chunk(
+                batch_class, message_class, parts, payloads[first : i + 1], allow_unknown_fields
+            )
+            parts, first, size_of_chunk = [], i + 1, 0
+    if first < len(payloads):
+        out += _decode_chunk(
+            batch_class, message_class, parts, payloads[first:], allow_unknown_fields
+        )
+    return out
+
+
+def _decode_chunk(
+    batch_class: type[Message],
+    message_class: type[Message],
+    parts: list[bytes],
+    payloads: Sequence[bytes],
+    allow_unknown_fields: bool,
+) -> list[Message | CodecError]:
+    """Parse one chunk through the wrapper; on any doubt, each payload on its own."""
+    try:
+        wrapper = batch_class.FromString(b"".join(parts))
+    except DecodeError:
+        wrapper = None  # some payload is bad: the per-payload pass says which
+    if wrapper is not None and (allow_unknown_fields or _count_unknown_bytes(wrapper) == 0):
+        items: list[Message | CodecError] = list(wrapper.items)  # type: ignore[attr-defined]
+        return items
+    return _decode_each(message_class, payloads, allow_unknown_fields)
+
+
+def _decode_each(
+    message_class: type[Message], payloads: Sequence[bytes], allow_unknown_fields: bool
+) -> list[Message | CodecError]:
     out: list[Message | CodecError] = []
     for payload in payloads:
         try:
@@ -119,6 +151,7 @@ def decode_payloads(
     return out
 
 
+_CHUNK_BYTES = 64 * 1024
 _ITEM_TAG = b"\x0a"  # field 1, wire type 2 (length-delimited): one element of `items`
 _ITEM_HEADS: dict[int, bytes] = {}
 _batch_classes: dict[type[Message], type[Message] | None] = {}

@@ -225,3 +225,40 @@ def test_decode_payloads_takes_one_parse_for_a_clean_batch(monkeypatch):
     # one payload with an unknown field: the batch is re-read payload by payload to find it
     got = decode_payloads(REC, [*payloads[:3], payloads[3] + b"\xa2\x06\x01x"])
     assert len(calls) == 4 and [type(r).__name__ for r in got][-1] == "UnknownFields"
+
+
+@given(st.lists(_payloads, max_size=30), st.booleans(), st.integers(1, 64))
+def test_decode_payloads_in_small_chunks_still_equals_one_by_one(payloads, allow_unknown, chunk):
+    # Tiny chunks put chunk boundaries everywhere, bad payloads on either side of them.
+    real = codec_decode._CHUNK_BYTES
+    codec_decode._CHUNK_BYTES = chunk
+    try:
+        got = decode_payloads(REC, payloads, allow_unknown_fields=allow_unknown)
+    finally:
+        codec_decode._CHUNK_BYTES = real
+    expected = []
+    for payload in payloads:
+        try:
+            expected.append(decode_payload(REC, payload, allow_unknown_fields=allow_unknown))
+        except CodecError as exc:
+            expected.append(exc)
+    assert [_outcome(r) for r in got] == [_outcome(r) for r in expected]
+
+
+def test_a_bad_payload_sends_only_its_own_chunk_to_the_slow_path(monkeypatch):
+    payloads = [REC(name="x" * 1000, n=i).SerializeToString() for i in range(300)]  # ~300 kB
+    payloads[150] = b"\x0a\x02\xff\xfe"  # invalid UTF-8: protobuf rejects the whole wrapper
+    calls = []
+    real = codec_decode.decode_payload
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(codec_decode, "decode_payload", counting)
+    got = decode_payloads(REC, payloads)
+    assert [type(r).__name__ for r in got].count("BadPayload") == 1
+    assert type(got[150]).__name__ == "BadPayload"
+    assert [r.n for i, r in enumerate(got) if i != 150] == [i for i in range(300) if i != 150]
+    per_chunk = -(-codec_decode._CHUNK_BYTES // min(map(len, payloads[:150])))  # ceil
+    assert 0 < len(calls) <= per_chunk + 1 < len(payloads) // 3  # one chunk re-read, not all
