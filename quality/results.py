@@ -137,14 +137,15 @@ def summarize(spark: SparkSession, lakehouse_path: str) -> list[dict[str, Any]]:
          "failed_batches",   # batches a `fail` expectation rejected
          "failed_by_expectation": {expectation: {"policy", "failed_batches", "unexpected_rows"}}}
 
-    ``passed`` counts rows that stayed in silver from batches that were not rejected. Empty
-    list when nothing has been validated yet.
+    ``passed`` counts rows that stayed in silver from batches that were not rejected. A batch
+    is one stream's micro-batch (``source``, ``batch_id``); batches with no row of the table
+    are not counted. Empty list when nothing has been validated yet.
     """
     path = results_path(lakehouse_path)
     if not _is_delta_table(path):
         return []
     rows = spark.read.format("delta").load(path).select(*RESULTS_SCHEMA.fieldNames()).collect()
-    per_batch: dict[tuple[str, int], dict[str, Any]] = {}
+    per_batch: dict[tuple[str, str, int], dict[str, Any]] = {}
     by_table: dict[str, dict[str, Any]] = {}
     for row in rows:
         table = row["table"]
@@ -152,8 +153,10 @@ def summarize(spark: SparkSession, lakehouse_path: str) -> list[dict[str, Any]]:
             table,
             {"table": table, "message_type": row["message_type"], "failed_by_expectation": {}},
         )
+        # A batch is one stream's (`source`) micro-batch: several silver streams (one per
+        # bronze table) validate the same silver table under the same batch ids.
         batch = per_batch.setdefault(
-            (table, row["batch_id"]),
+            (table, row["source"] or "", row["batch_id"]),
             {
                 "checked": row["rows_checked"] or 0,
                 "quarantined": row["rows_quarantined"] or 0,
@@ -172,7 +175,9 @@ def summarize(spark: SparkSession, lakehouse_path: str) -> list[dict[str, Any]]:
     totals: dict[str, dict[str, int]] = defaultdict(
         lambda: {"batches": 0, "checked": 0, "passed": 0, "quarantined": 0, "failed_batches": 0}
     )
-    for (table, _), batch in per_batch.items():
+    for (table, _, _), batch in per_batch.items():
+        if batch["checked"] == 0 and not batch["rejected"]:
+            continue  # a stream whose batch held no record of this table: nothing was checked
         t = totals[table]
         t["batches"] += 1
         t["checked"] += batch["checked"]

@@ -366,3 +366,18 @@ def test_streams_sharing_a_batch_id_keep_their_own_results(spark, tmp_path):
     assert per_source == {"stream-orders": 8, "stream-lines": 8}
     failed = table.where("source = 'stream-orders' AND NOT success").count()
     assert failed == 1
+
+
+def test_summarize_keeps_each_streams_batch_apart(spark, tmp_path):
+    # Several silver streams (one per bronze table) validate one silver table under the same
+    # batch ids; a stream whose batch held none of its rows writes an empty verdict.
+    checker = checker_for(spark, tmp_path, not_null("order_id", "quarantine"))
+    five = make_batch(spark, [order_row(i, order_id=None if i == 0 else "x") for i in range(5)])
+    three = make_batch(spark, [order_row(i, order_id="y") for i in range(3)])
+    empty = three.limit(0)
+    for source, batch in (("s-a", empty), ("s-b", five), ("s-c", three), ("s-d", empty)):
+        outcome = checker.validate(batch, message_type=ORDER, table=TABLE, batch_id=0)
+        checker.write_results(outcome.results, 0, source)
+    (summary,) = summarize(spark, str(tmp_path / "lakehouse"))
+    assert (summary["batches"], summary["checked"], summary["passed"]) == (2, 8, 7)
+    assert summary["quarantined"] == 1
