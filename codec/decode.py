@@ -90,12 +90,30 @@ def decode_payloads(
     batch_class = _batch_class(message_class) if len(payloads) > 1 else None
     if batch_class is None:
         return _decode_each(message_class, payloads, allow_unknown_fields)
+    # One wrapper per ~64 KiB: a wrapper of megabytes parses measurably slower (cache
+    # misses), and a bad payload sends only its own chunk to the slow path.
     out: list[Message | CodecError] = []
+    start = size = 0
+    last = len(payloads) - 1
+    for i, payload in enumerate(payloads):
+        size += len(payload)
+        if size >= _CHUNK_BYTES or i == last:
+            chunk = payloads[start : i + 1]
+            out += _decode_chunk(batch_class, message_class, chunk, allow_unknown_fields)
+            start, size = i + 1, 0
+    return out
+
+
+def _decode_chunk(
+    batch_class: type[Message],
+    message_class: type[Message],
+    payloads: Sequence[bytes],
+    allow_unknown_fields: bool,
+) -> list[Message | CodecError]:
+    """Parse one chunk through the wrapper; on any doubt, each payload on its own."""
     parts: list[bytes] = []
     heads = _ITEM_HEADS
-    first = 0  # index of the first payload of the current chunk
-    size_of_chunk = 0
-    for i, payload in enumerate(payloads):
+    for payload in payloads:
         size = len(payload)
         head = heads.get(size)
         if head is None:
@@ -104,29 +122,6 @@ def decode_payloads(
                 heads[size] = head
         parts.append(head)
         parts.append(payload)
-        size_of_chunk += size
-        if size_of_chunk >= _CHUNK_BYTES:
-            # One wrapper per ~64 KiB: a wrapper of megabytes parses measurably slower
-            # (cache misses), and a bad payload sends only its own chunk to the slow path.
-            out += _decode_chunk(
-                batch_class, message_class, parts, payloads[first : i + 1], allow_unknown_fields
-            )
-            parts, first, size_of_chunk = [], i + 1, 0
-    if first < len(payloads):
-        out += _decode_chunk(
-            batch_class, message_class, parts, payloads[first:], allow_unknown_fields
-        )
-    return out
-
-
-def _decode_chunk(
-    batch_class: type[Message],
-    message_class: type[Message],
-    parts: list[bytes],
-    payloads: Sequence[bytes],
-    allow_unknown_fields: bool,
-) -> list[Message | CodecError]:
-    """Parse one chunk through the wrapper; on any doubt, each payload on its own."""
     try:
         wrapper = batch_class.FromString(b"".join(parts))
     except DecodeError:

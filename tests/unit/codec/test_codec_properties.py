@@ -194,24 +194,19 @@ def _outcome(result):
     return ("message", result.SerializeToString(deterministic=True))
 
 
-@given(st.lists(_payloads, max_size=12), st.booleans())
-def test_decode_payloads_equals_decode_payload_one_by_one(payloads, allow_unknown):
-    got = decode_payloads(REC, payloads, allow_unknown_fields=allow_unknown)
-    expected = []
+def _one_by_one(payloads, allow_unknown):
+    """The outcomes of `decode_payload` called on each payload."""
+    out = []
     for payload in payloads:
         try:
-            expected.append(decode_payload(REC, payload, allow_unknown_fields=allow_unknown))
+            out.append(decode_payload(REC, payload, allow_unknown_fields=allow_unknown))
         except CodecError as exc:
-            expected.append(exc)
-    assert [_outcome(r) for r in got] == [_outcome(r) for r in expected]
-    for result in got:
-        if not isinstance(result, CodecError):
-            assert type(result) is REC
+            out.append(exc)
+    return [_outcome(r) for r in out]
 
 
-def test_decode_payloads_takes_one_parse_for_a_clean_batch(monkeypatch):
-    # sizes from 2 bytes to 20 kB: the length prefixes take one to three bytes
-    payloads = [REC(name=f"r{i}" * (i * i), n=i).SerializeToString() for i in range(50)]
+def _count_slow_path_calls(monkeypatch):
+    """A list that grows by one on every per-payload `decode_payload` call."""
     calls = []
     real = codec_decode.decode_payload
 
@@ -220,6 +215,22 @@ def test_decode_payloads_takes_one_parse_for_a_clean_batch(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(codec_decode, "decode_payload", counting)
+    return calls
+
+
+@given(st.lists(_payloads, max_size=12), st.booleans())
+def test_decode_payloads_equals_decode_payload_one_by_one(payloads, allow_unknown):
+    got = decode_payloads(REC, payloads, allow_unknown_fields=allow_unknown)
+    assert [_outcome(r) for r in got] == _one_by_one(payloads, allow_unknown)
+    for result in got:
+        if not isinstance(result, CodecError):
+            assert type(result) is REC
+
+
+def test_decode_payloads_takes_one_parse_for_a_clean_batch(monkeypatch):
+    # sizes from 2 bytes to 20 kB: the length prefixes take one to three bytes
+    payloads = [REC(name=f"r{i}" * (i * i), n=i).SerializeToString() for i in range(50)]
+    calls = _count_slow_path_calls(monkeypatch)
     got = decode_payloads(REC, payloads)
     assert [m.name for m in got] == [f"r{i}" * (i * i) for i in range(50)] and calls == []
     # one payload with an unknown field: the batch is re-read payload by payload to find it
@@ -236,26 +247,13 @@ def test_decode_payloads_in_small_chunks_still_equals_one_by_one(payloads, allow
         got = decode_payloads(REC, payloads, allow_unknown_fields=allow_unknown)
     finally:
         codec_decode._CHUNK_BYTES = real
-    expected = []
-    for payload in payloads:
-        try:
-            expected.append(decode_payload(REC, payload, allow_unknown_fields=allow_unknown))
-        except CodecError as exc:
-            expected.append(exc)
-    assert [_outcome(r) for r in got] == [_outcome(r) for r in expected]
+    assert [_outcome(r) for r in got] == _one_by_one(payloads, allow_unknown)
 
 
 def test_a_bad_payload_sends_only_its_own_chunk_to_the_slow_path(monkeypatch):
     payloads = [REC(name="x" * 1000, n=i).SerializeToString() for i in range(300)]  # ~300 kB
     payloads[150] = b"\x0a\x02\xff\xfe"  # invalid UTF-8: protobuf rejects the whole wrapper
-    calls = []
-    real = codec_decode.decode_payload
-
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(codec_decode, "decode_payload", counting)
+    calls = _count_slow_path_calls(monkeypatch)
     got = decode_payloads(REC, payloads)
     assert [type(r).__name__ for r in got].count("BadPayload") == 1
     assert type(got[150]).__name__ == "BadPayload"
