@@ -95,6 +95,13 @@ stop_pid() {
   rm -f "$pids/$name.pid"
 }
 
+# service_down NAME MARKER: stop this stack's NAME process if it runs.
+service_down() {
+  local pid
+  if pid="$(pid_of "$1" "$2")"; then stop_pid "$1" "$pid"
+  else rm -f "$pids/$1.pid"; echo "$1 not running"; fi
+}
+
 size_of() { stat -c %s "$1" 2>/dev/null || echo 0; }
 
 # fail_start MESSAGE FILE:OFFSET...: print MESSAGE and, of each log file, the last lines
@@ -241,11 +248,7 @@ kafka_up() {
   echo "kafka ready (pid $pid)"
 }
 
-kafka_down() {
-  local pid
-  if pid="$(pid_of kafka "$kafka_marker")"; then stop_pid kafka "$pid"
-  else rm -f "$pids/kafka.pid"; echo "kafka not running"; fi
-}
+kafka_down() { service_down kafka "$kafka_marker"; }
 
 # ---------------------------------------------------------------- schema registry
 registry_marker="infra/registry_server.py --port $registry_port --data $run/registry.json"
@@ -272,11 +275,7 @@ registry_up() {
   echo "registry ready (pid $pid)"
 }
 
-registry_down() {
-  local pid
-  if pid="$(pid_of registry "$registry_marker")"; then stop_pid registry "$pid"
-  else rm -f "$pids/registry.pid"; echo "registry not running"; fi
-}
+registry_down() { service_down registry "$registry_marker"; }
 
 # ---------------------------------------------------------------- Apicurio Registry
 # The marker names this run folder (a system property nobody else sets), so two stacks with
@@ -308,11 +307,7 @@ apicurio_up() {
   echo "apicurio ready (pid $pid)"
 }
 
-apicurio_down() {
-  local pid
-  if pid="$(pid_of apicurio "$apicurio_marker")"; then stop_pid apicurio "$pid"
-  else rm -f "$pids/apicurio.pid"; echo "apicurio not running"; fi
-}
+apicurio_down() { service_down apicurio "$apicurio_marker"; }
 
 # ---------------------------------------------------------------- commands
 status() {
