@@ -47,6 +47,7 @@ Example (every key, with its default)::
     processing_interval = "30 seconds"
     max_recursion_depth = 3                  # deeper levels of recursive messages become JSON text
     keep_unknown_fields = false              # false: UNKNOWN_FIELDS goes to quarantine
+    native_decoder = true                    # compiled decoder where it applies (needs a C compiler)
     catalog_database = "protolake"           # Spark catalog database the silver tables are registered in
 
     [[quality.expectations]]
@@ -127,6 +128,7 @@ class SilverConfig:
     processing_interval: str = "30 seconds"
     max_recursion_depth: int = 3
     keep_unknown_fields: bool = False
+    native_decoder: bool = True
     catalog_database: str = "protolake"
 
 

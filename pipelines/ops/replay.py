@@ -231,6 +231,7 @@ def _run_silver(
         resolver or open_resolver(cfg),
         max_depth=cfg.silver.max_recursion_depth,
         allow_unknown_fields=cfg.silver.keep_unknown_fields,
+        native=cfg.silver.native_decoder,
         database=cfg.silver.catalog_database,
         checker=checker,
         quality_types=quality_types,

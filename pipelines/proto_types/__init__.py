@@ -18,6 +18,9 @@ Contract (docs/type-mapping.md has the full table and the reasons):
   (UTC, microseconds); Duration -> double seconds; wrappers -> nullable scalars;
   Struct/Value/ListValue/Any -> JSON text (:func:`to_json_text`); a message type nested in
   itself more than ``max_depth`` times -> JSON text at that level.
+- ``native_decoder(descriptor, arrow_schema, max_depth)``: the compiled fast path
+  (``wire2arrow.c``): payload bytes straight to the same Arrow columns, records it cannot
+  take given back to the upb path; None when the type has no plan or no C compiler exists.
 - ``schemas_compatible(old, new)`` -> (merged, None) when ``new`` only adds fields, else
   (None, reason naming the first conflicting column path).
 
@@ -42,15 +45,18 @@ from pipelines.proto_types._converter import (
 )
 from pipelines.proto_types._evolution import schemas_compatible
 from pipelines.proto_types._json import to_json_text
+from pipelines.proto_types._native import NativeDecoder, native_decoder
 from pipelines.proto_types._plan import column_names
 
 __all__ = [
+    "NativeDecoder",
     "RowConversionError",
     "RowConverter",
     "arrow_schema_for",
     "column_names",
     "converter_for",
     "field_comments",
+    "native_decoder",
     "schemas_compatible",
     "spark_schema_for",
     "to_json_text",

@@ -63,6 +63,8 @@ class DecodeSpec:
     allow_unknown_fields: bool
     # key schema key -> (descriptor set, message type), for keys that are framed themselves
     key_types: Mapping[str, tuple[bytes, str]]
+    # use the compiled decoder where it has a plan (``silver.native_decoder``)
+    native: bool = True
 
 
 def message_spark_schema(fds: bytes, message_type: str, max_depth: int) -> T.StructType:
@@ -114,42 +116,88 @@ def decode_key(
 
 
 def decode_batches(spec: DecodeSpec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Decode framed bronze batches (all of one schema version) into typed batches."""
+    """Decode framed bronze batches (all of one schema version) into typed batches.
+
+    With ``spec.native`` and a plan for the type, the compiled decoder
+    (``pipelines.proto_types._native``) decodes each batch straight from the Arrow buffers;
+    the rows it gives back, and every row without it, take the upb path below.
+    """
     conv = _converter(spec)
-    cls = message_class_for(spec.file_descriptor_set, spec.message_type)
-    msg_schema: pa.Schema = conv.arrow_schema
+    native = _native(spec, conv) if spec.native else None
     for batch in batches:
-        values = batch.column("value").to_pylist()
-        offsets = batch.column("_payload_offset").to_pylist()
-        keys = batch.column("key").to_pylist()
-        key_keys = batch.column("_key_schema_key").to_pylist()
-        key_offsets = batch.column("_key_payload_offset").to_pylist()
-        good_idx: list[int] = []
-        messages: list[Any] = []
-        bad_idx: list[int] = []
-        errors: list[tuple[str, str, str]] = []
-        payloads = [v[off:] for v, off in zip(values, offsets, strict=True)]
-        results = decode_payloads(cls, payloads, allow_unknown_fields=spec.allow_unknown_fields)
-        for i, result in enumerate(results):
-            if isinstance(result, CodecError):
-                bad_idx.append(i)
-                errors.append((result.code, result.stage, str(result)))
-            else:
-                messages.append(result)
-                good_idx.append(i)
         if spec.key_types:
-            key_json = [
+            keys = batch.column("key").to_pylist()
+            key_keys = batch.column("_key_schema_key").to_pylist()
+            key_offsets = batch.column("_key_payload_offset").to_pylist()
+            key_json: list[str | None] | None = [
                 decode_key(spec, k, kk, ko)
                 for k, kk, ko in zip(keys, key_keys, key_offsets, strict=True)
             ]
         else:  # no framed keys in this batch: skip the per-row call
-            key_json = [None] * len(values)
-        decoded = _convert(conv, messages, good_idx, bad_idx, errors)
-        if good_idx:
-            yield _assemble(batch, good_idx, list(decoded.columns), msg_schema, key_json, None)
-        if bad_idx:
-            nulls = [pa.nulls(len(bad_idx), type=f.type) for f in msg_schema]
-            yield _assemble(batch, bad_idx, nulls, msg_schema, key_json, errors)
+            key_json = None
+        if native is None:
+            rows = list(range(batch.num_rows))
+        else:
+            fast, rows = native.decode(batch.column("value"), batch.column("_payload_offset"))
+            if not rows:
+                yield _assemble(batch, None, list(fast.columns), conv.arrow_schema, key_json, None)
+                continue
+            if fast.num_rows:
+                given_back = set(rows)
+                fast_idx = [i for i in range(batch.num_rows) if i not in given_back]
+                yield _assemble(
+                    batch, fast_idx, list(fast.columns), conv.arrow_schema, key_json, None
+                )
+        yield from _decode_upb(spec, conv, batch, rows, key_json)
+
+
+def _decode_upb(
+    spec: DecodeSpec,
+    conv: Any,
+    batch: pa.RecordBatch,
+    rows: list[int],
+    key_json: list[str | None] | None,
+) -> Iterator[pa.RecordBatch]:
+    """Rows ``rows`` of ``batch`` through ``codec.decode_payloads`` and the RowConverter."""
+    cls = message_class_for(spec.file_descriptor_set, spec.message_type)
+    msg_schema: pa.Schema = conv.arrow_schema
+    take = pa.array(rows, type=pa.int64())
+    values = batch.column("value").take(take).to_pylist()
+    offsets = batch.column("_payload_offset").take(take).to_pylist()
+    good_idx: list[int] = []
+    messages: list[Any] = []
+    bad_idx: list[int] = []
+    errors: list[tuple[str, str, str]] = []
+    payloads = [v[off:] for v, off in zip(values, offsets, strict=True)]
+    results = decode_payloads(cls, payloads, allow_unknown_fields=spec.allow_unknown_fields)
+    for row, result in zip(rows, results, strict=True):
+        if isinstance(result, CodecError):
+            bad_idx.append(row)
+            errors.append((result.code, result.stage, str(result)))
+        else:
+            messages.append(result)
+            good_idx.append(row)
+    decoded = _convert(conv, messages, good_idx, bad_idx, errors)
+    if good_idx:
+        yield _assemble(batch, good_idx, list(decoded.columns), msg_schema, key_json, None)
+    if bad_idx:
+        nulls = [pa.nulls(len(bad_idx), type=f.type) for f in msg_schema]
+        yield _assemble(batch, bad_idx, nulls, msg_schema, key_json, errors)
+
+
+_NATIVE: dict[tuple[bytes, str, int], Any] = {}
+
+
+def _native(spec: DecodeSpec, conv: Any) -> Any:
+    """The compiled decoder of ``spec``'s type, or None; built once per executor process."""
+    from pipelines.proto_types import native_decoder
+
+    cache_key = (spec.file_descriptor_set, spec.message_type, spec.max_depth)
+    if cache_key not in _NATIVE:
+        if len(_NATIVE) > 256:  # bounded, like _CONVERTERS
+            _NATIVE.clear()
+        _NATIVE[cache_key] = native_decoder(conv.descriptor, conv.arrow_schema, spec.max_depth)
+    return _NATIVE[cache_key]
 
 
 def _convert(
@@ -177,21 +225,32 @@ def _convert(
 
 def _assemble(
     batch: pa.RecordBatch,
-    idx: list[int],
+    idx: list[int] | None,
     message_cols: list[pa.Array],
     msg_schema: pa.Schema,
-    key_json: list[str | None],
+    key_json: list[str | None] | None,
     errors: list[tuple[str, str, str]] | None,
 ) -> pa.RecordBatch:
-    take = pa.array(idx, type=pa.int32())
-    n = len(idx)
+    """One output batch: rows ``idx`` of ``batch`` (None: all, in order) beside their columns."""
+
+    def pick(name: str) -> pa.Array:
+        column = batch.column(name)
+        return column if take is None else column.take(take)
+
+    take = None if idx is None else pa.array(idx, type=pa.int32())
+    n = batch.num_rows if idx is None else len(idx)
     cols: list[pa.Array] = list(message_cols)
-    cols.append(batch.column("key").take(take))
-    cols.append(pa.array([key_json[i] for i in idx], type=pa.string()))
-    cols.append(batch.column("topic").take(take))
-    cols.append(batch.column("partition").take(take))
-    cols.append(batch.column("offset").take(take))
-    cols.append(batch.column("timestamp").take(take))
+    cols.append(pick("key"))
+    if key_json is None:
+        cols.append(pa.nulls(n, pa.string()))
+    elif idx is None:
+        cols.append(pa.array(key_json, type=pa.string()))
+    else:
+        cols.append(pa.array([key_json[i] for i in idx], type=pa.string()))
+    cols.append(pick("topic"))
+    cols.append(pick("partition"))
+    cols.append(pick("offset"))
+    cols.append(pick("timestamp"))
     if errors is None:
         cols += [pa.nulls(n, pa.string())] * 3
         cols.append(pa.nulls(n, pa.binary()))
@@ -200,8 +259,8 @@ def _assemble(
         cols.append(pa.array([e[0] for e in errors], pa.string()))
         cols.append(pa.array([e[1] for e in errors], pa.string()))
         cols.append(pa.array([e[2] for e in errors], pa.string()))
-        cols.append(batch.column("value").take(take))
-        cols.append(batch.column("headers").take(take))
+        cols.append(pick("value"))
+        cols.append(pick("headers"))
     names = [f.name for f in msg_schema] + [f.name for f in LINEAGE_DECODE_FIELDS]
     return pa.RecordBatch.from_arrays(cols, names=names)
 

@@ -141,6 +141,7 @@ class SilverBatch:
         resolver: shared schema resolver (its cache outlives batches and queries).
         max_depth: recursion depth of message columns (``silver.max_recursion_depth``).
         allow_unknown_fields: keep rows with unknown fields (``silver.keep_unknown_fields``).
+        native: decode with the compiled decoder where it applies (``silver.native_decoder``).
         database: catalog database to register tables in ("" = do not register).
         checker: a ``quality.QualityChecker`` or None.
         quality_types: message types with configured expectations.
@@ -155,6 +156,7 @@ class SilverBatch:
         *,
         max_depth: int = 3,
         allow_unknown_fields: bool = False,
+        native: bool = True,
         database: str = "",
         checker: Any = None,
         quality_types: frozenset[str] = frozenset(),
@@ -170,6 +172,7 @@ class SilverBatch:
         self.resolver = resolver
         self.max_depth = max_depth
         self.allow_unknown_fields = allow_unknown_fields
+        self.native = native
         self.database = database
         self.checker = checker
         self.quality_types = quality_types
@@ -290,6 +293,7 @@ class SilverBatch:
                     max_depth=self.max_depth,
                     allow_unknown_fields=self.allow_unknown_fields,
                     key_types=key_types,
+                    native=self.native,
                 )
                 msg_schema = message_spark_schema(
                     res.file_descriptor_set, message_type, self.max_depth
@@ -523,6 +527,7 @@ def start_query(
         resolver,
         max_depth=cfg.silver.max_recursion_depth,
         allow_unknown_fields=cfg.silver.keep_unknown_fields,
+        native=cfg.silver.native_decoder,
         database=cfg.silver.catalog_database,
         checker=checker,
         quality_types=quality_types,

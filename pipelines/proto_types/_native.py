@@ -1,0 +1,480 @@
+"""The compiled fast path: protobuf payload bytes straight to Arrow columns (``wire2arrow.c``).
+
+:class:`RowConverter` needs parsed upb messages and reads every field value through a Python
+attribute access; on a realistic message that is most of the silver job's CPU. This module
+plans the same columns as ``_plan`` for the C decoder in ``wire2arrow.c``, which reads the
+wire format once and fills column buffers; the result is the same Arrow record batch.
+
+- Exactness: the C decoder handles the canonical encoding and gives back, per record,
+  anything else (an unknown field, a singular message written twice, a repeated map key,
+  bad UTF-8, a truncated buffer, ...). :meth:`NativeDecoder.decode` reports those records and
+  the caller decodes them with the upb path (``codec.decode_payloads`` + ``RowConverter``),
+  which decides what they are. Map entries come out in wire order (the upb path gives upb's
+  order; protobuf maps have none).
+- Coverage: a message type whose columns include something the C decoder does not build
+  (JSON-text columns: Struct, Value, ListValue, Any, Empty, types nested beyond
+  ``max_depth``; Duration; wrapper types; groups; closed (proto2) enums; proto2 ``required``
+  or explicit defaults; more than 512 fields) has no plan: :func:`native_decoder` returns None
+  and the upb path does all of it.
+- Building: the C file ships inside the package (and so inside the ``--py-files`` zip) and is
+  compiled with the system C compiler (``$CC``, else ``cc``/``gcc``) once per source version
+  into ``$PROTOLAKE_NATIVE_CACHE`` (default ``~/.cache/protolake/native``, else the temp
+  folder), on each machine that needs it, executors included. With no compiler, or with
+  ``PROTOLAKE_NATIVE=0``, there is no fast path: one warning, and the upb path runs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+from pipelines.proto_types._plan import (
+    ARROW_TIMESTAMP,
+    ARROW_UINT64_DECIMAL,
+    WELL_KNOWN_KINDS,
+    _EnumNames,
+    _is_map,
+    _synthetic_oneofs,
+    column_names,
+)
+
+log = logging.getLogger(__name__)
+FD = FieldDescriptor
+
+# Keep in step with wire2arrow.c.
+B_I32, B_I64, B_F32, B_F64, B_BOOL, B_BIN, B_STRUCT, B_LIST = range(1, 9)
+L_IMPLICIT, L_PRESENCE, L_REPEATED, L_MAP = range(4)
+K_MESSAGE, K_TIMESTAMP = 17, 18
+_MAX_FIELDS = 512
+
+# protobuf type -> (C kind, builder type)
+_SCALARS: dict[int, tuple[int, int]] = {
+    FD.TYPE_INT32: (1, B_I32),
+    FD.TYPE_INT64: (2, B_I64),
+    FD.TYPE_UINT32: (3, B_I64),
+    FD.TYPE_UINT64: (4, B_I64),
+    FD.TYPE_SINT32: (5, B_I32),
+    FD.TYPE_SINT64: (6, B_I64),
+    FD.TYPE_FIXED32: (7, B_I64),
+    FD.TYPE_SFIXED32: (8, B_I32),
+    FD.TYPE_FIXED64: (9, B_I64),
+    FD.TYPE_SFIXED64: (10, B_I64),
+    FD.TYPE_FLOAT: (11, B_F32),
+    FD.TYPE_DOUBLE: (12, B_F64),
+    FD.TYPE_BOOL: (13, B_BOOL),
+    FD.TYPE_STRING: (14, B_BIN),
+    FD.TYPE_BYTES: (15, B_BIN),
+    FD.TYPE_ENUM: (16, B_I32),
+}
+_UNSIGNED_64 = {FD.TYPE_UINT64, FD.TYPE_FIXED64}
+
+
+class Unsupported(Exception):
+    """The message type has a column the C decoder does not build (the upb path does)."""
+
+
+# ----------------------------------------------------------------------------- the library
+
+
+_LIB_LOCK = threading.Lock()
+_LIB: list[Any] = []  # [ctypes.CDLL or None], filled once per process
+
+
+def _cache_dir() -> Path:
+    configured = os.environ.get("PROTOLAKE_NATIVE_CACHE")
+    candidates = [Path(configured)] if configured else []
+    candidates += [Path.home() / ".cache" / "protolake" / "native"]
+    candidates += [Path(tempfile.gettempdir()) / f"protolake-native-{os.getuid()}"]
+    for folder in candidates:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            if os.access(folder, os.W_OK):
+                return folder
+        except OSError:
+            continue
+    raise OSError("no writable folder for the compiled decoder")
+
+
+def _compile(source: bytes) -> Path:
+    tag = hashlib.sha256(source + platform.machine().encode()).hexdigest()[:16]
+    folder = _cache_dir()
+    target = folder / f"wire2arrow-{tag}.so"
+    if target.is_file():
+        return target
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not compiler:
+        raise OSError("no C compiler (set CC, or install gcc)")
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+        src = Path(tmp) / "wire2arrow.c"
+        src.write_bytes(source)
+        out = Path(tmp) / target.name
+        cmd = [compiler, "-O2", "-std=gnu99", "-shared", "-fPIC", "-o", str(out), str(src)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise OSError(f"{compiler} failed: {done.stderr.strip()[:500]}")
+        os.replace(out, target)  # atomic: a concurrent worker never loads half a file
+    return target
+
+
+def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
+    p, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
+    lib.w2a_plan_new.restype = p
+    lib.w2a_plan_new.argtypes = [i32, p, i32, p, i32, p, i32, p]
+    lib.w2a_plan_free.argtypes = [p]
+    lib.w2a_decode.restype = p
+    lib.w2a_decode.argtypes = [p, p, p, p, i64, p, ctypes.POINTER(i64)]
+    lib.w2a_result_free.argtypes = [p]
+    lib.w2a_count.restype = i64
+    lib.w2a_count.argtypes = [p, i32]
+    lib.w2a_buffer.restype = p
+    lib.w2a_buffer.argtypes = [p, i32, i32, ctypes.POINTER(i64)]
+    return lib
+
+
+def library() -> ctypes.CDLL | None:
+    """The compiled decoder, or None (disabled, or no compiler: logged once)."""
+    with _LIB_LOCK:
+        if not _LIB:
+            lib = None
+            if os.environ.get("PROTOLAKE_NATIVE", "1") == "0":
+                log.info("native decoder disabled (PROTOLAKE_NATIVE=0)")
+            else:
+                try:
+                    source = resources.files(__package__).joinpath("wire2arrow.c").read_bytes()
+                    lib = _bind(ctypes.CDLL(str(_compile(source))))
+                except OSError as exc:
+                    log.warning("native decoder unavailable, using the upb path: %s", exc)
+            _LIB.append(lib)
+        return _LIB[0]
+
+
+# ----------------------------------------------------------------------------- the plan
+
+
+@dataclass
+class _Out:
+    """How one builder's buffers become an Arrow array."""
+
+    builder: int
+    arrow: pa.DataType
+    convert: str = "plain"  # plain | uint64 | enum | case | bool
+    names: Any = None  # enum: number -> name; case: position -> member name
+    children: list[_Out] = field(default_factory=list)
+    elem: _Out | None = None  # list element, map key
+    elem2: _Out | None = None  # map value
+
+
+class _PlanBuilder:
+    def __init__(self, max_depth: int) -> None:
+        self.max_depth = max_depth
+        self.msgs: list[list[int]] = []
+        self.fields: list[list[int]] = []
+        self.cases: list[int] = []
+        self.btypes: list[int] = []
+
+    def builder(self, btype: int) -> int:
+        self.btypes.append(btype)
+        return len(self.btypes) - 1
+
+    def message(self, desc: Descriptor, arrow: pa.StructType, seen: dict[str, int]) -> int:
+        """Plans ``desc`` (whose columns are ``arrow``'s fields); returns its message id."""
+        if len(desc.fields) > _MAX_FIELDS or len(desc.oneofs) > _MAX_FIELDS:
+            raise Unsupported(f"{desc.full_name} has more than {_MAX_FIELDS} fields")
+        m = len(self.msgs)
+        self.msgs.append([0, 0, 0, 0])
+        field_names, case_names = column_names(desc)
+        synthetic = _synthetic_oneofs(desc)
+        real = [o for o in desc.oneofs if o.index not in synthetic]
+        oneof_pos = {o.name: k for k, o in enumerate(real)}
+        rows: list[list[int]] = []
+        for fd in desc.fields:
+            arrow_field = arrow.field(field_names[fd.name])
+            rows.append(self.field(fd, arrow_field.type, seen, oneof_pos))
+        case_first = len(self.cases)
+        for o in real:
+            self.cases.append(self.builder(B_I32))
+        first = len(self.fields)
+        self.fields.extend(rows)
+        self.msgs[m] = [first, len(rows), len(real), case_first]
+        return m
+
+    def field(
+        self,
+        fd: FieldDescriptor,
+        arrow: pa.DataType,
+        seen: dict[str, int],
+        oneof_pos: dict[str, int],
+    ) -> list[int]:
+        if fd.type == FD.TYPE_GROUP:
+            raise Unsupported(f"{fd.full_name} is a group")
+        if fd.is_required or fd.has_default_value:
+            raise Unsupported(f"{fd.full_name} is required or has an explicit default")
+        oneof = fd.containing_oneof
+        o = oneof_pos.get(oneof.name, -1) if oneof is not None else -1
+        position = list(oneof.fields).index(fd) if o >= 0 else 0
+        if _is_map(fd):
+            entry = fd.message_type
+            key_kind, key_b = self.element(entry.fields_by_name["key"], arrow.key_type, seen)
+            val_kind, val_b, sub = self.element_full(
+                entry.fields_by_name["value"], arrow.item_type, seen
+            )
+            b = self.builder(B_LIST)
+            return [fd.number, key_kind, L_MAP, -1, b, key_b, sub, val_kind, val_b, 0]
+        if fd.is_repeated:
+            kind, elem, sub = self.element_full(fd, arrow.value_type, seen)
+            b = self.builder(B_LIST)
+            return [fd.number, kind, L_REPEATED, -1, b, elem, sub, 0, -1, 0]
+        kind, b, sub = self.element_full(fd, arrow, seen)
+        label = L_PRESENCE if fd.has_presence else L_IMPLICIT
+        return [fd.number, kind, label, o, b, -1, sub, 0, -1, position]
+
+    def element(self, fd: FieldDescriptor, arrow: pa.DataType, seen: dict[str, int]) -> tuple[int, int]:
+        kind, b, _ = self.element_full(fd, arrow, seen)
+        return kind, b
+
+    def element_full(
+        self, fd: FieldDescriptor, arrow: pa.DataType, seen: dict[str, int]
+    ) -> tuple[int, int, int]:
+        """(C kind, builder of one value, sub-message id or -1) for one value of ``fd``."""
+        if fd.type in (FD.TYPE_MESSAGE, FD.TYPE_GROUP):
+            name = fd.message_type.full_name
+            if name == "google.protobuf.Timestamp":
+                return K_TIMESTAMP, self.builder(B_I64), -1
+            if name in WELL_KNOWN_KINDS or not pa.types.is_struct(arrow):
+                raise Unsupported(f"{fd.full_name}: {name} is not a plain struct column")
+            count = seen.get(name, 0)
+            sub = self.message(fd.message_type, arrow, {**seen, name: count + 1})
+            return K_MESSAGE, self.builder(B_STRUCT), sub
+        if fd.type == FD.TYPE_ENUM and fd.enum_type.is_closed:
+            raise Unsupported(f"{fd.full_name}: closed enum {fd.enum_type.full_name}")
+        kind, btype = _SCALARS[fd.type]
+        return kind, self.builder(btype), -1
+
+
+def _validity(raw: bytes, n: int) -> pa.Buffer | None:
+    if n == 0 or raw.count(1) == n:
+        return None
+    bits = np.packbits(np.frombuffer(raw, dtype=np.uint8), bitorder="little")
+    return pa.py_buffer(bits.tobytes())
+
+
+class NativeDecoder:
+    """Decodes payloads of one message type with the C decoder into ``arrow_schema`` batches."""
+
+    def __init__(self, lib: ctypes.CDLL, descriptor: Descriptor, arrow_schema: pa.Schema, max_depth: int) -> None:
+        self._lib = lib
+        planner = _PlanBuilder(max_depth)
+        root_type = pa.struct(list(arrow_schema))
+        planner.message(descriptor, root_type, {descriptor.full_name: 1})
+        self.arrow_schema = arrow_schema
+        self._btypes = planner.btypes
+        self._outs = self._describe(planner, descriptor, root_type)
+        arrays = {
+            name: np.asarray(values, dtype=np.int32).ravel()
+            for name, values in (
+                ("msgs", planner.msgs),
+                ("fields", planner.fields),
+                ("cases", planner.cases),
+                ("btypes", planner.btypes),
+            )
+        }
+        self._plan_arrays = arrays  # the C plan copies them; kept for clarity
+        handle = lib.w2a_plan_new(
+            len(planner.msgs),
+            arrays["msgs"].ctypes.data,
+            len(planner.fields),
+            arrays["fields"].ctypes.data,
+            len(planner.cases),
+            arrays["cases"].ctypes.data,
+            len(planner.btypes),
+            arrays["btypes"].ctypes.data,
+        )
+        if not handle:
+            raise Unsupported(f"{descriptor.full_name}: the C decoder refused the plan")
+        self._plan = handle
+
+    def __del__(self) -> None:
+        plan = getattr(self, "_plan", None)
+        if plan:
+            self._lib.w2a_plan_free(plan)
+
+    # The Arrow side of the plan, in column order.
+    def _describe(self, planner: _PlanBuilder, desc: Descriptor, arrow: pa.StructType) -> list[_Out]:
+        return self._describe_message(planner, 0, desc, arrow)
+
+    def _describe_message(
+        self, planner: _PlanBuilder, m: int, desc: Descriptor, arrow: pa.StructType
+    ) -> list[_Out]:
+        first, _, _, case_first = planner.msgs[m]
+        field_names, case_names = column_names(desc)
+        synthetic = _synthetic_oneofs(desc)
+        real = [o for o in desc.oneofs if o.index not in synthetic]
+        by_column: dict[str, _Out] = {}
+        for k, fd in enumerate(desc.fields):
+            row = planner.fields[first + k]
+            column = field_names[fd.name]
+            by_column[column] = self._describe_field(planner, fd, row, arrow.field(column).type)
+        for k, o in enumerate(real):
+            by_column[case_names[o.name]] = _Out(
+                planner.cases[case_first + k],
+                pa.string(),
+                "case",
+                pa.array([f.name for f in o.fields], pa.string()),
+            )
+        return [by_column[arrow.field(i).name] for i in range(arrow.num_fields)]
+
+    def _describe_field(
+        self, planner: _PlanBuilder, fd: FieldDescriptor, row: list[int], arrow: pa.DataType
+    ) -> _Out:
+        number, kind, label, _, b, elem, sub, _, elem2, _ = row
+        if label == L_MAP:
+            entry = fd.message_type
+            key = self._describe_value(planner, entry.fields_by_name["key"], elem, -1, arrow.key_type)
+            value = self._describe_value(
+                planner, entry.fields_by_name["value"], elem2, sub, arrow.item_type
+            )
+            return _Out(b, arrow, elem=key, elem2=value)
+        if label == L_REPEATED:
+            return _Out(b, arrow, elem=self._describe_value(planner, fd, elem, sub, arrow.value_type))
+        return self._describe_value(planner, fd, b, sub, arrow)
+
+    def _describe_value(
+        self, planner: _PlanBuilder, fd: FieldDescriptor, b: int, sub: int, arrow: pa.DataType
+    ) -> _Out:
+        if sub >= 0:
+            return _Out(b, arrow, children=self._describe_message(planner, sub, fd.message_type, arrow))
+        if fd.type == FD.TYPE_ENUM:
+            names = _EnumNames()
+            for value in fd.enum_type.values:
+                names.setdefault(value.number, value.name)
+            return _Out(b, arrow, "enum", names)
+        if fd.type in _UNSIGNED_64:
+            return _Out(b, arrow, "uint64")
+        if fd.type == FD.TYPE_BOOL:
+            return _Out(b, arrow, "bool")
+        return _Out(b, arrow)
+
+    # ------------------------------------------------------------------ decoding
+
+    def decode(self, values: pa.Array, starts: pa.Array) -> tuple[pa.RecordBatch, list[int]]:
+        """Decode payload ``values[i][starts[i]:]`` for each row.
+
+        Returns:
+            (batch of the rows decoded here, in row order, without the given-back rows;
+            indexes of the rows given back, ascending: decode them with the upb path).
+
+        Raises:
+            MemoryError: the C decoder could not allocate its buffers.
+        """
+        n = len(values)
+        if pa.types.is_large_binary(values.type):
+            values = values.cast(pa.binary())
+        offsets_buf, data_buf = values.buffers()[1], values.buffers()[2]
+        value_offsets = np.frombuffer(offsets_buf, dtype=np.int32)[values.offset : values.offset + n + 1]
+        value_offsets = np.ascontiguousarray(value_offsets)
+        start_arr = np.ascontiguousarray(
+            starts.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int32
+        )
+        given_back = np.zeros(max(n, 1), dtype=np.int64)
+        n_given = ctypes.c_int64(0)
+        data_ptr = data_buf.address if data_buf is not None and data_buf.size else 0
+        lib = self._lib
+        result = lib.w2a_decode(
+            self._plan,
+            data_ptr,
+            value_offsets.ctypes.data,
+            start_arr.ctypes.data,
+            n,
+            given_back.ctypes.data,
+            ctypes.byref(n_given),
+        )
+        if not result:
+            raise MemoryError("the native protobuf decoder ran out of memory")
+        try:
+            rows = n - n_given.value
+            arrays = [self._array(result, out, rows) for out in self._outs]
+        finally:
+            lib.w2a_result_free(result)
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+        return batch, given_back[: n_given.value].tolist()
+
+    def _buffer(self, result: int, b: int, which: int) -> bytes:
+        size = ctypes.c_int64(0)
+        ptr = self._lib.w2a_buffer(result, b, which, ctypes.byref(size))
+        return ctypes.string_at(ptr, size.value) if size.value else b""
+
+    def _array(self, result: int, out: _Out, n: int) -> pa.Array:
+        btype = self._btypes[out.builder]
+        valid = _validity(self._buffer(result, out.builder, 0), n)
+        if btype == B_STRUCT:
+            children = [self._array(result, child, n) for child in out.children]
+            return pa.Array.from_buffers(out.arrow, n, [valid], children=children)
+        if btype == B_LIST:
+            offsets = pa.py_buffer(self._buffer(result, out.builder, 2))
+            count = int(np.frombuffer(offsets, dtype=np.int32)[-1]) if n else 0
+            assert out.elem is not None
+            keys = self._array(result, out.elem, count)
+            if out.elem2 is None:
+                return pa.Array.from_buffers(out.arrow, n, [None, offsets], children=[keys])
+            items = self._array(result, out.elem2, count)
+            offsets_arr = pa.Array.from_buffers(pa.int32(), n + 1, [None, offsets])
+            return pa.MapArray.from_arrays(offsets_arr, keys, items, type=out.arrow)
+        data = self._buffer(result, out.builder, 1)
+        if btype == B_BIN:
+            offsets = pa.py_buffer(self._buffer(result, out.builder, 2))
+            return pa.Array.from_buffers(out.arrow, n, [valid, offsets, pa.py_buffer(data)])
+        if out.convert == "bool":
+            bits = np.packbits(np.frombuffer(data, dtype=np.uint8), bitorder="little")
+            return pa.Array.from_buffers(pa.bool_(), n, [valid, pa.py_buffer(bits.tobytes())])
+        if out.convert == "uint64":
+            raw = pa.Array.from_buffers(pa.uint64(), n, [valid, pa.py_buffer(data)])
+            return raw.cast(ARROW_UINT64_DECIMAL)
+        if out.convert in ("enum", "case"):
+            numbers = pa.Array.from_buffers(pa.int32(), n, [valid, pa.py_buffer(data)])
+            return _names(numbers, out)
+        arrow = ARROW_TIMESTAMP if out.arrow == ARROW_TIMESTAMP else out.arrow
+        return pa.Array.from_buffers(arrow, n, [valid, pa.py_buffer(data)])
+
+
+def _names(numbers: pa.Array, out: _Out) -> pa.Array:
+    """Enum numbers -> names (an unknown number as its decimal text); oneof positions -> names."""
+    if out.convert == "case":
+        return out.names.take(numbers)
+    distinct = numbers.unique().drop_null()
+    lookup = out.names
+    names = pa.array([lookup[v] for v in distinct.to_pylist()], pa.string())
+    import pyarrow.compute as pc
+
+    return names.take(pc.index_in(numbers, value_set=distinct))
+
+
+def native_decoder(
+    descriptor: Descriptor, arrow_schema: pa.Schema, max_depth: int
+) -> NativeDecoder | None:
+    """The C decoder for one message type, or None when it has no plan or no library.
+
+    Building one plans the type and hands the plan to C: do it once per type and keep it.
+    """
+    lib = library()
+    if lib is None:
+        return None
+    try:
+        return NativeDecoder(lib, descriptor, arrow_schema, max_depth)
+    except Unsupported as exc:
+        log.info("native decoder not used for %s: %s", descriptor.full_name, exc)
+        return None

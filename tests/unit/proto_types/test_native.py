@@ -1,0 +1,365 @@
+"""The compiled decoder (wire2arrow.c) against the upb path: same rows, or the record given back.
+
+The oracle is what silver does without it: ``codec.decode_payloads`` (strict) then
+``RowConverter.to_record_batch``. For any payload, the native decoder either gives the record
+back or produces exactly the oracle's row (map entries compared as sets: protobuf maps have
+no order). It must never accept a payload the oracle rejects.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from codec import CodecError, decode_payloads
+from pipelines.proto_types import RowConversionError, RowConverter, native_decoder
+from pipelines.proto_types._native import library
+from proto_types_testkit import Protos, compile_protos
+
+FD = FieldDescriptor
+ROOT = Path(__file__).resolve().parents[3]
+
+PROPERTY = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+NATIVE_TYPES = [
+    "protolake.test.v3.Scalars",
+    "protolake.test.v3.OptionalScalars",
+    "protolake.test.v3.Repeated",
+    "protolake.test.v3.Maps",
+    "protolake.test.v3.Choice",
+    "protolake.test.v3.Point",
+    "protolake.test.ed.Feature",
+]
+
+
+@pytest.fixture(scope="module")
+def protos(tmp_path_factory: pytest.TempPathFactory) -> Protos:
+    return Protos(
+        compile_protos(
+            tmp_path_factory.mktemp("native"), "types3.proto", "types2.proto", "editions.proto"
+        )
+    )
+
+
+@pytest.fixture(scope="module")
+def lib() -> Any:
+    found = library()
+    assert found is not None, "the C decoder did not build: is a C compiler installed?"
+    return found
+
+
+def _normal(value: Any) -> Any:
+    """Rows comparable with ==: floats by repr (nan, -0.0), maps as sorted entry lists."""
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else repr(value)
+    if isinstance(value, dict):
+        return {k: _normal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [_normal(v) for v in value]
+        if items and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+            return sorted(items, key=repr)  # a map's (key, value) entries
+        return items
+    if isinstance(value, tuple):
+        return tuple(_normal(v) for v in value)
+    return value
+
+
+def _decode(desc: Descriptor, payloads: list[bytes]) -> tuple[list[Any], list[int]]:
+    conv = RowConverter(desc, 3)
+    decoder = native_decoder(desc, conv.arrow_schema, 3)
+    assert decoder is not None
+    values = pa.array(payloads, pa.binary())
+    starts = pa.array([0] * len(payloads), pa.int32())
+    batch, given_back = decoder.decode(values, starts)
+    assert batch.schema == conv.arrow_schema
+    return batch.to_pylist(), given_back
+
+
+def _oracle(protos: Any, desc: Descriptor, payload: bytes) -> dict[str, Any] | None:
+    """The upb path's row for one payload, or None when it does not make a row."""
+    cls = protos.cls(desc.full_name)
+    result = decode_payloads(cls, [payload])[0]
+    if isinstance(result, CodecError):
+        return None
+    try:
+        return RowConverter(desc, 3).to_record_batch([result]).to_pylist()[0]
+    except RowConversionError:
+        return None
+
+
+def _check_against_oracle(protos: Any, desc: Descriptor, payloads: list[bytes]) -> list[int]:
+    rows, given_back = _decode(desc, payloads)
+    kept = iter(rows)
+    for i, payload in enumerate(payloads):
+        expected = _oracle(protos, desc, payload)
+        if i in given_back:
+            continue
+        assert expected is not None, f"native accepted {payload.hex()}, upb rejects it"
+        assert _normal(next(kept)) == _normal(expected), payload.hex()
+    return given_back
+
+
+# ------------------------------------------------------------------ random valid messages
+
+_INT_RANGES = {
+    FD.TYPE_INT32: (-(2**31), 2**31 - 1),
+    FD.TYPE_SINT32: (-(2**31), 2**31 - 1),
+    FD.TYPE_SFIXED32: (-(2**31), 2**31 - 1),
+    FD.TYPE_INT64: (-(2**63), 2**63 - 1),
+    FD.TYPE_SINT64: (-(2**63), 2**63 - 1),
+    FD.TYPE_SFIXED64: (-(2**63), 2**63 - 1),
+    FD.TYPE_UINT32: (0, 2**32 - 1),
+    FD.TYPE_FIXED32: (0, 2**32 - 1),
+    FD.TYPE_UINT64: (0, 2**64 - 1),
+    FD.TYPE_FIXED64: (0, 2**64 - 1),
+}
+
+
+def _scalar(draw: Any, field: FieldDescriptor) -> Any:
+    t = field.type
+    if t in _INT_RANGES:
+        lo, hi = _INT_RANGES[t]
+        return draw(st.one_of(st.sampled_from([lo, hi, 0, 1, -1 if lo < 0 else 2]), st.integers(lo, hi)))
+    if t == FD.TYPE_DOUBLE:
+        return draw(st.floats(allow_nan=True, allow_infinity=True))
+    if t == FD.TYPE_FLOAT:
+        return draw(st.floats(width=32, allow_nan=True, allow_infinity=True))
+    if t == FD.TYPE_BOOL:
+        return draw(st.booleans())
+    if t == FD.TYPE_STRING:
+        return draw(st.text(max_size=6))
+    if t == FD.TYPE_BYTES:
+        return draw(st.binary(max_size=6))
+    if t == FD.TYPE_ENUM:
+        known = [v.number for v in field.enum_type.values]
+        return draw(st.one_of(st.sampled_from(known), st.integers(-5, 2**31 - 1)))
+    raise AssertionError(field.type)
+
+
+def _fill(draw: Any, message: Any, depth: int = 0) -> None:
+    for field in message.DESCRIPTOR.fields:
+        if not draw(st.booleans()):
+            continue
+        is_message = field.type == FD.TYPE_MESSAGE
+        if field.is_repeated and is_message and field.message_type.GetOptions().map_entry:
+            key_f = field.message_type.fields_by_name["key"]
+            val_f = field.message_type.fields_by_name["value"]
+            container = getattr(message, field.name)
+            for _ in range(draw(st.integers(0, 3))):
+                key = _scalar(draw, key_f)
+                if val_f.type == FD.TYPE_MESSAGE:
+                    sub = container[key]
+                    if val_f.message_type.full_name == "google.protobuf.Timestamp":
+                        sub.seconds = draw(st.integers(-(2**35), 2**35))
+                        sub.nanos = draw(st.integers(0, 999_999_999))
+                    elif depth < 2:
+                        _fill(draw, sub, depth + 1)
+                else:
+                    container[key] = _scalar(draw, val_f)
+        elif field.is_repeated:
+            container = getattr(message, field.name)
+            for _ in range(draw(st.integers(0, 3))):
+                if is_message:
+                    sub = container.add()
+                    if depth < 2:
+                        _fill(draw, sub, depth + 1)
+                else:
+                    container.append(_scalar(draw, field))
+        elif is_message:
+            sub = getattr(message, field.name)
+            sub.SetInParent()
+            if depth < 2:
+                _fill(draw, sub, depth + 1)
+        else:
+            setattr(message, field.name, _scalar(draw, field))
+
+
+@st.composite
+def messages(draw: Any, cls: type) -> Any:
+    message = cls()
+    _fill(draw, message)
+    return message
+
+
+@pytest.mark.parametrize("name", NATIVE_TYPES)
+def test_random_messages_decode_as_the_upb_path_does(protos: Any, lib: Any, name: str) -> None:
+    cls = protos.cls(name)
+
+    @PROPERTY
+    @given(st.lists(messages(cls), min_size=1, max_size=8))
+    def check(batch: list[Any]) -> None:
+        payloads = [m.SerializeToString() for m in batch]
+        given_back = _check_against_oracle(protos, cls.DESCRIPTOR, payloads)
+        # protobuf's own serializer writes canonical bytes: nothing is given back, except
+        # strings it let through that are not UTF-8 (never, from Python str) or maps written
+        # twice under one key (never, from a map container)
+        assert given_back == []
+
+    check()
+
+
+@pytest.mark.parametrize("name", NATIVE_TYPES)
+def test_mutated_payloads_never_disagree_with_upb(protos: Any, lib: Any, name: str) -> None:
+    cls = protos.cls(name)
+
+    @PROPERTY
+    @given(messages(cls), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4), st.binary(max_size=8))
+    def check(message: Any, edits: list[tuple[int, int]], tail: bytes) -> None:
+        raw = bytearray(message.SerializeToString())
+        for at, byte in edits:
+            if raw:
+                raw[at % len(raw)] = byte
+        payloads = [bytes(raw), bytes(raw) + tail, tail]
+        _check_against_oracle(protos, cls.DESCRIPTOR, payloads)
+
+    check()
+
+
+# ------------------------------------------------------------------ given back, precisely
+
+
+def _tag(number: int, wire_type: int) -> bytes:
+    return _varint(number << 3 | wire_type)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _ld(number: int, body: bytes) -> bytes:
+    return _tag(number, 2) + _varint(len(body)) + body
+
+
+def test_what_the_upb_path_must_decide_is_given_back(protos: Any, lib: Any) -> None:
+    point = protos.descriptor("protolake.test.v3.Point")
+    good = _tag(1, 0) + _varint(5)
+    origin = _ld(3, _ld(1, b"src"))
+    cases = {
+        "unknown field": good + _tag(9, 0) + _varint(1),
+        "wrong wire type": _tag(1, 2) + _varint(1) + b"x",
+        "message written twice (protobuf merges)": origin + origin,
+        "truncated varint": _tag(1, 0) + b"\x80",
+        "length past the end": _tag(3, 2) + _varint(50) + b"ab",
+        "bad UTF-8 in a proto3 string": _ld(3, _ld(1, b"\xc3\x28")),
+        "field number 0": _tag(0, 0) + _varint(1),
+        "varint of 11 bytes": _tag(1, 0) + b"\xff" * 10 + b"\x01",
+        "group wire type": _tag(1, 3) + _tag(1, 4),
+    }
+    payloads = [good, *cases.values(), origin]
+    rows, given_back = _decode(point, payloads)
+    assert given_back == list(range(1, len(cases) + 1))
+    assert [r["x"] for r in rows] == [5, 0]
+    assert rows[1]["origin"] == {"source": "src"}
+
+
+def test_a_repeated_map_key_is_given_back(protos: Any, lib: Any) -> None:
+    maps = protos.descriptor("protolake.test.v3.Maps")
+    entry_a1 = _ld(1, _ld(1, b"a") + _tag(2, 0) + _varint(1))
+    entry_a2 = _ld(1, _ld(1, b"a") + _tag(2, 0) + _varint(2))
+    entry_b = _ld(1, _ld(1, b"b") + _tag(2, 0) + _varint(3))
+    rows, given_back = _decode(maps, [entry_a1 + entry_b, entry_a1 + entry_a2, entry_b])
+    assert given_back == [1]
+    assert [r["str_to_long"] for r in rows] == [[("a", 1), ("b", 3)], [("b", 3)]]
+    # upb keeps the last value for a repeated key: the upb path has the final say
+    assert _oracle(protos, maps, entry_a1 + entry_a2)["str_to_long"] == [("a", 2)]
+
+
+def test_packed_and_unpacked_repeated_both_read(protos: Any, lib: Any) -> None:
+    rep = protos.descriptor("protolake.test.v3.Repeated")
+    packed = _ld(1, _varint(1) + _varint(2))
+    unpacked = _tag(1, 0) + _varint(3) + _tag(1, 0) + _varint(2**64 - 1)
+    payload = packed + unpacked
+    assert _check_against_oracle(protos, rep, [payload]) == []
+    assert _decode(rep, [payload])[0][0]["r_int32"] == [1, 2, 3, -1]
+
+
+def test_oneof_keeps_the_last_member_written(protos: Any, lib: Any) -> None:
+    choice = protos.descriptor("protolake.test.v3.Choice")
+    payload = _tag(2, 0) + _varint(7) + _ld(3, b"text") + _tag(7, 0) + _varint(1) + _tag(6, 0) + _varint(1)
+    assert _check_against_oracle(protos, choice, [payload]) == []
+    row = _decode(choice, [payload])[0][0]
+    assert (row["payload_case"], row["number"], row["text"]) == ("text", None, "text")
+    assert (row["kind_case_"], row["flag"], row["color"]) == ("flag", True, None)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "protolake.test.v3.WellKnown",  # Duration, wrappers, Struct/Any JSON text
+        "protolake.test.v3.TreeNode",  # recursion: JSON text below max_depth
+        "protolake.test.v3.Shipment",  # Duration, Struct, wrapper
+        "protolake.test.v2.Legacy",  # required, group, closed enum
+    ],
+)
+def test_types_without_a_plan_use_the_upb_path(protos: Any, lib: Any, name: str) -> None:
+    desc = protos.descriptor(name)
+    assert native_decoder(desc, RowConverter(desc, 3).arrow_schema, 3) is None
+
+
+def test_timestamps_out_of_range_are_given_back(protos: Any, lib: Any) -> None:
+    maps = protos.descriptor("protolake.test.v3.Maps")
+
+    def ts_entry(seconds: int, nanos: int) -> bytes:
+        ts = _tag(1, 0) + _varint(seconds % 2**64) + _tag(2, 0) + _varint(nanos % 2**64)
+        return _ld(7, _ld(1, b"t") + _ld(2, ts))
+
+    payloads = [ts_entry(10, 999_000), ts_entry(-1, 500_000_000), ts_entry(2**62, 0), ts_entry(1, -1)]
+    given_back = _check_against_oracle(protos, maps, payloads)
+    assert given_back == [2, 3]
+    rows, _ = _decode(maps, payloads)
+    assert [r["str_to_ts"][0][1].timestamp() for r in rows] == [10.000999, -0.5]
+
+
+# ------------------------------------------------------------------ building the library
+
+
+def _fresh_python(env: dict[str, str], tmp: Path) -> subprocess.CompletedProcess[str]:
+    code = (
+        "import logging; logging.basicConfig(level=logging.INFO)\n"
+        "from pipelines.proto_types._native import library\n"
+        "print('LIB', library() is not None)\n"
+    )
+    full = {**os.environ, "PROTOLAKE_NATIVE_CACHE": str(tmp), **env}
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=full, capture_output=True, text=True, check=True
+    )
+
+
+def test_the_library_builds_once_into_its_cache(tmp_path: Path) -> None:
+    first = _fresh_python({}, tmp_path)
+    assert "LIB True" in first.stdout
+    built = list(tmp_path.glob("wire2arrow-*.so"))
+    assert len(built) == 1
+    stamp = built[0].stat().st_mtime_ns
+    again = _fresh_python({"CC": "/nonexistent/cc"}, tmp_path)  # cached: no compiler needed
+    assert "LIB True" in again.stdout
+    assert built[0].stat().st_mtime_ns == stamp
+
+
+def test_without_a_compiler_or_when_disabled_the_upb_path_runs(tmp_path: Path) -> None:
+    no_cc = _fresh_python({"CC": "/nonexistent/cc"}, tmp_path)
+    assert "LIB False" in no_cc.stdout
+    assert "native decoder unavailable" in no_cc.stderr
+    off = _fresh_python({"PROTOLAKE_NATIVE": "0"}, tmp_path)
+    assert "LIB False" in off.stdout
+    assert list(tmp_path.glob("*.so")) == []
