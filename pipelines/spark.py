@@ -90,7 +90,22 @@ def build_session(
     builder = builder.config("spark.sql.session.timeZone", "UTC")
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    if under_submit or os.environ.get("PYSPARK_PYTHON"):
+        return builder.getOrCreate()
+    # spark.pyspark.python is read by spark-submit only. An in-process SparkContext takes its
+    # workers' Python from PYSPARK_PYTHON when it is created (SparkContext.pythonExec, else
+    # "python3" from PATH: maybe an interpreter without protobuf, whose `google.protobuf` then
+    # resolves to the .proto files inside spark-core's jar). Set it for the creation only, so
+    # that subprocesses started later still see the caller's environment.
+    saved = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    try:
+        return builder.getOrCreate()
+    finally:
+        if saved is None:
+            del os.environ["PYSPARK_PYTHON"]
+        else:
+            os.environ["PYSPARK_PYTHON"] = saved
 
 
 def _submitted_conf() -> dict[str, str]:

@@ -1,0 +1,51 @@
+"""pipelines.spark.build_session in-process: the Python workers run this interpreter.
+
+Without it they run whichever ``python3`` comes first on PATH; when that one lacks protobuf,
+every decode in a worker fails with ImportError for ``google.protobuf.descriptor_pb2``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    from pipelines.spark import build_session
+
+    existing = SparkSession.getActiveSession()  # another folder's fixture, in a whole-suite run
+    session = build_session("spark-session-unit-tests")
+    yield session
+    if existing is None:
+        session.stop()
+
+
+def test_python_workers_run_this_interpreter(spark: Any) -> None:
+    def interpreter(_: Any) -> Iterator[tuple[str, str]]:
+        import sys
+
+        yield sys.executable, sys.prefix
+
+    chosen = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    assert spark.sparkContext.pythonExec == chosen
+    [(executable, prefix)] = (
+        spark.sparkContext.parallelize([0], 1).mapPartitions(interpreter).collect()
+    )
+    assert (executable, prefix) == (chosen, sys.prefix)
+
+
+def test_the_callers_environment_is_left_as_it_was(spark: Any) -> None:
+    # the interpreter is chosen for the SparkContext only: later subprocesses (spark-submit,
+    # Airflow tasks) must not inherit a PYSPARK_PYTHON nobody set
+    from pipelines.spark import build_session
+
+    before = os.environ.get("PYSPARK_PYTHON")
+    build_session("spark-session-unit-tests")
+    assert os.environ.get("PYSPARK_PYTHON") == before
