@@ -20,8 +20,10 @@ code 2; nothing is written.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from pipelines.config import ProtolakeConfig, load_config
@@ -104,13 +106,44 @@ def run_from_args(args: argparse.Namespace) -> int:
     from pyspark.errors import PySparkException
 
     try:
-        data = run_query(spark, query, args.limit)
+        with _query_error_logs_muted(not args.verbose):
+            data = run_query(spark, query, args.limit)
     except PySparkException as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"protolake sql: the query failed: {first}", file=sys.stderr)
         return 2
     emit(args.json, data, lambda c: _print_result(c, data))
     return 0
+
+
+# PySpark 4 logs every SQL error it converts from the JVM, with the Java and Python stack
+# traces, as one JSON document on stderr (PySparkException._log_exception, these two loggers).
+_QUERY_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+@contextmanager
+def _query_error_logs_muted(muted: bool = True) -> Iterator[None]:
+    """Silence PySpark's JSON log of query errors while the user's query runs.
+
+    The error itself still propagates: ``run_from_args`` reports it as one line (and ``-v``
+    keeps the log, for whoever wants the stack traces).
+    """
+    if not muted:
+        yield
+        return
+    from pyspark.logger import PySparkLogger
+
+    # PySparkLogger.getLogger, not logging.getLogger: pyspark calls these loggers with
+    # keyword context (errorClass=...), which a plain Logger created first would reject.
+    loggers = [PySparkLogger.getLogger(name) for name in _QUERY_ERROR_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def _tables_view(tables: list[dict[str, Any]]) -> Any:

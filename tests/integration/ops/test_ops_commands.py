@@ -5,8 +5,11 @@ share the lakehouse: later tests see what replay did)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 import urllib.request
 from collections import Counter
@@ -24,6 +27,8 @@ from pipelines.ops import maintain as maintain_mod
 from pipelines.ops import replay as replay_mod
 from pipelines.ops import status as status_mod
 from pipelines.quarantine import check_invariant, quarantine_path
+
+ROOT = Path(__file__).resolve().parents[3]
 
 # Spark on a shared 2-core machine: the lakehouse fixture and maintain take minutes under load
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -418,3 +423,33 @@ def test_sql_queries_the_tables_by_name(lake: Lakehouse, spark: Any, capsys: Any
     assert cli_main(["sql", "--config", str(lake.config_file), "SELECT nope FROM quarantine"]) == 2
     err = capsys.readouterr().err
     assert "protolake sql: the query failed:" in err and "nope" in err
+
+
+def test_sql_bad_query_is_one_line_on_stderr(tmp_path: Path) -> None:
+    # Run as a user does, in its own process: pyspark logs query errors through a handler bound
+    # to the stderr of the moment its logger was made, which capsys cannot be trusted to see.
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'[lakehouse]\npath = "{tmp_path / "lake"}"\n'
+        '[kafka]\nbootstrap_servers = "127.0.0.1:1"\ntopics = ["t"]\n'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "sql", "--config", str(cfg), "SELECT nope"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=ROOT,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith("protolake sql: the query failed: [UNRESOLVED_COLUMN")
+    assert "`nope`" in lines[-1]
+    # no JSON log of the error, no stack frames: what precedes the line is the JVM's start-up
+    # banner (the same for every command), nothing about the query
+    assert not [line for line in lines[:-1] if "nope" in line], proc.stderr[-3000:]
+    for marker in ("SQLQueryContextLogger", "Traceback", "\tat ", "Py4JJavaError"):
+        assert marker not in proc.stderr, proc.stderr[-3000:]
+    assert len(proc.stderr) < 2000, proc.stderr[-3000:]
+    assert proc.stdout == ""
