@@ -118,6 +118,21 @@ fail_start() {
   exit 1
 }
 
+# await_start NAME KIND TARGET TIMEOUT MESSAGE FILE:OFFSET...: wait until infra/healthcheck.py
+# KIND TARGET answers (at most TIMEOUT seconds; it gives up early when the process that spawn
+# recorded in run/pids/NAME.pid dies) and print "NAME ready (pid PID)". Otherwise stop that
+# process, remove its pid file and fail_start MESSAGE with the given logs (exit 1).
+await_start() {
+  local name="$1" kind="$2" target="$3" limit="$4" message="$5" pid; shift 5
+  pid="$(cat "$pids/$name.pid")"
+  if ! "$python" "$root/infra/healthcheck.py" "$kind" "$target" --timeout "$limit" --pid "$pid"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    rm -f "$pids/$name.pid"
+    fail_start "$message" "$@"
+  fi
+  echo "$name ready (pid $pid)"
+}
+
 # ---------------------------------------------------------------- Kafka (KRaft, one node)
 kafka_marker="kafka.Kafka $run/kafka/server.properties"
 
@@ -238,14 +253,8 @@ kafka_up() {
   local log_mark stdout_mark
   log_mark="$(size_of "$logs/kafka.log")"; stdout_mark="$(size_of "$logs/kafka.stdout")"
   spawn kafka "$kafka_marker" "$logs/kafka.stdout" "${java_args[@]}" kafka.Kafka "$run/kafka/server.properties"
-  pid="$(cat "$pids/kafka.pid")"
-  if ! "$python" "$root/infra/healthcheck.py" kafka "127.0.0.1:$kafka_port" --timeout "$timeout" --pid "$pid"; then
-    kill -TERM "$pid" 2>/dev/null || true
-    rm -f "$pids/kafka.pid"
-    fail_start "kafka failed to start (logs in $logs)" \
-      "$logs/kafka.stdout:$stdout_mark" "$logs/kafka.log:$log_mark"
-  fi
-  echo "kafka ready (pid $pid)"
+  await_start kafka kafka "127.0.0.1:$kafka_port" "$timeout" "kafka failed to start (logs in $logs)" \
+    "$logs/kafka.stdout:$stdout_mark" "$logs/kafka.log:$log_mark"
 }
 
 kafka_down() { service_down kafka "$kafka_marker"; }
@@ -266,13 +275,8 @@ registry_up() {
   cd "$root"
   spawn registry "$registry_marker" "$logs/registry.log" "$python" infra/registry_server.py --port "$registry_port" \
     --data "$run/registry.json"
-  pid="$(cat "$pids/registry.pid")"
-  if ! "$python" "$root/infra/healthcheck.py" registry "http://127.0.0.1:$registry_port" --timeout 30 --pid "$pid"; then
-    kill -TERM "$pid" 2>/dev/null || true
-    rm -f "$pids/registry.pid"
-    fail_start "registry failed to start" "$logs/registry.log:$log_mark"
-  fi
-  echo "registry ready (pid $pid)"
+  await_start registry registry "http://127.0.0.1:$registry_port" 30 "registry failed to start" \
+    "$logs/registry.log:$log_mark"
 }
 
 registry_down() { service_down registry "$registry_marker"; }
@@ -298,13 +302,8 @@ apicurio_up() {
     -XX:+ExitOnOutOfMemoryError -XX:TieredStopAtLevel=1 "$apicurio_marker" \
     -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$apicurio_port" \
     -Dquarkus.log.console.color=false -Djava.io.tmpdir="$run/apicurio" -jar "$jar"
-  pid="$(cat "$pids/apicurio.pid")"
-  if ! "$python" "$root/infra/healthcheck.py" registry "http://127.0.0.1:$apicurio_port/apis/ccompat/v7" --timeout "$timeout" --pid "$pid"; then
-    kill -TERM "$pid" 2>/dev/null || true
-    rm -f "$pids/apicurio.pid"
-    fail_start "apicurio failed to start" "$logs/apicurio.log:$log_mark"
-  fi
-  echo "apicurio ready (pid $pid)"
+  await_start apicurio registry "http://127.0.0.1:$apicurio_port/apis/ccompat/v7" "$timeout" \
+    "apicurio failed to start" "$logs/apicurio.log:$log_mark"
 }
 
 apicurio_down() { service_down apicurio "$apicurio_marker"; }
