@@ -42,13 +42,75 @@ def _count_unknown_bytes(message: Message) -> int:
     return before - message.ByteSize()
 
 
+_required: dict[type[Message], bool] = {}
+
+
+def _has_required(message_class: type[Message]) -> bool:
+    """True when the type has a proto2 ``required`` field at any depth (cached per class)."""
+    try:
+        return _required[message_class]
+    except KeyError:
+        pass
+    seen: set[str] = set()
+    stack = [message_class.DESCRIPTOR]
+    found = False
+    while stack and not found:
+        desc = stack.pop()
+        if desc.full_name in seen:
+            continue
+        seen.add(desc.full_name)
+        for field in desc.fields:
+            found = found or field.is_required
+            if field.message_type is not None:
+                stack.append(field.message_type)
+    if len(_required) > _TYPE_CACHE_SIZE:
+        _required.clear()
+    _required[message_class] = found
+    return found
+
+
+def _missing_paths(message: Message, prefix: str, out: list[str]) -> None:
+    """Paths of the unset required fields in `message`, depth first, at most 10.
+
+    Written out because upb's ``FindInitializationErrors`` crashes the interpreter on some
+    malformed payloads (seen with protobuf 7.36 on a mutated proto2 message).
+    """
+    for field in message.DESCRIPTOR.fields:
+        if len(out) >= 10:
+            return
+        name = field.name
+        if field.is_required and not message.HasField(name):
+            out.append(prefix + name)
+        elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
+            if field.is_repeated:
+                for i, item in enumerate(getattr(message, name)):
+                    _missing_paths(item, f"{prefix}{name}[{i}].", out)
+            elif message.HasField(name):
+                _missing_paths(getattr(message, name), f"{prefix}{name}.", out)
+        elif field.message_type is not None:  # a map: values may be messages
+            value_field = field.message_type.fields_by_name["value"]
+            if value_field.message_type is not None:
+                for key, item in getattr(message, name).items():
+                    _missing_paths(item, f"{prefix}{name}[{key!r}].", out)
+
+
+def _missing_required(message: Message) -> BadPayload:
+    missing: list[str] = []
+    _missing_paths(message, "", missing)
+    return BadPayload(
+        f"protobuf rejects the payload: {message.DESCRIPTOR.full_name} is missing required "
+        f"fields: {', '.join(missing)}"
+    )
+
+
 def decode_payload(
     message_class: type[Message], payload: Buffer, *, allow_unknown_fields: bool = False
 ) -> Message:
     """Parse a bare protobuf payload into `message_class`.
 
     Raises:
-        BadPayload: protobuf rejects the bytes (malformed wire data, invalid UTF-8, ...).
+        BadPayload: protobuf rejects the bytes (malformed wire data, invalid UTF-8, a proto2
+            ``required`` field missing at any depth, ...).
         UnknownFields: the payload has fields the class does not define (unless allowed).
     """
     data = payload if type(payload) is bytes else bytes(payload)
@@ -56,6 +118,10 @@ def decode_payload(
         message = message_class.FromString(data)
     except DecodeError as exc:
         raise BadPayload(f"protobuf rejects the payload: {exc}") from None
+    # upb's parse does not check `required` (its serializer does, so the size check below
+    # would raise EncodeError): a message missing one is not a message of its type
+    if _has_required(message_class) and not message.IsInitialized():
+        raise _missing_required(message)
     if not allow_unknown_fields:
         # Exact at any depth: protobuf keeps unknown fields, so the size drops on discarding
         # them if and only if there were any (inlined: this runs once per record).
@@ -126,6 +192,8 @@ def _decode_chunk(
         wrapper = batch_class.FromString(b"".join(parts))
     except DecodeError:
         wrapper = None  # some payload is bad: the per-payload pass says which
+    if wrapper is not None and _has_required(message_class) and not wrapper.IsInitialized():
+        wrapper = None  # some payload misses a required field: the per-payload pass says which
     if wrapper is not None and (allow_unknown_fields or _count_unknown_bytes(wrapper) == 0):
         items: list[Message | CodecError] = list(wrapper.items)  # type: ignore[attr-defined]
         return items

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -178,3 +179,39 @@ def test_any_with_unknown_type_url_still_decodes(setup):
     # a codec error naming why, not a TypeError from json_format.
     with pytest.raises(BadPayload, match="no canonical JSON mapping.*nowhere.X"):
         record.to_json()
+
+
+REQUIRED = textwrap.dedent(
+    """\
+    syntax = "proto2";
+    package dec2r;
+    message Line { required string sku = 1; optional int32 qty = 2; }
+    message Stock { required int64 id = 1; repeated Line lines = 2; }
+    """
+)
+
+
+@pytest.mark.parametrize("allow_unknown_fields", [False, True])
+def test_a_missing_required_field_is_bad_payload_not_a_crash(allow_unknown_fields):
+    from codec import decode_payloads
+
+    reg = MemoryRegistry()
+    reg.add(7, RegisteredSchema(REQUIRED))
+    cls = Decoder(reg).resolver.resolve_id(7).message_class_for((1,))
+    whole = cls(id=1)
+    whole.lines.add(sku="a", qty=2)
+    no_id = cls()
+    no_id.lines.add(sku="b")
+    deep = cls(id=3)
+    deep.lines.add(qty=1)  # the nested Line misses its sku
+    payloads = [whole.SerializePartialToString(), no_id.SerializePartialToString(),
+                deep.SerializePartialToString()]
+    options = {"allow_unknown_fields": allow_unknown_fields}
+    assert decode_payload(cls, payloads[0], **options) == whole
+    for payload, missing in zip(payloads[1:], ["id", "lines[0].sku"], strict=True):
+        with pytest.raises(BadPayload, match=rf"missing required fields: {re.escape(missing)}$"):
+            decode_payload(cls, payload, **options)
+    # the batch path (one parse per chunk) gives each payload its own verdict
+    results = decode_payloads(cls, payloads * 3, **options)
+    assert [type(r).__name__ for r in results] == ["Stock", "BadPayload", "BadPayload"] * 3
+    assert {r.code for r in results if isinstance(r, BadPayload)} == {"BAD_PAYLOAD"}
