@@ -13,7 +13,8 @@ Methods (records/s, best of ``--repeat`` runs on local[2]):
 
 - silver: protolake's path, executors only: ``frame_records`` (codec.parse_frame per record,
   vectorized over Arrow batches) -> distinct schema keys to the driver -> one registry lookup
-  per schema -> ``decode_records`` (codec.decode_payload + proto_types.RowConverter).
+  per schema -> ``decode_records`` (the compiled decoder of ``pipelines.proto_types._native``,
+  straight from the Arrow buffers; the upb path for what it gives back).
 - (a) Spark's ``from_protobuf`` over the bare payloads (framing stripped) with the binary
   descriptor set: only when the spark-protobuf jar is on the classpath. Maven Central as
   reachable here has no ``org.apache.spark:spark-protobuf_2.13`` at all (HTTP 404 for 4.2.0
@@ -23,6 +24,8 @@ Methods (records/s, best of ``--repeat`` runs on local[2]):
 - (b) a per-record Python UDF calling confluent-kafka's ``ProtobufDeserializer`` (what a user
   would write), returning the message as JSON text; on ``--udf-records`` records (default:
   as many as the others), best of ``--repeat`` runs like the others.
+- silver, upb path only: the same with ``DecodeSpec.native=False`` (no compiled decoder:
+  ``codec.decode_payloads`` + ``RowConverter`` for every record).
 - input: the cost of producing the input rows alone (included in every method above).
 
 Also printed: registry requests against distinct schemas, for N and 2N records; peak resident
@@ -291,8 +294,10 @@ def main() -> int:
             )
         )
 
-    def run_silver(n: int) -> tuple[int, int]:
-        """protolake's executor path; returns (registry schema requests, distinct schemas)."""
+    def run_silver(n: int, native: bool = True) -> tuple[int, int]:
+        """protolake's executor path; returns (registry schema requests, distinct schemas).
+
+        ``native=False``: without the compiled decoder (every record on the upb path)."""
         before = len([r for r in registry.requests if r[1].startswith("/schemas/")])
         resolver = SchemaResolver(open_registry(registry.url))
         # as the job does: framing once, persisted, read by the key collection and the decode
@@ -301,7 +306,7 @@ def main() -> int:
         res = resolve_schema_keys(resolver, [k for k in keys if k])
         for key, r in res.items():
             assert r.ok and r.file_descriptor_set is not None and r.message_type is not None, r
-            spec = DecodeSpec(r.file_descriptor_set, r.message_type, 3, False, {})
+            spec = DecodeSpec(r.file_descriptor_set, r.message_type, 3, False, {}, native=native)
             schema = message_spark_schema(r.file_descriptor_set, r.message_type, 3)
             decoded = decode_records(framed.where(F.col("_schema_key") == key), spec, schema)
             decoded.write.format("noop").mode("overwrite").save()
@@ -315,6 +320,7 @@ def main() -> int:
         lambda: bronze_input(n).write.format("noop").mode("overwrite").save(), args.repeat
     )
     results["silver (protolake)"] = n / timed(lambda: run_silver(n), args.repeat)
+    results["silver, upb path only"] = n / timed(lambda: run_silver(n, False), args.repeat)
 
     if "spark-protobuf" in jars:
         from pyspark.sql.protobuf.functions import from_protobuf
@@ -382,6 +388,9 @@ def main() -> int:
         )
     print(
         f"  ratio silver / from_json stand-in {ours / results[chr(40) + 'a' + chr(39) + ') from_json (JVM stand-in)']:.2f}x"
+    )
+    print(
+        f"  ratio silver / upb path only      {ours / results['silver, upb path only']:.2f}x"
     )
     print(
         f"  ratio silver / Python UDF         {ours / results['(b) Python UDF, confluent-kafka']:.1f}x (aim >= 10x)"

@@ -13,8 +13,7 @@ wire format once and fills column buffers; the result is the same Arrow record b
   order; protobuf maps have none).
 - Coverage: a message type whose columns include something the C decoder does not build
   (JSON-text columns: Struct, Value, ListValue, Any, Empty, types nested beyond
-  ``max_depth``; Duration; wrapper types; groups; closed (proto2) enums; proto2 ``required``
-  or explicit defaults; more than 512 fields) has no plan: :func:`native_decoder` returns None
+  ``max_depth``; groups; more than 512 fields in one message) has no plan: :func:`native_decoder` returns None
   and the upb path does all of it.
 - Building: the C file ships inside the package (and so inside the ``--py-files`` zip) and is
   compiled with the system C compiler (``$CC``, else ``cc``/``gcc``) once per source version
@@ -58,8 +57,8 @@ FD = FieldDescriptor
 
 # Keep in step with wire2arrow.c.
 B_I32, B_I64, B_F32, B_F64, B_BOOL, B_BIN, B_STRUCT, B_LIST = range(1, 9)
-L_IMPLICIT, L_PRESENCE, L_REPEATED, L_MAP = range(4)
-K_MESSAGE, K_TIMESTAMP = 17, 18
+L_IMPLICIT, L_PRESENCE, L_REPEATED, L_MAP, L_REQUIRED = range(5)
+K_ENUM, K_MESSAGE, K_TIMESTAMP, K_DURATION, K_WRAPPER = 16, 17, 18, 19, 32
 _MAX_FIELDS = 512
 
 # protobuf type -> (C kind, builder type)
@@ -81,7 +80,19 @@ _SCALARS: dict[int, tuple[int, int]] = {
     FD.TYPE_BYTES: (15, B_BIN),
     FD.TYPE_ENUM: (16, B_I32),
 }
-_UNSIGNED_64 = {FD.TYPE_UINT64, FD.TYPE_FIXED64}
+_UINT64_KINDS = {4, 9, K_WRAPPER + 4}
+_BOOL_KINDS = {13, K_WRAPPER + 13}
+_WRAPPED = {
+    "google.protobuf.DoubleValue": FD.TYPE_DOUBLE,
+    "google.protobuf.FloatValue": FD.TYPE_FLOAT,
+    "google.protobuf.Int64Value": FD.TYPE_INT64,
+    "google.protobuf.UInt64Value": FD.TYPE_UINT64,
+    "google.protobuf.Int32Value": FD.TYPE_INT32,
+    "google.protobuf.UInt32Value": FD.TYPE_UINT32,
+    "google.protobuf.BoolValue": FD.TYPE_BOOL,
+    "google.protobuf.StringValue": FD.TYPE_STRING,
+    "google.protobuf.BytesValue": FD.TYPE_BYTES,
+}
 
 
 class Unsupported(Exception):
@@ -134,7 +145,7 @@ def _compile(source: bytes) -> Path:
 def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     p, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
     lib.w2a_plan_new.restype = p
-    lib.w2a_plan_new.argtypes = [i32, p, i32, p, i32, p, i32, p]
+    lib.w2a_plan_new.argtypes = [i32, p, i32, p, i32, p, i32, p, i32, p]
     lib.w2a_plan_free.argtypes = [p]
     lib.w2a_decode.restype = p
     lib.w2a_decode.argtypes = [p, p, p, p, i64, p, ctypes.POINTER(i64)]
@@ -186,6 +197,8 @@ class _PlanBuilder:
         self.fields: list[list[int]] = []
         self.cases: list[int] = []
         self.btypes: list[int] = []
+        self.enums: list[int] = []
+        self._enum_at: dict[str, tuple[int, int]] = {}
 
     def builder(self, btype: int) -> int:
         self.btypes.append(btype)
@@ -222,8 +235,8 @@ class _PlanBuilder:
     ) -> list[int]:
         if fd.type == FD.TYPE_GROUP:
             raise Unsupported(f"{fd.full_name} is a group")
-        if fd.is_required or fd.has_default_value:
-            raise Unsupported(f"{fd.full_name} is required or has an explicit default")
+        # An explicit default needs presence, and a field with presence is null when unset:
+        # defaults never reach a column (map entries, whose values are defaulted, have none).
         oneof = fd.containing_oneof
         o = oneof_pos.get(oneof.name, -1) if oneof is not None else -1
         position = list(oneof.fields).index(fd) if o >= 0 else 0
@@ -234,14 +247,29 @@ class _PlanBuilder:
                 entry.fields_by_name["value"], arrow.item_type, seen
             )
             b = self.builder(B_LIST)
-            return [fd.number, key_kind, L_MAP, -1, b, key_b, sub, val_kind, val_b, 0]
+            enum = self.closed_enum(entry.fields_by_name["value"])
+            return [fd.number, key_kind, L_MAP, -1, b, key_b, sub, val_kind, val_b, 0, *enum]
         if fd.is_repeated:
             kind, elem, sub = self.element_full(fd, arrow.value_type, seen)
             b = self.builder(B_LIST)
-            return [fd.number, kind, L_REPEATED, -1, b, elem, sub, 0, -1, 0]
+            return [fd.number, kind, L_REPEATED, -1, b, elem, sub, 0, -1, 0, *self.closed_enum(fd)]
         kind, b, sub = self.element_full(fd, arrow, seen)
-        label = L_PRESENCE if fd.has_presence else L_IMPLICIT
-        return [fd.number, kind, label, o, b, -1, sub, 0, -1, position]
+        if fd.is_required:
+            label = L_REQUIRED  # a record without it is given back: protobuf decides
+        else:
+            label = L_PRESENCE if fd.has_presence else L_IMPLICIT
+        return [fd.number, kind, label, o, b, -1, sub, 0, -1, position, *self.closed_enum(fd)]
+
+    def closed_enum(self, fd: FieldDescriptor) -> tuple[int, int]:
+        """(first, count) of the closed enum's numbers in ``enums``; (0, 0) if none."""
+        if fd.type != FD.TYPE_ENUM or not fd.enum_type.is_closed:
+            return (0, 0)
+        name = fd.enum_type.full_name
+        if name not in self._enum_at:
+            numbers = sorted({v.number for v in fd.enum_type.values})
+            self._enum_at[name] = (len(self.enums), len(numbers))
+            self.enums.extend(numbers)
+        return self._enum_at[name]
 
     def element(self, fd: FieldDescriptor, arrow: pa.DataType, seen: dict[str, int]) -> tuple[int, int]:
         kind, b, _ = self.element_full(fd, arrow, seen)
@@ -255,13 +283,16 @@ class _PlanBuilder:
             name = fd.message_type.full_name
             if name == "google.protobuf.Timestamp":
                 return K_TIMESTAMP, self.builder(B_I64), -1
+            if name == "google.protobuf.Duration":
+                return K_DURATION, self.builder(B_F64), -1
+            if name in _WRAPPED:
+                inner, btype = _SCALARS[_WRAPPED[name]]
+                return K_WRAPPER + inner, self.builder(btype), -1
             if name in WELL_KNOWN_KINDS or not pa.types.is_struct(arrow):
                 raise Unsupported(f"{fd.full_name}: {name} is not a plain struct column")
             count = seen.get(name, 0)
             sub = self.message(fd.message_type, arrow, {**seen, name: count + 1})
             return K_MESSAGE, self.builder(B_STRUCT), sub
-        if fd.type == FD.TYPE_ENUM and fd.enum_type.is_closed:
-            raise Unsupported(f"{fd.full_name}: closed enum {fd.enum_type.full_name}")
         kind, btype = _SCALARS[fd.type]
         return kind, self.builder(btype), -1
 
@@ -291,6 +322,7 @@ class NativeDecoder:
                 ("fields", planner.fields),
                 ("cases", planner.cases),
                 ("btypes", planner.btypes),
+                ("enums", planner.enums),
             )
         }
         self._plan_arrays = arrays  # the C plan copies them; kept for clarity
@@ -303,6 +335,8 @@ class NativeDecoder:
             arrays["cases"].ctypes.data,
             len(planner.btypes),
             arrays["btypes"].ctypes.data,
+            len(planner.enums),
+            arrays["enums"].ctypes.data,
         )
         if not handle:
             raise Unsupported(f"{descriptor.full_name}: the C decoder refused the plan")
@@ -341,31 +375,41 @@ class NativeDecoder:
     def _describe_field(
         self, planner: _PlanBuilder, fd: FieldDescriptor, row: list[int], arrow: pa.DataType
     ) -> _Out:
-        number, kind, label, _, b, elem, sub, _, elem2, _ = row
+        kind, label, b, elem, sub, kind2, elem2 = (row[1], row[2], *row[4:9])
         if label == L_MAP:
             entry = fd.message_type
-            key = self._describe_value(planner, entry.fields_by_name["key"], elem, -1, arrow.key_type)
+            key = self._describe_value(
+                planner, entry.fields_by_name["key"], kind, elem, -1, arrow.key_type
+            )
             value = self._describe_value(
-                planner, entry.fields_by_name["value"], elem2, sub, arrow.item_type
+                planner, entry.fields_by_name["value"], kind2, elem2, sub, arrow.item_type
             )
             return _Out(b, arrow, elem=key, elem2=value)
         if label == L_REPEATED:
-            return _Out(b, arrow, elem=self._describe_value(planner, fd, elem, sub, arrow.value_type))
-        return self._describe_value(planner, fd, b, sub, arrow)
+            element = self._describe_value(planner, fd, kind, elem, sub, arrow.value_type)
+            return _Out(b, arrow, elem=element)
+        return self._describe_value(planner, fd, kind, b, sub, arrow)
 
     def _describe_value(
-        self, planner: _PlanBuilder, fd: FieldDescriptor, b: int, sub: int, arrow: pa.DataType
+        self,
+        planner: _PlanBuilder,
+        fd: FieldDescriptor,
+        kind: int,
+        b: int,
+        sub: int,
+        arrow: pa.DataType,
     ) -> _Out:
         if sub >= 0:
-            return _Out(b, arrow, children=self._describe_message(planner, sub, fd.message_type, arrow))
-        if fd.type == FD.TYPE_ENUM:
+            children = self._describe_message(planner, sub, fd.message_type, arrow)
+            return _Out(b, arrow, children=children)
+        if kind == K_ENUM:
             names = _EnumNames()
             for value in fd.enum_type.values:
                 names.setdefault(value.number, value.name)
             return _Out(b, arrow, "enum", names)
-        if fd.type in _UNSIGNED_64:
+        if kind in _UINT64_KINDS:
             return _Out(b, arrow, "uint64")
-        if fd.type == FD.TYPE_BOOL:
+        if kind in _BOOL_KINDS:
             return _Out(b, arrow, "bool")
         return _Out(b, arrow)
 

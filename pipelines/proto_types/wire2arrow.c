@@ -25,11 +25,16 @@ enum { B_I32 = 1, B_I64 = 2, B_F32 = 3, B_F64 = 4, B_BOOL = 5, B_BIN = 6, B_STRU
 enum {
   K_INT32 = 1, K_INT64, K_UINT32, K_UINT64, K_SINT32, K_SINT64, K_FIXED32, K_SFIXED32,
   K_FIXED64, K_SFIXED64, K_FLOAT, K_DOUBLE, K_BOOL, K_STRING, K_BYTES, K_ENUM, K_MESSAGE,
-  K_TIMESTAMP
+  K_TIMESTAMP, K_DURATION
 };
+/* A wrapper type (google.protobuf.Int32Value, ...): K_WRAPPER + the kind of its `value`. */
+#define K_WRAPPER 32
+#define IS_WRAPPER(kind) ((kind) > K_WRAPPER)
+/* Kinds read from a length-delimited sub-message that protobuf would merge if repeated. */
+#define IS_SUB(kind) ((kind) == K_MESSAGE || (kind) == K_TIMESTAMP || (kind) == K_DURATION || IS_WRAPPER(kind))
 
 /* Field labels. */
-enum { L_IMPLICIT = 0, L_PRESENCE = 1, L_REPEATED = 2, L_MAP = 3 };
+enum { L_IMPLICIT = 0, L_PRESENCE = 1, L_REPEATED = 2, L_MAP = 3, L_REQUIRED = 4 };
 
 #define GIVE_BACK 1
 #define NO_MEMORY 2
@@ -49,7 +54,9 @@ typedef struct {
 
 typedef struct {
   int number, kind, label, oneof, builder, elem, sub, kind2, elem2, position;
+  int enum_first, enum_count; /* closed enum: its sorted numbers in Plan.enums; else count 0 */
 } Field;
+#define FIELD_INTS 12
 
 typedef struct {
   int first, nfields, noneofs, case_first, maxnum;
@@ -62,6 +69,7 @@ typedef struct {
   Field *fields;
   int *cases;     /* builder of each real oneof's case column */
   int *btypes;
+  int32_t *enums; /* the numbers of closed enums, sorted per enum */
 } Plan;
 
 typedef struct {
@@ -139,8 +147,8 @@ static int wire_type_of(int kind) {
   switch (kind) {
     case K_FIXED32: case K_SFIXED32: case K_FLOAT: return 5;
     case K_FIXED64: case K_SFIXED64: case K_DOUBLE: return 1;
-    case K_STRING: case K_BYTES: case K_MESSAGE: case K_TIMESTAMP: return 2;
-    default: return 0;
+    case K_STRING: case K_BYTES: case K_MESSAGE: case K_TIMESTAMP: case K_DURATION: return 2;
+    default: return IS_WRAPPER(kind) ? 2 : 0;
   }
 }
 
@@ -263,6 +271,74 @@ static int append_timestamp(Builder *b, const uint8_t *p, size_t n, uint8_t vali
   return append_valid(b, valid);
 }
 
+/* Duration as double seconds, (seconds * 1e9 + nanos) / 1e9 correctly rounded: exact when the
+ * nanosecond total fits a double's 53 bits (|total| <= 2^53 ns, about 104 days); longer ones
+ * are given back (the upb path divides the exact integers). */
+static int append_duration(Builder *b, const uint8_t *p, size_t n, uint8_t valid) {
+  const uint8_t *end = p + n;
+  int64_t seconds = 0, nanos = 0;
+  while (p < end) {
+    uint64_t tag, v;
+    if (read_varint(&p, end, &tag) || (tag & 7) != 0) return GIVE_BACK;
+    if (read_varint(&p, end, &v)) return GIVE_BACK;
+    if ((tag >> 3) == 1) seconds = (int64_t)v;
+    else if ((tag >> 3) == 2) nanos = (int64_t)(int32_t)(uint32_t)v;
+    else return GIVE_BACK;
+  }
+  int64_t total;
+  if (__builtin_mul_overflow(seconds, (int64_t)1000000000, &total)) return GIVE_BACK;
+  if (__builtin_add_overflow(total, nanos, &total)) return GIVE_BACK;
+  const int64_t limit = (int64_t)1 << 53;
+  if (total > limit || total < -limit) return GIVE_BACK;
+  double value = (double)total / 1e9;
+  if (buf_put(&b->data, &value, 8)) return NO_MEMORY;
+  return append_valid(b, valid);
+}
+
+static int append_bytes(Builder *b, int kind, const uint8_t *p, size_t n, uint8_t valid);
+
+/* A wrapper message: its field 1 (`value`, of kind `inner`), protobuf's default when absent. */
+static int append_wrapper(Builder *b, int inner, const uint8_t *p, size_t n, uint8_t valid) {
+  const uint8_t *end = p + n, *s = NULL;
+  size_t len = 0;
+  uint64_t raw = 0;
+  int want = wire_type_of(inner);
+  while (p < end) {
+    uint64_t tag;
+    if (read_varint(&p, end, &tag)) return GIVE_BACK;
+    if ((tag >> 3) != 1 || (int)(tag & 7) != want) return GIVE_BACK;
+    if (want == 2) {
+      if (read_len(&p, end, &s, &len)) return GIVE_BACK;
+    } else if (read_scalar(inner, &p, end, &raw)) {
+      return GIVE_BACK;
+    }
+  }
+  if (want == 2) return append_bytes(b, inner, s, len, valid);
+  return append_scalar(b, inner, raw, valid);
+}
+
+/* 1 when `value` is a number of the field's closed enum (or the enum is open). */
+static int enum_ok(const Plan *plan, const Field *f, uint64_t raw) {
+  if (f->enum_count == 0) return 1;
+  int32_t v = (int32_t)(uint32_t)raw;
+  const int32_t *lo = plan->enums + f->enum_first;
+  int a = 0, z = f->enum_count - 1;
+  while (a <= z) {
+    int mid = (a + z) / 2;
+    if (lo[mid] == v) return 1;
+    if (lo[mid] < v) a = mid + 1;
+    else z = mid - 1;
+  }
+  return 0; /* protobuf keeps it as an unknown field: the upb path decides */
+}
+
+/* A length-delimited value of a sub-message kind (not K_MESSAGE) into its builder. */
+static int append_sub_value(Builder *b, int kind, const uint8_t *p, size_t n, uint8_t valid) {
+  if (kind == K_TIMESTAMP) return append_timestamp(b, p, n, valid);
+  if (kind == K_DURATION) return append_duration(b, p, n, valid);
+  return append_wrapper(b, kind - K_WRAPPER, p, n, valid);
+}
+
 /* ---------------------------------------------------------------- messages */
 
 typedef struct {
@@ -285,7 +361,7 @@ static int append_absent(Ctx *c, const Field *f, uint8_t valid) {
       int rc = append_null_message(c, f->sub);
       return rc ? rc : append_valid(b, 0);
     }
-    case K_TIMESTAMP: {
+    case K_TIMESTAMP: case K_DURATION: {
       int64_t zero = 0;
       if (buf_put(&b->data, &zero, 8)) return NO_MEMORY;
       return append_valid(b, 0);
@@ -293,6 +369,11 @@ static int append_absent(Ctx *c, const Field *f, uint8_t valid) {
     case K_STRING: case K_BYTES:
       return append_bytes(b, f->kind, NULL, 0, valid);
     default:
+      if (IS_WRAPPER(f->kind)) {
+        int inner = f->kind - K_WRAPPER;
+        return wire_type_of(inner) == 2 ? append_bytes(b, inner, NULL, 0, 0)
+                                        : append_scalar(b, inner, 0, 0);
+      }
       return append_scalar(b, f->kind, 0, valid);
   }
 }
@@ -312,22 +393,23 @@ static int append_null_message(Ctx *c, int m) {
 }
 
 /* Appends one element of kind `kind` read from the wire (value of a repeated or map field). */
-static int append_element(Ctx *c, int kind, int builder, int sub, const uint8_t **pp,
-                          const uint8_t *end) {
-  Builder *b = &c->b[builder];
+static int append_element(Ctx *c, const Field *f, const uint8_t **pp, const uint8_t *end) {
+  int kind = f->kind;
+  Builder *b = &c->b[f->elem];
   if (wire_type_of(kind) == 2) {
     const uint8_t *s;
     size_t n;
     if (read_len(pp, end, &s, &n)) return GIVE_BACK;
     if (kind == K_MESSAGE) {
-      int rc = decode_message(c, sub, s, s + n);
+      int rc = decode_message(c, f->sub, s, s + n);
       return rc ? rc : append_valid(b, 1);
     }
-    if (kind == K_TIMESTAMP) return append_timestamp(b, s, n, 1);
+    if (IS_SUB(kind)) return append_sub_value(b, kind, s, n, 1);
     return append_bytes(b, kind, s, n, 1);
   }
   uint64_t raw;
   if (read_scalar(kind, pp, end, &raw)) return GIVE_BACK;
+  if (kind == K_ENUM && !enum_ok(c->plan, f, raw)) return GIVE_BACK;
   return append_scalar(b, kind, raw, 1);
 }
 
@@ -360,14 +442,17 @@ static int append_map_entry(Ctx *c, const Field *f, const uint8_t *p, const uint
       if (read_len(&p, end, &s, &n)) return GIVE_BACK;
       if (num == 1) { key_p = s; key_n = n; has_key = 1; }
       else {
-        if (has_val && (kind == K_MESSAGE || kind == K_TIMESTAMP)) return GIVE_BACK; /* merge */
+        if (has_val && IS_SUB(kind)) return GIVE_BACK; /* protobuf merges the two */
         val_p = s; val_n = n; has_val = 1;
       }
     } else {
       uint64_t raw;
       if (read_scalar(kind, &p, end, &raw)) return GIVE_BACK;
       if (num == 1) { key_raw = raw; has_key = 1; }
-      else { val_raw = raw; has_val = 1; }
+      else {
+        if (kind == K_ENUM && !enum_ok(c->plan, f, raw)) return GIVE_BACK;
+        val_raw = raw; has_val = 1;
+      }
     }
   }
   (void)has_key;
@@ -378,12 +463,13 @@ static int append_map_entry(Ctx *c, const Field *f, const uint8_t *p, const uint
   for (int64_t j = first_key; j < kb->n - 1; j++)
     if (same_key(kb, j, kb->n - 1)) return GIVE_BACK; /* protobuf keeps the last: upb says */
   Builder *vb = &c->b[f->elem2];
+  /* a closed enum's default is its first value, not 0: the upb path fills it in */
+  if (!has_val && f->kind2 == K_ENUM && f->enum_count) return GIVE_BACK;
+  if (f->kind2 != K_MESSAGE && IS_SUB(f->kind2)) return append_sub_value(vb, f->kind2, val_p, val_n, 1);
   switch (f->kind2) {
     case K_MESSAGE:
       rc = decode_message(c, f->sub, val_p, val_p + val_n);
       return rc ? rc : append_valid(vb, 1);
-    case K_TIMESTAMP:
-      return append_timestamp(vb, val_p, val_n, 1);
     case K_STRING: case K_BYTES:
       return append_bytes(vb, f->kind2, val_p, val_n, 1);
     default:
@@ -428,9 +514,9 @@ static int decode_message(Ctx *c, int m, const uint8_t *p, const uint8_t *end) {
         if (read_len(&p, end, &s, &n)) return GIVE_BACK;
         const uint8_t *q = s, *qend = s + n;
         while (q < qend)
-          if ((rc = append_element(c, f->kind, f->elem, f->sub, &q, qend))) return rc;
+          if ((rc = append_element(c, f, &q, qend))) return rc;
       } else if (wt == want) {
-        if ((rc = append_element(c, f->kind, f->elem, f->sub, &p, end))) return rc;
+        if ((rc = append_element(c, f, &p, end))) return rc;
       } else {
         return GIVE_BACK;
       }
@@ -438,9 +524,11 @@ static int decode_message(Ctx *c, int m, const uint8_t *p, const uint8_t *end) {
       if (wt != want) return GIVE_BACK;
       Slot *s = &slots[i];
       if (want == 2) {
-        if (s->present && (f->kind == K_MESSAGE || f->kind == K_TIMESTAMP)) return GIVE_BACK;
+        if (s->present && IS_SUB(f->kind)) return GIVE_BACK; /* protobuf merges the two */
         if (read_len(&p, end, &s->p, &s->len)) return GIVE_BACK;
       } else if (read_scalar(f->kind, &p, end, &s->v)) {
+        return GIVE_BACK;
+      } else if (f->kind == K_ENUM && !enum_ok(plan, f, s->v)) {
         return GIVE_BACK;
       }
       s->present = 1;
@@ -456,12 +544,13 @@ static int decode_message(Ctx *c, int m, const uint8_t *p, const uint8_t *end) {
     if (f->label == L_REPEATED || f->label == L_MAP) {
       rc = append_absent(c, f, 1);
     } else if (!present) {
+      if (f->label == L_REQUIRED) return GIVE_BACK; /* missing: protobuf's call */
       rc = append_absent(c, f, f->label == L_IMPLICIT);
     } else if (f->kind == K_MESSAGE) {
       rc = decode_message(c, f->sub, s->p, s->p + s->len);
       if (!rc) rc = append_valid(b, 1);
-    } else if (f->kind == K_TIMESTAMP) {
-      rc = append_timestamp(b, s->p, s->len, 1);
+    } else if (IS_SUB(f->kind)) {
+      rc = append_sub_value(b, f->kind, s->p, s->len, 1);
     } else if (f->kind == K_STRING || f->kind == K_BYTES) {
       rc = append_bytes(b, f->kind, s->p, s->len, 1);
     } else {
@@ -488,14 +577,17 @@ void w2a_plan_free(Plan *plan) {
   free(plan->fields);
   free(plan->cases);
   free(plan->btypes);
+  free(plan->enums);
   free(plan);
 }
 
 /* msgs: 4 ints per message (first field, field count, oneof count, first case builder);
- * fields: 10 ints per field (see Field); cases: builder per oneof; btypes: type per builder.
- * Message 0 is the root. Returns NULL when the plan is not one this file can run. */
+ * fields: FIELD_INTS ints per field (see Field); cases: builder per oneof; btypes: type per
+ * builder; enums: closed enums' numbers. Message 0 is the root. Returns NULL when the plan
+ * is not one this file can run. */
 Plan *w2a_plan_new(int nmsg, const int32_t *msgs, int nfield, const int32_t *fields, int ncase,
-                   const int32_t *cases, int nbuilder, const int32_t *btypes) {
+                   const int32_t *cases, int nbuilder, const int32_t *btypes, int nenum,
+                   const int32_t *enums) {
   Plan *plan = calloc(1, sizeof(Plan));
   if (!plan) return NULL;
   plan->nmsg = nmsg;
@@ -505,13 +597,17 @@ Plan *w2a_plan_new(int nmsg, const int32_t *msgs, int nfield, const int32_t *fie
   plan->fields = calloc((size_t)(nfield ? nfield : 1), sizeof(Field));
   plan->cases = calloc((size_t)(ncase ? ncase : 1), sizeof(int));
   plan->btypes = calloc((size_t)(nbuilder ? nbuilder : 1), sizeof(int));
-  if (!plan->msgs || !plan->fields || !plan->cases || !plan->btypes) goto fail;
+  plan->enums = calloc((size_t)(nenum ? nenum : 1), sizeof(int32_t));
+  if (!plan->msgs || !plan->fields || !plan->cases || !plan->btypes || !plan->enums) goto fail;
+  for (int i = 0; i < nenum; i++) plan->enums[i] = enums[i];
   for (int i = 0; i < nfield; i++) {
-    const int32_t *r = fields + 10 * i;
+    const int32_t *r = fields + FIELD_INTS * i;
     Field *f = &plan->fields[i];
     f->number = r[0]; f->kind = r[1]; f->label = r[2]; f->oneof = r[3]; f->builder = r[4];
     f->elem = r[5]; f->sub = r[6]; f->kind2 = r[7]; f->elem2 = r[8]; f->position = r[9];
+    f->enum_first = r[10]; f->enum_count = r[11];
     if (f->builder < 0 || f->builder >= nbuilder) goto fail;
+    if (f->enum_count < 0 || f->enum_first < 0 || f->enum_first + f->enum_count > nenum) goto fail;
   }
   for (int i = 0; i < ncase; i++) plan->cases[i] = cases[i];
   for (int i = 0; i < nbuilder; i++) plan->btypes[i] = btypes[i];

@@ -41,6 +41,8 @@ NATIVE_TYPES = [
     "protolake.test.v3.Choice",
     "protolake.test.v3.Point",
     "protolake.test.ed.Feature",
+    "protolake.test.native.Timing",
+    "protolake.test.native2.Stock",
 ]
 
 
@@ -48,7 +50,12 @@ NATIVE_TYPES = [
 def protos(tmp_path_factory: pytest.TempPathFactory) -> Protos:
     return Protos(
         compile_protos(
-            tmp_path_factory.mktemp("native"), "types3.proto", "types2.proto", "editions.proto"
+            tmp_path_factory.mktemp("native"),
+            "types3.proto",
+            "types2.proto",
+            "editions.proto",
+            "native3.proto",
+            "native2.proto",
         )
     )
 
@@ -76,6 +83,25 @@ def _normal(value: Any) -> Any:
     return value
 
 
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with timestamps as int64 microseconds: any int64 is a valid Arrow timestamp, not
+    every one is a Python datetime."""
+    if pa.types.is_timestamp(t):
+        return pa.int64()
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_plain_type(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(_plain_type(t.key_type), _plain_type(t.item_type))
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_plain_type(t.value_type)))
+    return t
+
+
+def _rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
+    columns = [c.cast(_plain_type(c.type)) for c in batch.columns]
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names).to_pylist()
+
+
 def _decode(desc: Descriptor, payloads: list[bytes]) -> tuple[list[Any], list[int]]:
     conv = RowConverter(desc, 3)
     decoder = native_decoder(desc, conv.arrow_schema, 3)
@@ -84,7 +110,7 @@ def _decode(desc: Descriptor, payloads: list[bytes]) -> tuple[list[Any], list[in
     starts = pa.array([0] * len(payloads), pa.int32())
     batch, given_back = decoder.decode(values, starts)
     assert batch.schema == conv.arrow_schema
-    return batch.to_pylist(), given_back
+    return _rows(batch), given_back
 
 
 def _oracle(protos: Any, desc: Descriptor, payload: bytes) -> dict[str, Any] | None:
@@ -94,7 +120,7 @@ def _oracle(protos: Any, desc: Descriptor, payload: bytes) -> dict[str, Any] | N
     if isinstance(result, CodecError):
         return None
     try:
-        return RowConverter(desc, 3).to_record_batch([result]).to_pylist()[0]
+        return _rows(RowConverter(desc, 3).to_record_batch([result]))[0]
     except RowConversionError:
         return None
 
@@ -144,13 +170,35 @@ def _scalar(draw: Any, field: FieldDescriptor) -> Any:
         return draw(st.binary(max_size=6))
     if t == FD.TYPE_ENUM:
         known = [v.number for v in field.enum_type.values]
+        if field.enum_type.is_closed:  # protobuf refuses unknown numbers for closed enums
+            return draw(st.sampled_from(known))
         return draw(st.one_of(st.sampled_from(known), st.integers(-5, 2**31 - 1)))
     raise AssertionError(field.type)
 
 
+def _fill_special(draw: Any, sub: Any) -> bool:
+    """Fill a Timestamp, Duration or wrapper with a value; False for other messages."""
+    name = sub.DESCRIPTOR.full_name
+    if name == "google.protobuf.Timestamp":
+        sub.seconds = draw(st.integers(-(2**35), 2**35))
+        sub.nanos = draw(st.integers(0, 999_999_999))
+    elif name == "google.protobuf.Duration":
+        # within 2^53 ns (about 104 days): longer ones are given back by design (see
+        # test_durations_are_exact_or_given_back)
+        sub.seconds = draw(st.integers(-9_000_000, 9_000_000))
+        nanos = draw(st.integers(0, 999_999_999))
+        sub.nanos = -nanos if sub.seconds < 0 else nanos
+    elif name.startswith("google.protobuf.") and name.endswith("Value"):
+        if draw(st.booleans()):  # an unset value is the wrapper's default, still set
+            sub.value = _scalar(draw, sub.DESCRIPTOR.fields_by_name["value"])
+    else:
+        return False
+    return True
+
+
 def _fill(draw: Any, message: Any, depth: int = 0) -> None:
     for field in message.DESCRIPTOR.fields:
-        if not draw(st.booleans()):
+        if not field.is_required and not draw(st.booleans()):
             continue
         is_message = field.type == FD.TYPE_MESSAGE
         if field.is_repeated and is_message and field.message_type.GetOptions().map_entry:
@@ -161,10 +209,7 @@ def _fill(draw: Any, message: Any, depth: int = 0) -> None:
                 key = _scalar(draw, key_f)
                 if val_f.type == FD.TYPE_MESSAGE:
                     sub = container[key]
-                    if val_f.message_type.full_name == "google.protobuf.Timestamp":
-                        sub.seconds = draw(st.integers(-(2**35), 2**35))
-                        sub.nanos = draw(st.integers(0, 999_999_999))
-                    elif depth < 2:
+                    if not _fill_special(draw, sub) and depth < 2:
                         _fill(draw, sub, depth + 1)
                 else:
                     container[key] = _scalar(draw, val_f)
@@ -173,14 +218,14 @@ def _fill(draw: Any, message: Any, depth: int = 0) -> None:
             for _ in range(draw(st.integers(0, 3))):
                 if is_message:
                     sub = container.add()
-                    if depth < 2:
+                    if not _fill_special(draw, sub) and depth < 2:
                         _fill(draw, sub, depth + 1)
                 else:
                     container.append(_scalar(draw, field))
         elif is_message:
             sub = getattr(message, field.name)
             sub.SetInParent()
-            if depth < 2:
+            if not _fill_special(draw, sub) and depth < 2:
                 _fill(draw, sub, depth + 1)
         else:
             setattr(message, field.name, _scalar(draw, field))
@@ -305,10 +350,10 @@ def test_oneof_keeps_the_last_member_written(protos: Any, lib: Any) -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        "protolake.test.v3.WellKnown",  # Duration, wrappers, Struct/Any JSON text
+        "protolake.test.v3.WellKnown",  # Struct/Value/Any/Empty: JSON text
         "protolake.test.v3.TreeNode",  # recursion: JSON text below max_depth
-        "protolake.test.v3.Shipment",  # Duration, Struct, wrapper
-        "protolake.test.v2.Legacy",  # required, group, closed enum
+        "protolake.test.v3.Shipment",  # a Struct
+        "protolake.test.v2.Legacy",  # a group
     ],
 )
 def test_types_without_a_plan_use_the_upb_path(protos: Any, lib: Any, name: str) -> None:
@@ -327,7 +372,7 @@ def test_timestamps_out_of_range_are_given_back(protos: Any, lib: Any) -> None:
     given_back = _check_against_oracle(protos, maps, payloads)
     assert given_back == [2, 3]
     rows, _ = _decode(maps, payloads)
-    assert [r["str_to_ts"][0][1].timestamp() for r in rows] == [10.000999, -0.5]
+    assert [r["str_to_ts"][0][1] for r in rows] == [10_000_999, -500_000]  # microseconds
 
 
 # ------------------------------------------------------------------ building the library
@@ -363,3 +408,103 @@ def test_without_a_compiler_or_when_disabled_the_upb_path_runs(tmp_path: Path) -
     off = _fresh_python({"PROTOLAKE_NATIVE": "0"}, tmp_path)
     assert "LIB False" in off.stdout
     assert list(tmp_path.glob("*.so")) == []
+
+
+# ------------------------------------------------------------------ in the silver decode step
+
+
+def test_silver_decode_gives_the_same_rows_with_and_without_it(protos: Any, lib: Any) -> None:
+    from pipelines.silver.decode import DecodeSpec, decode_batches
+
+    rep = protos.cls("protolake.test.v3.Repeated")
+    point = rep(r_int32=[1, 2], r_string=["a"], r_enum=[1, 77])
+    point.r_msg.add(x=3).origin.source = "o"
+    good = [rep(r_int64=[i], r_bool=[i % 2 == 0]).SerializeToString() for i in range(20)]
+    twice = _ld(17, _ld(3, _ld(1, b"x"))) + _ld(17, b"")  # repeated message: fine natively
+    merged = _ld(17, _tag(3, 2) + b"\x00" + _tag(3, 2) + b"\x00")  # origin twice: upb merges
+    unknown = point.SerializeToString() + _tag(99, 0) + _varint(1)  # UNKNOWN_FIELDS
+    bad = _tag(14, 2) + _varint(2) + b"\xff\xfe"  # not UTF-8: BAD_PAYLOAD
+    payloads = [point.SerializeToString(), *good, twice, merged, unknown, bad]
+    prefix = b"\x00\x00\x00\x00\x07\x00"  # magic 0, schema id 7, indexes [0]
+    headers_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    n = len(payloads)
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "key": pa.array([None] * n, pa.binary()),
+            "value": pa.array([prefix + p for p in payloads], pa.binary()),
+            "topic": pa.array(["t"] * n),
+            "partition": pa.array([0] * n, pa.int32()),
+            "offset": pa.array(range(n), pa.int64()),
+            "timestamp": pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+            "headers": pa.array([[]] * n, headers_type),
+            "_payload_offset": pa.array([len(prefix)] * n, pa.int32()),
+            "_key_schema_key": pa.array([None] * n, pa.string()),
+            "_key_payload_offset": pa.array([None] * n, pa.int32()),
+        }
+    )
+
+    def run(native: bool) -> dict[int, Any]:
+        spec = DecodeSpec(protos.fds, "protolake.test.v3.Repeated", 3, False, {}, native=native)
+        out = [row for b in decode_batches(spec, [batch]) for row in b.to_pylist()]
+        assert len(out) == n
+        return {row["_kafka_offset"]: _normal(row) for row in out}
+
+    with_native, without = run(True), run(False)
+    assert with_native == without
+    codes = {offset: row["_decode_code"] for offset, row in with_native.items()}
+    assert codes[n - 2] == "UNKNOWN_FIELDS" and codes[n - 1] == "BAD_PAYLOAD"
+    assert [codes[i] for i in range(n - 2)] == [None] * (n - 2)
+    assert with_native[0]["r_enum"] == ["RED", "77"]
+    assert with_native[n - 3]["r_msg"] == [{"x": 0, "y": 0, "origin": {"source": ""}}]
+
+
+def test_proto2_required_and_closed_enums_are_protobufs_call(protos: Any, lib: Any) -> None:
+    stock = protos.descriptor("protolake.test.native2.Stock")
+    base = _ld(1, b"sku-1") + _tag(2, 0) + _varint(3)  # sku, delta = zigzag(3) = -2
+    cases = [
+        base + _tag(3, 0) + _varint(3),  # tier GOLD: fine
+        base + _tag(3, 0) + _varint(4),  # tier 4: not a Tier number (unknown field to protobuf)
+        _ld(1, b"sku-2"),  # delta missing: protobuf refuses the message
+        base + _tag(4, 0) + _varint(5) + _tag(4, 0) + _varint(9),  # tiers [SILVER, 9]
+        base + _ld(5, _ld(1, b"lyon")),  # map value missing: left to protobuf's default
+        base + _ld(7, b""),  # bin without its required code
+        base + _ld(7, _ld(1, b"A1")),  # bin A1, frozen defaults... to null (presence)
+    ]
+    given_back = _check_against_oracle(protos, stock, cases)
+    assert given_back == [1, 2, 3, 4, 5]
+    rows, _ = _decode(stock, cases)
+    assert [(r["delta"], r["tier"], r["reorder_at"]) for r in rows] == [
+        (-2, "GOLD", None),
+        (-2, None, None),  # presence: unset is null, whatever the declared default
+    ]
+    assert rows[1]["bin"] == {"code": "A1", "frozen": None}
+
+
+def test_durations_are_exact_or_given_back(protos: Any, lib: Any) -> None:
+    timing = protos.descriptor("protolake.test.native.Timing")
+
+    def took(seconds: int, nanos: int) -> bytes:
+        return _ld(1, _tag(1, 0) + _varint(seconds % 2**64) + _tag(2, 0) + _varint(nanos % 2**64))
+
+    payloads = [took(1, 500_000_000), took(-3, -1), took(9_000_000, 1), took(10**10, 0)]
+    given_back = _check_against_oracle(protos, timing, payloads)
+    assert given_back == [3]  # 10^19 ns does not fit a double exactly: the upb path divides
+    rows, _ = _decode(timing, payloads)
+    assert [r["took"] for r in rows] == [1.5, -3.000000001, 9_000_000.000000001]
+
+
+def test_wrappers_are_null_unset_and_their_value_when_set(protos: Any, lib: Any) -> None:
+    timing = protos.descriptor("protolake.test.native.Timing")
+    payloads = [
+        b"",
+        _ld(10, b"") + _ld(13, _ld(1, b"x")) + _ld(9, _tag(1, 0) + _varint(2**64 - 1)),
+        _ld(12, _tag(1, 0) + _varint(1)) + _ld(18, b"") + _ld(15, b"") + _ld(15, _tag(1, 0) + _varint(7)),
+        _ld(13, _tag(2, 0) + _varint(1)),  # a StringValue with a field it does not have
+    ]
+    given_back = _check_against_oracle(protos, timing, payloads)
+    assert given_back == [3]
+    rows, _ = _decode(timing, payloads)
+    picked = [(r["w_int32"], r["w_string"], r["w_uint64"], r["w_bool"], r["max_count"], r["limit_case"], r["w_list"]) for r in rows]
+    assert picked[0] == (None, None, None, None, None, None, [])
+    assert picked[1][:3] == (0, "x", 2**64 - 1)
+    assert picked[2][3:] == (True, 0, "max_count", [0, 7])
