@@ -1,7 +1,9 @@
 """Step 1 of a silver micro-batch: read the Confluent framing of every bronze record.
 
-Runs on the executors, one Arrow batch at a time (``mapInArrow``), calling
-``codec.parse_frame`` per record; nothing is decoded here and the registry is not asked.
+Runs on the executors, one Arrow batch at a time (``mapInArrow``); nothing is decoded here
+and the registry is not asked. ``codec.parse_frame`` reads one record per distinct frame
+head, and every other record with that head gets its columns column-wise (see
+:func:`_frame_batch`); records with headers or framed keys are framed one by one.
 
 Output columns (:data:`FRAMED_FIELDS`), beside the bronze columns it keeps (key, value,
 topic, partition, offset, timestamp, headers):
@@ -24,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
@@ -217,21 +220,74 @@ def _batch_headers(column: pa.Array) -> list[list[tuple[str, bytes | None]] | No
     return out
 
 
+_VECTOR_HEADS = 16  # distinct frame heads matched column-wise per batch; the rest row by row
+
+
 def _frame_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     framer = Framer()
-    columns = framer.columns
     for batch in batches:
-        values = batch.column("value").to_pylist()
-        keys = batch.column("key").to_pylist()
-        headers = _batch_headers(batch.column("headers"))
-        rows = list(map(columns, values, keys, headers))
-        arrays = [batch.column(c) for c in BRONZE_COLUMNS]
-        out_names = list(BRONZE_COLUMNS)
-        transposed = list(zip(*rows, strict=True)) if rows else [()] * len(FRAMED_FIELDS)
-        for field, col in zip(FRAMED_FIELDS, transposed, strict=True):
-            arrays.append(pa.array(list(col), type=_ARROW_TYPES[field.name]))
-            out_names.append(field.name)
-        yield pa.RecordBatch.from_arrays(arrays, names=out_names)
+        yield _frame_batch(framer, batch)
+
+
+def _frame_batch(framer: Framer, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The framing columns of one batch, exactly ``Framer.columns`` row by row.
+
+    Column-wise for the common rows: a prefix frame's columns are a function of its head
+    bytes (see :class:`Framer`), so once one row's head ``00 | id | indexes`` is parsed, every
+    row whose value starts with those bytes, has no headers and no key that could be a frame
+    (null, empty, or a first byte other than 0 and 1) gets the same columns, found with one
+    Arrow comparison over the batch. Rows left over (headers, framed keys, bad frames, more
+    than ``_VECTOR_HEADS`` distinct heads) go through ``Framer.columns`` one by one.
+    """
+    n = batch.num_rows
+    values = batch.column("value")
+    keys = batch.column("key")
+    headers = batch.column("headers")
+    key_first = pc.binary_slice(keys, 0, 1)
+    key_may_frame = pc.or_(
+        pc.equal(key_first, pa.scalar(b"\x00", pa.binary())),
+        pc.equal(key_first, pa.scalar(b"\x01", pa.binary())),
+    )
+    plain = pc.and_not(
+        pc.invert(pc.fill_null(pc.greater(pc.list_value_length(headers), 0), False)),
+        pc.fill_null(key_may_frame, False),
+    )
+    pending = np.asarray(pc.and_(plain, pc.is_valid(values)), dtype=bool).copy()
+    entry = np.full(n, -1, dtype=np.int64)  # row -> its columns in `table`
+    table: list[tuple[Any, ...]] = []
+    for _ in range(_VECTOR_HEADS):
+        rows = np.flatnonzero(pending)
+        if not len(rows):
+            break
+        first = int(rows[0])
+        value = values[first].as_py()
+        vals = framer._frame(value, None, is_key=False)
+        if vals is None:  # no valid frame: this row goes row by row
+            pending[first] = False
+            continue
+        head = value[: vals[4]]
+        same = pc.equal(pc.binary_slice(values, 0, len(head)), pa.scalar(head, pa.binary()))
+        match = np.asarray(pc.fill_null(same, False), dtype=bool) & pending
+        entry[match] = len(table)
+        table.append((*vals, None, None))
+        pending &= ~match
+    leftover = np.flatnonzero(entry < 0).tolist()
+    if leftover:
+        take = pa.array(leftover, pa.int64())
+        row_headers = _batch_headers(headers.take(take))
+        for i, value, key, hdrs in zip(
+            leftover, values.take(take).to_pylist(), keys.take(take).to_pylist(), row_headers,
+            strict=True,
+        ):
+            entry[i] = len(table)
+            table.append(framer.columns(value, key, hdrs))
+    arrays = [batch.column(c) for c in BRONZE_COLUMNS]
+    index = pa.array(entry, pa.int64())
+    transposed = list(zip(*table, strict=True)) if table else [()] * len(FRAMED_FIELDS)
+    for field, col in zip(FRAMED_FIELDS, transposed, strict=True):
+        arrays.append(pa.array(list(col), type=_ARROW_TYPES[field.name]).take(index))
+    names = [*BRONZE_COLUMNS, *(f.name for f in FRAMED_FIELDS)]
+    return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
 _ARROW_TYPES: dict[str, pa.DataType] = {

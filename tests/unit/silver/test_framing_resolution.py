@@ -216,3 +216,51 @@ def test_frame_batches_match_frame_columns_row_by_row(producer: Any, versions: A
         assert tuple(out.column(name)[i].as_py() for name in names) == expected
     assert out.column("_frame_code").to_pylist()[2:4] == ["BAD_MAGIC", "EMPTY_VALUE"]
     assert out.column("_schema_key")[5].as_py() == "id:3|0.1"
+
+
+_common_heads = st.sampled_from(
+    [b"\x00\x00\x00\x00\x01\x00", b"\x00\x00\x00\x00\x01\x02\x02", b"\x00\x00\x01\x11\x70\x00"]
+)
+# mostly what producers write (few heads, many rows), mixed with anything at all
+_batch_rows = st.lists(
+    st.one_of(
+        st.tuples(
+            st.builds(lambda h, p: h + p, _common_heads, st.binary(max_size=4)),
+            st.sampled_from([None, b"", b"order-7"]),
+            st.sampled_from([None, []]),
+        ),
+        st.tuples(
+            st.one_of(st.none(), _framed),
+            st.one_of(st.none(), st.just(b"order-7"), _framed),
+            _headers,
+        ),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_batch_rows)
+def test_column_wise_framing_agrees_with_frame_columns(records: list[Any]) -> None:
+    header_t = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    n = len(records)
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array([r[1] for r in records], pa.binary()),
+            pa.array([r[0] for r in records], pa.binary()),
+            pa.array(["t"] * n),
+            pa.array([0] * n, pa.int32()),
+            pa.array(range(n), pa.int64()),
+            pa.array([None] * n, pa.timestamp("us")),
+            pa.array(
+                [None if h is None else [{"key": k, "value": v} for k, v in h] for _, _, h in records],
+                header_t,
+            ),
+        ],
+        names=list(BRONZE_COLUMNS),
+    )
+    outs = list(_frame_batches([batch, batch]))  # the second batch meets a warm memo
+    names = [f.name for f in FRAMED_FIELDS]
+    for out in outs:
+        got = list(zip(*(out.column(name).to_pylist() for name in names), strict=True))
+        assert got == [frame_columns(v, k, h) for v, k, h in records]
