@@ -48,6 +48,8 @@ Example (every key, with its default)::
     max_recursion_depth = 3                  # deeper levels of recursive messages become JSON text
     keep_unknown_fields = false              # false: UNKNOWN_FIELDS goes to quarantine
     native_decoder = true                    # compiled decoder where it applies (needs a C compiler)
+    cache_bronze = true                      # false: each pass re-reads the batch (faster on local disk;
+                                             # Spark's numInputRows then counts every pass)
     catalog_database = "protolake"           # Spark catalog database the silver tables are registered in
 
     [[quality.expectations]]
@@ -129,6 +131,7 @@ class SilverConfig:
     max_recursion_depth: int = 3
     keep_unknown_fields: bool = False
     native_decoder: bool = True
+    cache_bronze: bool = True
     catalog_database: str = "protolake"
 
 

@@ -232,6 +232,7 @@ def _run_silver(
         max_depth=cfg.silver.max_recursion_depth,
         allow_unknown_fields=cfg.silver.keep_unknown_fields,
         native=cfg.silver.native_decoder,
+        cache_bronze=cfg.silver.cache_bronze,
         database=cfg.silver.catalog_database,
         checker=checker,
         quality_types=quality_types,

@@ -95,7 +95,7 @@ _WRAPPED = {
 }
 
 
-class Unsupported(Exception):
+class UnsupportedTypeError(Exception):
     """The message type has a column the C decoder does not build (the upb path does)."""
 
 
@@ -207,7 +207,7 @@ class _PlanBuilder:
     def message(self, desc: Descriptor, arrow: pa.StructType, seen: dict[str, int]) -> int:
         """Plans ``desc`` (whose columns are ``arrow``'s fields); returns its message id."""
         if len(desc.fields) > _MAX_FIELDS or len(desc.oneofs) > _MAX_FIELDS:
-            raise Unsupported(f"{desc.full_name} has more than {_MAX_FIELDS} fields")
+            raise UnsupportedTypeError(f"{desc.full_name} has more than {_MAX_FIELDS} fields")
         m = len(self.msgs)
         self.msgs.append([0, 0, 0, 0])
         field_names, case_names = column_names(desc)
@@ -219,8 +219,7 @@ class _PlanBuilder:
             arrow_field = arrow.field(field_names[fd.name])
             rows.append(self.field(fd, arrow_field.type, seen, oneof_pos))
         case_first = len(self.cases)
-        for o in real:
-            self.cases.append(self.builder(B_I32))
+        self.cases.extend(self.builder(B_I32) for _ in real)
         first = len(self.fields)
         self.fields.extend(rows)
         self.msgs[m] = [first, len(rows), len(real), case_first]
@@ -234,7 +233,7 @@ class _PlanBuilder:
         oneof_pos: dict[str, int],
     ) -> list[int]:
         if fd.type == FD.TYPE_GROUP:
-            raise Unsupported(f"{fd.full_name} is a group")
+            raise UnsupportedTypeError(f"{fd.full_name} is a group")
         # An explicit default needs presence, and a field with presence is null when unset:
         # defaults never reach a column (map entries, whose values are defaulted, have none).
         oneof = fd.containing_oneof
@@ -271,7 +270,9 @@ class _PlanBuilder:
             self.enums.extend(numbers)
         return self._enum_at[name]
 
-    def element(self, fd: FieldDescriptor, arrow: pa.DataType, seen: dict[str, int]) -> tuple[int, int]:
+    def element(
+        self, fd: FieldDescriptor, arrow: pa.DataType, seen: dict[str, int]
+    ) -> tuple[int, int]:
         kind, b, _ = self.element_full(fd, arrow, seen)
         return kind, b
 
@@ -289,7 +290,7 @@ class _PlanBuilder:
                 inner, btype = _SCALARS[_WRAPPED[name]]
                 return K_WRAPPER + inner, self.builder(btype), -1
             if name in WELL_KNOWN_KINDS or not pa.types.is_struct(arrow):
-                raise Unsupported(f"{fd.full_name}: {name} is not a plain struct column")
+                raise UnsupportedTypeError(f"{fd.full_name}: {name} is not a plain struct column")
             count = seen.get(name, 0)
             sub = self.message(fd.message_type, arrow, {**seen, name: count + 1})
             return K_MESSAGE, self.builder(B_STRUCT), sub
@@ -307,7 +308,9 @@ def _validity(raw: bytes, n: int) -> pa.Buffer | None:
 class NativeDecoder:
     """Decodes payloads of one message type with the C decoder into ``arrow_schema`` batches."""
 
-    def __init__(self, lib: ctypes.CDLL, descriptor: Descriptor, arrow_schema: pa.Schema, max_depth: int) -> None:
+    def __init__(
+        self, lib: ctypes.CDLL, descriptor: Descriptor, arrow_schema: pa.Schema, max_depth: int
+    ) -> None:
         self._lib = lib
         planner = _PlanBuilder(max_depth)
         root_type = pa.struct(list(arrow_schema))
@@ -339,7 +342,7 @@ class NativeDecoder:
             arrays["enums"].ctypes.data,
         )
         if not handle:
-            raise Unsupported(f"{descriptor.full_name}: the C decoder refused the plan")
+            raise UnsupportedTypeError(f"{descriptor.full_name}: the C decoder refused the plan")
         self._plan = handle
 
     def __del__(self) -> None:
@@ -348,7 +351,9 @@ class NativeDecoder:
             self._lib.w2a_plan_free(plan)
 
     # The Arrow side of the plan, in column order.
-    def _describe(self, planner: _PlanBuilder, desc: Descriptor, arrow: pa.StructType) -> list[_Out]:
+    def _describe(
+        self, planner: _PlanBuilder, desc: Descriptor, arrow: pa.StructType
+    ) -> list[_Out]:
         return self._describe_message(planner, 0, desc, arrow)
 
     def _describe_message(
@@ -429,7 +434,9 @@ class NativeDecoder:
         if pa.types.is_large_binary(values.type):
             values = values.cast(pa.binary())
         offsets_buf, data_buf = values.buffers()[1], values.buffers()[2]
-        value_offsets = np.frombuffer(offsets_buf, dtype=np.int32)[values.offset : values.offset + n + 1]
+        value_offsets = np.frombuffer(offsets_buf, dtype=np.int32)[
+            values.offset : values.offset + n + 1
+        ]
         value_offsets = np.ascontiguousarray(value_offsets)
         start_arr = np.ascontiguousarray(
             starts.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int32
@@ -519,6 +526,6 @@ def native_decoder(
         return None
     try:
         return NativeDecoder(lib, descriptor, arrow_schema, max_depth)
-    except Unsupported as exc:
+    except UnsupportedTypeError as exc:
         log.info("native decoder not used for %s: %s", descriptor.full_name, exc)
         return None

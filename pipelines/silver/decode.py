@@ -50,6 +50,19 @@ LINEAGE_DECODE_FIELDS: tuple[T.StructField, ...] = (
         ),
     ),
 )
+# the framed columns decode_batches reads (the rest of the framing stays in the JVM)
+DECODE_INPUT = (
+    "key",
+    "value",
+    "topic",
+    "partition",
+    "offset",
+    "timestamp",
+    "headers",
+    "_payload_offset",
+    "_key_schema_key",
+    "_key_payload_offset",
+)
 ERROR_COLUMNS = ("_decode_code", "_decode_stage", "_decode_reason", "_value", "_headers")
 
 
@@ -266,9 +279,30 @@ def _assemble(
 
 
 def decode_records(framed: DataFrame, spec: DecodeSpec, message_schema: T.StructType) -> DataFrame:
-    """Decode the framed rows of ``framed`` (already filtered to one schema version)."""
+    """Decode the framed rows of ``framed`` (already filtered to one schema version).
+
+    Only :data:`DECODE_INPUT` goes to the Python workers: every column shipped costs a JVM ->
+    Arrow -> Python copy per record.
+    """
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return decode_batches(spec, batches)
 
-    return framed.mapInArrow(run, decoded_schema(message_schema))
+    return framed.select(*DECODE_INPUT).mapInArrow(run, decoded_schema(message_schema))
+
+
+def decode_bronze(
+    bronze: DataFrame, schema_key: str, spec: DecodeSpec, message_schema: T.StructType
+) -> DataFrame:
+    """Frame and decode the bronze records of one schema key in one pass on the executors.
+
+    The same rows as ``decode_records(frame_records(bronze).where(_schema_key == key))``
+    without a framed DataFrame in between: framing a batch costs less than shipping its
+    framing columns back to the JVM and out again (``bench/silver_bench.py``).
+    """
+    from .framing import BRONZE_COLUMNS, framed_batches_of
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return decode_batches(spec, framed_batches_of(schema_key, batches))
+
+    return bronze.select(*BRONZE_COLUMNS).mapInArrow(run, decoded_schema(message_schema))

@@ -230,7 +230,15 @@ def _frame_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch
 
 
 def _frame_batch(framer: Framer, batch: pa.RecordBatch) -> pa.RecordBatch:
-    """The framing columns of one batch, exactly ``Framer.columns`` row by row.
+    """The bronze columns of ``batch`` followed by its :data:`FRAMED_FIELDS`."""
+    arrays = [batch.column(c) for c in BRONZE_COLUMNS] + _framing_arrays(framer, batch)
+    names = [*BRONZE_COLUMNS, *(f.name for f in FRAMED_FIELDS)]
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _framing_arrays(framer: Framer, batch: pa.RecordBatch) -> list[pa.Array]:
+    """The :data:`FRAMED_FIELDS` arrays of one batch (reads its value, key and headers),
+    exactly ``Framer.columns`` row by row.
 
     Column-wise for the common rows: a prefix frame's columns are a function of its head
     bytes (see :class:`Framer`), so once one row's head ``00 | id | indexes`` is parsed, every
@@ -276,18 +284,20 @@ def _frame_batch(framer: Framer, batch: pa.RecordBatch) -> pa.RecordBatch:
         take = pa.array(leftover, pa.int64())
         row_headers = _batch_headers(headers.take(take))
         for i, value, key, hdrs in zip(
-            leftover, values.take(take).to_pylist(), keys.take(take).to_pylist(), row_headers,
+            leftover,
+            values.take(take).to_pylist(),
+            keys.take(take).to_pylist(),
+            row_headers,
             strict=True,
         ):
             entry[i] = len(table)
             table.append(framer.columns(value, key, hdrs))
-    arrays = [batch.column(c) for c in BRONZE_COLUMNS]
     index = pa.array(entry, pa.int64())
     transposed = list(zip(*table, strict=True)) if table else [()] * len(FRAMED_FIELDS)
-    for field, col in zip(FRAMED_FIELDS, transposed, strict=True):
-        arrays.append(pa.array(list(col), type=_ARROW_TYPES[field.name]).take(index))
-    names = [*BRONZE_COLUMNS, *(f.name for f in FRAMED_FIELDS)]
-    return pa.RecordBatch.from_arrays(arrays, names=names)
+    return [
+        pa.array(list(col), type=_ARROW_TYPES[field.name]).take(index)
+        for field, col in zip(FRAMED_FIELDS, transposed, strict=True)
+    ]
 
 
 _ARROW_TYPES: dict[str, pa.DataType] = {
@@ -310,3 +320,43 @@ def frame_records(bronze: DataFrame) -> DataFrame:
     src = bronze.select(*BRONZE_COLUMNS)
     schema = T.StructType([*src.schema.fields, *FRAMED_FIELDS])
     return src.mapInArrow(_frame_batches, schema)
+
+
+SCHEMA_KEY_FIELDS: tuple[T.StructField, ...] = (
+    T.StructField("_schema_key", T.StringType()),
+    T.StructField("_key_schema_key", T.StringType()),
+)
+_KEY_COLUMNS = (5, 9)  # positions of SCHEMA_KEY_FIELDS in FRAMED_FIELDS
+
+
+def _schema_key_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    framer = Framer()
+    names = [f.name for f in SCHEMA_KEY_FIELDS]
+    for batch in batches:
+        arrays = _framing_arrays(framer, batch)
+        yield pa.RecordBatch.from_arrays([arrays[i] for i in _KEY_COLUMNS], names=names)
+
+
+def schema_keys(bronze: DataFrame) -> DataFrame:
+    """Per bronze record, only ``_schema_key`` (null: bad framing) and ``_key_schema_key``.
+
+    What the driver needs before decoding (the distinct keys and their counts): only key,
+    value and headers go to the Python workers, two short strings come back.
+    """
+    return bronze.select("key", "value", "headers").mapInArrow(
+        _schema_key_batches, T.StructType(list(SCHEMA_KEY_FIELDS))
+    )
+
+
+def framed_batches_of(
+    schema_key: str, batches: Iterable[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Frame bronze batches on the executor and keep the rows of one schema key."""
+    framer = Framer()
+    wanted = pa.scalar(schema_key, pa.string())
+    for batch in batches:
+        framed = _frame_batch(framer, batch)
+        keep = pc.fill_null(pc.equal(framed.column("_schema_key"), wanted), False)
+        selected = framed.filter(keep)
+        if selected.num_rows:
+            yield selected

@@ -9,11 +9,15 @@ until stopped).
 
 Each micro-batch runs in ONE ``foreachBatch`` (:class:`SilverBatch`):
 
-1. framing on the executors (``framing.frame_records``);
-2. the distinct schema keys come to the driver and are resolved once each
-   (``resolution``); ``RegistryUnavailable`` fails the batch (Spark retries it when the
-   query restarts; nothing is quarantined for an outage);
-3. per message type and schema version, decoding on the executors (``decode``);
+1. framing on the executors (``framing.schema_keys``): only the distinct schema keys and
+   their counts come back;
+2. the distinct schema keys are resolved on the driver, once each (``resolution``);
+   ``RegistryUnavailable`` fails the batch (Spark retries it when the query restarts;
+   nothing is quarantined for an outage);
+3. per message type and schema version, framing again and decoding on the executors in one
+   pass (``decode.decode_bronze``); the framed batch with its raw bytes
+   (``framing.frame_records``) is computed only when there are quarantine rows to take from
+   it (bad frames, failed resolutions, schema conflicts, quality checks);
 4. schema evolution per table (``tables``): compatible versions are merged, others go to
    quarantine with ``SCHEMA_CONFLICT``;
 5. quality checks for message types with configured expectations (``quality``): failed rows
@@ -54,8 +58,8 @@ from pipelines.quarantine import (
 )
 from pipelines.spark import build_session
 
-from .decode import ERROR_COLUMNS, DecodeSpec, decode_records, message_spark_schema
-from .framing import frame_records
+from .decode import ERROR_COLUMNS, DecodeSpec, decode_bronze, message_spark_schema
+from .framing import BRONZE_COLUMNS, frame_records, schema_keys
 from .resolution import Resolution, resolve_schema_keys
 from .tables import (
     LINEAGE_FIELDS,
@@ -142,6 +146,9 @@ class SilverBatch:
         max_depth: recursion depth of message columns (``silver.max_recursion_depth``).
         allow_unknown_fields: keep rows with unknown fields (``silver.keep_unknown_fields``).
         native: decode with the compiled decoder where it applies (``silver.native_decoder``).
+        cache_bronze: keep the micro-batch's bronze rows in executor memory for the passes
+            over it (``silver.cache_bronze``); without, each pass reads them again (faster
+            when that read is cheap; Spark's ``numInputRows`` then counts every pass).
         database: catalog database to register tables in ("" = do not register).
         checker: a ``quality.QualityChecker`` or None.
         quality_types: message types with configured expectations.
@@ -157,6 +164,7 @@ class SilverBatch:
         max_depth: int = 3,
         allow_unknown_fields: bool = False,
         native: bool = True,
+        cache_bronze: bool = True,
         database: str = "",
         checker: Any = None,
         quality_types: frozenset[str] = frozenset(),
@@ -173,6 +181,7 @@ class SilverBatch:
         self.max_depth = max_depth
         self.allow_unknown_fields = allow_unknown_fields
         self.native = native
+        self.cache_bronze = cache_bronze
         self.database = database
         self.checker = checker
         self.quality_types = quality_types
@@ -214,12 +223,14 @@ class SilverBatch:
         self, bronze: DataFrame, batch_id: int, stats: BatchStats, persisted: list[DataFrame]
     ) -> None:
         processed_at = datetime.now(UTC)
-        framed = frame_records(bronze).persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(framed)
-
+        if self.cache_bronze:
+            # read once: the keys pass and every decode pass below read the batch again
+            bronze = bronze.select(*BRONZE_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
+            persisted.append(bronze)
         # (2) distinct schema keys of values and keys, with their counts: a handful of rows
-        # to the driver, whatever the number of records (one Spark job)
-        key_rows = framed.groupBy("_schema_key", "_key_schema_key").count().collect()
+        # to the driver, whatever the number of records (one Spark job; only key, value and
+        # headers go to the Python workers)
+        key_rows = schema_keys(bronze).groupBy("_schema_key", "_key_schema_key").count().collect()
         stats.records = sum(int(r["count"]) for r in key_rows)
         if stats.records == 0:
             return
@@ -234,22 +245,42 @@ class SilverBatch:
             for k, r in key_resolutions.items()
             if r.ok and r.file_descriptor_set is not None and r.message_type is not None
         }
+        bad = [r for r in resolutions.values() if not r.ok]
+        by_type: dict[str, list[Resolution]] = defaultdict(list)
+        for r in resolutions.values():
+            if r.ok and r.message_type is not None:
+                by_type[r.message_type].append(r)
+        plans = {
+            message_type: self._plan_table(message_type, by_type[message_type])
+            for message_type in sorted(by_type)
+        }
+        bad_frames = any(r["_schema_key"] is None for r in key_rows)
+        checked = self.checker is not None and any(t in self.quality_types for t in plans)
+
+        # (1) the framed batch (raw bytes beside the framing columns) feeds the quarantine rows
+        # of bad frames, failed resolutions, schema conflicts and quality failures; decoding
+        # frames on its own (decode_bronze). So it is computed, once, only when this batch can
+        # have such rows.
+        framed = frame_records(bronze)
+        if bad_frames or bad or checked or any(p.conflicts for p in plans.values()):
+            framed = framed.persist(StorageLevel.MEMORY_AND_DISK)
+            persisted.append(framed)
 
         quarantine_parts: list[DataFrame] = []
         q_time = F.lit(processed_at).cast("timestamp")
 
         # (1) bad framing
-        quarantine_parts.append(
-            self._quarantine_framed(
-                framed.where(F.col("_frame_code").isNotNull()),
-                "_frame_code",
-                "_frame_stage",
-                "_frame_reason",
-                q_time,
+        if bad_frames:
+            quarantine_parts.append(
+                self._quarantine_framed(
+                    framed.where(F.col("_frame_code").isNotNull()),
+                    "_frame_code",
+                    "_frame_stage",
+                    "_frame_reason",
+                    q_time,
+                )
             )
-        )
         # (2) record faults of resolution
-        bad = [r for r in resolutions.values() if not r.ok]
         if bad:
             faults = self.spark.createDataFrame(
                 [(r.schema_key, r.code, r.stage, r.reason) for r in bad],
@@ -265,14 +296,9 @@ class SilverBatch:
                 )
             )
 
-        # (3)+(4) per message type: plan the table schema, decode each version
-        by_type: dict[str, list[Resolution]] = defaultdict(list)
-        for r in resolutions.values():
-            if r.ok and r.message_type is not None:
-                by_type[r.message_type].append(r)
+        # (3)+(4) per message type: the table schema planned above, decode each version
         table_frames: list[tuple[_TablePlan, DataFrame]] = []
-        for message_type in sorted(by_type):
-            plan = self._plan_table(message_type, by_type[message_type])
+        for message_type, plan in plans.items():
             for res, reason in plan.conflicts:
                 quarantine_parts.append(
                     self._quarantine_framed(
@@ -298,9 +324,9 @@ class SilverBatch:
                 msg_schema = message_spark_schema(
                     res.file_descriptor_set, message_type, self.max_depth
                 )
-                decoded = decode_records(
-                    framed.where(F.col("_schema_key") == res.schema_key), spec, msg_schema
-                ).persist(StorageLevel.MEMORY_AND_DISK)
+                decoded = decode_bronze(bronze, res.schema_key, spec, msg_schema).persist(
+                    StorageLevel.MEMORY_AND_DISK
+                )
                 persisted.append(decoded)
                 failed = decoded.where(F.col("_decode_code").isNotNull())
                 quarantine_parts.append(
@@ -528,6 +554,7 @@ def start_query(
         max_depth=cfg.silver.max_recursion_depth,
         allow_unknown_fields=cfg.silver.keep_unknown_fields,
         native=cfg.silver.native_decoder,
+        cache_bronze=cfg.silver.cache_bronze,
         database=cfg.silver.catalog_database,
         checker=checker,
         quality_types=quality_types,

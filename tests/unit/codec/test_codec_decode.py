@@ -204,8 +204,11 @@ def test_a_missing_required_field_is_bad_payload_not_a_crash(allow_unknown_field
     no_id.lines.add(sku="b")
     deep = cls(id=3)
     deep.lines.add(qty=1)  # the nested Line misses its sku
-    payloads = [whole.SerializePartialToString(), no_id.SerializePartialToString(),
-                deep.SerializePartialToString()]
+    payloads = [
+        whole.SerializePartialToString(),
+        no_id.SerializePartialToString(),
+        deep.SerializePartialToString(),
+    ]
     options = {"allow_unknown_fields": allow_unknown_fields}
     assert decode_payload(cls, payloads[0], **options) == whole
     for payload, missing in zip(payloads[1:], ["id", "lines[0].sku"], strict=True):

@@ -20,18 +20,16 @@ import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from proto_types_testkit import Protos, compile_protos
 
 from codec import CodecError, decode_payloads
 from pipelines.proto_types import RowConversionError, RowConverter, native_decoder
 from pipelines.proto_types._native import library
-from proto_types_testkit import Protos, compile_protos
 
 FD = FieldDescriptor
 ROOT = Path(__file__).resolve().parents[3]
 
-PROPERTY = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 NATIVE_TYPES = [
     "protolake.test.v3.Scalars",
@@ -157,7 +155,9 @@ def _scalar(draw: Any, field: FieldDescriptor) -> Any:
     t = field.type
     if t in _INT_RANGES:
         lo, hi = _INT_RANGES[t]
-        return draw(st.one_of(st.sampled_from([lo, hi, 0, 1, -1 if lo < 0 else 2]), st.integers(lo, hi)))
+        return draw(
+            st.one_of(st.sampled_from([lo, hi, 0, 1, -1 if lo < 0 else 2]), st.integers(lo, hi))
+        )
     if t == FD.TYPE_DOUBLE:
         return draw(st.floats(allow_nan=True, allow_infinity=True))
     if t == FD.TYPE_FLOAT:
@@ -260,7 +260,11 @@ def test_mutated_payloads_never_disagree_with_upb(protos: Any, lib: Any, name: s
     cls = protos.cls(name)
 
     @PROPERTY
-    @given(messages(cls), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4), st.binary(max_size=8))
+    @given(
+        messages(cls),
+        st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
+        st.binary(max_size=8),
+    )
     def check(message: Any, edits: list[tuple[int, int]], tail: bytes) -> None:
         raw = bytearray(message.SerializeToString())
         for at, byte in edits:
@@ -340,7 +344,15 @@ def test_packed_and_unpacked_repeated_both_read(protos: Any, lib: Any) -> None:
 
 def test_oneof_keeps_the_last_member_written(protos: Any, lib: Any) -> None:
     choice = protos.descriptor("protolake.test.v3.Choice")
-    payload = _tag(2, 0) + _varint(7) + _ld(3, b"text") + _tag(7, 0) + _varint(1) + _tag(6, 0) + _varint(1)
+    payload = (
+        _tag(2, 0)
+        + _varint(7)
+        + _ld(3, b"text")
+        + _tag(7, 0)
+        + _varint(1)
+        + _tag(6, 0)
+        + _varint(1)
+    )
     assert _check_against_oracle(protos, choice, [payload]) == []
     row = _decode(choice, [payload])[0][0]
     assert (row["payload_case"], row["number"], row["text"]) == ("text", None, "text")
@@ -368,7 +380,12 @@ def test_timestamps_out_of_range_are_given_back(protos: Any, lib: Any) -> None:
         ts = _tag(1, 0) + _varint(seconds % 2**64) + _tag(2, 0) + _varint(nanos % 2**64)
         return _ld(7, _ld(1, b"t") + _ld(2, ts))
 
-    payloads = [ts_entry(10, 999_000), ts_entry(-1, 500_000_000), ts_entry(2**62, 0), ts_entry(1, -1)]
+    payloads = [
+        ts_entry(10, 999_000),
+        ts_entry(-1, 500_000_000),
+        ts_entry(2**62, 0),
+        ts_entry(1, -1),
+    ]
     given_back = _check_against_oracle(protos, maps, payloads)
     assert given_back == [2, 3]
     rows, _ = _decode(maps, payloads)
@@ -498,13 +515,27 @@ def test_wrappers_are_null_unset_and_their_value_when_set(protos: Any, lib: Any)
     payloads = [
         b"",
         _ld(10, b"") + _ld(13, _ld(1, b"x")) + _ld(9, _tag(1, 0) + _varint(2**64 - 1)),
-        _ld(12, _tag(1, 0) + _varint(1)) + _ld(18, b"") + _ld(15, b"") + _ld(15, _tag(1, 0) + _varint(7)),
+        _ld(12, _tag(1, 0) + _varint(1))
+        + _ld(18, b"")
+        + _ld(15, b"")
+        + _ld(15, _tag(1, 0) + _varint(7)),
         _ld(13, _tag(2, 0) + _varint(1)),  # a StringValue with a field it does not have
     ]
     given_back = _check_against_oracle(protos, timing, payloads)
     assert given_back == [3]
     rows, _ = _decode(timing, payloads)
-    picked = [(r["w_int32"], r["w_string"], r["w_uint64"], r["w_bool"], r["max_count"], r["limit_case"], r["w_list"]) for r in rows]
+    picked = [
+        (
+            r["w_int32"],
+            r["w_string"],
+            r["w_uint64"],
+            r["w_bool"],
+            r["max_count"],
+            r["limit_case"],
+            r["w_list"],
+        )
+        for r in rows
+    ]
     assert picked[0] == (None, None, None, None, None, None, [])
     assert picked[1][:3] == (0, "x", 2**64 - 1)
     assert picked[2][3:] == (True, 0, "max_count", [0, 7])

@@ -253,7 +253,10 @@ def test_column_wise_framing_agrees_with_frame_columns(records: list[Any]) -> No
             pa.array(range(n), pa.int64()),
             pa.array([None] * n, pa.timestamp("us")),
             pa.array(
-                [None if h is None else [{"key": k, "value": v} for k, v in h] for _, _, h in records],
+                [
+                    None if h is None else [{"key": k, "value": v} for k, v in h]
+                    for _, _, h in records
+                ],
                 header_t,
             ),
         ],
