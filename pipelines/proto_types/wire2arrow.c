@@ -6,7 +6,8 @@
  * accepts and nothing more: any record where it meets something else (a field number the
  * writer schema does not define, a wire type that does not match, a singular message or
  * Timestamp field written twice (protobuf merges those), a repeated map key, a string that is
- * not UTF-8, a varint or length that runs past its buffer, a Timestamp out of range) is
+ * not UTF-8, a varint or length that runs past its buffer, a Timestamp out of range, a
+ * Duration past 2^53 ns, a closed enum's unknown number, a missing proto2 required field) is
  * "given back": its partial output is rolled back and its index is reported, and the Python
  * caller decodes that record with the exact upb path. So the fast path never has to decide
  * what protobuf would do in an unusual case; it only has to agree with it on the usual one,
