@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what is missing, and nothing that is already there: the Python virtualenv with the
-# project and its extras, the JVM jars (Maven Central), and Debian's chromium for the Data Docs test.
+# project and its extras, the JVM jars (Maven Central), Debian's gcc when no C compiler is
+# there (the compiled decoder), and Debian's chromium for the Data Docs test.
 # Safe to repeat; a no-op when everything is current.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -29,6 +30,16 @@ if ! command -v mvn >/dev/null; then
   echo "installing maven (Debian)"; apt-get update -qq && apt-get install -y -qq maven >/dev/null
 fi
 "$root/infra/fetch_jars.sh"
+
+# The silver job's compiled decoder (pipelines/proto_types/wire2arrow.c) is built on first use
+# with the system C compiler; without one, silver still runs, on the slower upb path.
+if ! command -v "${CC:-cc}" >/dev/null && ! command -v gcc >/dev/null; then
+  echo "installing gcc (Debian) for the compiled protobuf decoder"
+  if command -v apt-get >/dev/null; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null) \
+      || echo "warning: could not install gcc; silver will decode on the upb path" >&2
+  fi
+fi
 
 if [ "${PROTOLAKE_SKIP_CHROMIUM:-0}" != "1" ] && ! command -v chromium >/dev/null; then
   echo "installing chromium (Debian) for the Data Docs browser test"

@@ -242,3 +242,26 @@ def test_invariant_names_offenders(spark: Any, tmp_path: Any, mixed: Any, regist
     assert report.missing == 1 and report.offenders["missing"][0]["offset"] == 9999
     assert report.duplicated == 1 and report.in_both == 0 and report.orphans == 0
     assert report.offenders["duplicated"][0]["found_in"] == [table_name_for(ITEM)] * 2
+
+
+def _silver_rows(spark: Any, lake: str) -> dict[str, list[Any]]:
+    out = {}
+    for name in (ORDER, ITEM, PING):
+        df = spark.read.format("delta").load(f"{lake}/silver/{table_name_for(name)}")
+        out[name] = sorted(df.drop("_processed_at").collect(), key=lambda r: r["_kafka_offset"])
+    return out
+
+
+@pytest.mark.parametrize("options", [{"cache_bronze": False}, {"native": False}])
+def test_the_batch_lands_the_same_without_the_cache_or_the_compiled_decoder(
+    spark: Any, tmp_path: Any, mixed: Any, registry: Any, processed: Any, options: Any
+) -> None:
+    lake = str(tmp_path / "lake")
+    bronze = f"{lake}/bronze/ut_orders"
+    write_bronze(spark, bronze, mixed["rows"])
+    resolver = SchemaResolver(open_registry(registry.url))
+    batch = SilverBatch(spark, lake, "22222222-2222-2222-2222-222222222222", resolver, **options)
+    batch(spark.read.format("delta").load(bronze), 0)
+    assert _destinations(spark, lake) == _destinations(spark, processed["lake"])
+    assert _silver_rows(spark, lake) == _silver_rows(spark, processed["lake"])
+    assert batch.history[0].silver == processed["batch"].history[0].silver
