@@ -1,9 +1,12 @@
 """Step 3 of a silver micro-batch: decode one schema version of one message type.
 
-Runs on the executors (``mapInArrow``): per Arrow batch, each payload is parsed with
-``codec.decode_payloads`` (one protobuf parse per batch) against its writer schema (``codec.message_class_for`` compiles the
-descriptor set once per executor process and caches it), and the parsed messages become
-typed Arrow columns through ``pipelines.proto_types.RowConverter`` in one call per batch.
+Runs on the executors (``mapInArrow``; :func:`decode_bronze` frames the bronze rows in the
+same pass). Per Arrow batch, the compiled decoder (``pipelines.proto_types.native_decoder``)
+turns the payloads straight into typed Arrow columns; the records it gives back, and all
+records when it is off or has no plan for the type, are parsed with
+``codec.decode_payloads`` against their writer schema (``codec.message_class_for`` compiles
+the descriptor set once per executor process) and converted by
+``pipelines.proto_types.RowConverter``. Both paths give the same rows.
 
 Output (:func:`decoded_schema`): the message's columns, then
 
