@@ -48,8 +48,8 @@ Example (every key, with its default)::
     max_recursion_depth = 3                  # deeper levels of recursive messages become JSON text
     keep_unknown_fields = false              # false: UNKNOWN_FIELDS goes to quarantine
     native_decoder = true                    # compiled decoder where it applies (needs a C compiler)
-    cache_bronze = true                      # false: each pass re-reads the batch (faster on local disk;
-                                             # Spark's numInputRows then counts every pass)
+    cache_bronze = false                     # true: cache each batch once instead of re-reading it per
+                                             # pass (better when reads are slow, e.g. object storage)
     catalog_database = "protolake"           # Spark catalog database the silver tables are registered in
 
     [[quality.expectations]]
@@ -131,7 +131,7 @@ class SilverConfig:
     max_recursion_depth: int = 3
     keep_unknown_fields: bool = False
     native_decoder: bool = True
-    cache_bronze: bool = True
+    cache_bronze: bool = False
     catalog_database: str = "protolake"
 
 

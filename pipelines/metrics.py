@@ -135,6 +135,7 @@ def silver_batch_hook(query_name: str) -> Callable[[Any], None]:
                 if len(_silver_stats) >= _MAX_PENDING:  # no listener consuming them
                     _silver_stats.pop(next(iter(_silver_stats)))
                 _silver_stats[(query_name, int(stats.batch_id))] = {
+                    "records": int(stats.records),
                     "decoded": dict(stats.silver),
                     "quarantined": dict(stats.quarantined),
                 }
@@ -188,6 +189,15 @@ def record_progress(progress: Mapping[str, Any]) -> dict[str, Any]:
     duration = float((progress.get("durationMs") or {}).get("triggerExecution", 0)) / 1000.0
     in_rate = float(progress.get("inputRowsPerSecond") or 0.0)
     out_rate = float(progress.get("processedRowsPerSecond") or 0.0)
+    with _lock:
+        silver = _silver_stats.pop((query, batch_id), None)
+    if silver is not None:
+        # A silver batch reads its bronze rows once per pass unless silver.cache_bronze is on,
+        # and Spark's numInputRows counts every read: the batch's own count is the exact one.
+        spark_rows, records = records, int(silver.pop("records", records))
+        if spark_rows > 0 and records != spark_rows:
+            in_rate *= records / spark_rows
+            out_rate *= records / spark_rows
     BATCH_RECORDS.labels(query).inc(records)
     BATCHES.labels(query).inc()
     BATCH_DURATION.labels(query).observe(duration)
@@ -210,8 +220,6 @@ def record_progress(progress: Mapping[str, Any]) -> dict[str, Any]:
         KAFKA_LAG.labels(query, topic).set(n)
     if files is not None:
         FILES_OUTSTANDING.labels(query).set(files)
-    with _lock:
-        silver = _silver_stats.pop((query, batch_id), None)
     record: dict[str, Any] = {
         "event": "batch",
         "query": query,

@@ -147,8 +147,10 @@ class SilverBatch:
         allow_unknown_fields: keep rows with unknown fields (``silver.keep_unknown_fields``).
         native: decode with the compiled decoder where it applies (``silver.native_decoder``).
         cache_bronze: keep the micro-batch's bronze rows in executor memory for the passes
-            over it (``silver.cache_bronze``); without, each pass reads them again (faster
-            when that read is cheap; Spark's ``numInputRows`` then counts every pass).
+            over it (``silver.cache_bronze``). Off (the default), each pass reads them again:
+            faster when that read is cheap (local disk: ``bench/silver_bench.py``), and
+            Spark's ``numInputRows`` counts every pass (protolake's metrics count records
+            once, see ``pipelines.metrics``). On: one read, one cache.
         database: catalog database to register tables in ("" = do not register).
         checker: a ``quality.QualityChecker`` or None.
         quality_types: message types with configured expectations.
@@ -164,7 +166,7 @@ class SilverBatch:
         max_depth: int = 3,
         allow_unknown_fields: bool = False,
         native: bool = True,
-        cache_bronze: bool = True,
+        cache_bronze: bool = False,
         database: str = "",
         checker: Any = None,
         quality_types: frozenset[str] = frozenset(),

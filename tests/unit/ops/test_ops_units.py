@@ -130,7 +130,7 @@ def test_kafka_lag_from_progress_offsets() -> None:
 def test_record_progress_updates_metrics_and_joins_silver_figures() -> None:
     q = "silver_unit_test_q"
     metrics.silver_batch_hook(q)(
-        SimpleNamespace(batch_id=4, silver={"t1": 7}, quarantined={"BAD_MAGIC": 2})
+        SimpleNamespace(batch_id=4, records=9, silver={"t1": 7}, quarantined={"BAD_MAGIC": 2})
     )
     progress = {
         "name": q,
@@ -160,6 +160,27 @@ def test_record_progress_updates_metrics_and_joins_silver_figures() -> None:
     )
     # the silver figures are consumed once
     assert "decoded" not in metrics.record_progress(progress)
+
+
+def test_a_silver_batch_read_twice_counts_its_records_once() -> None:
+    q = "silver_unit_test_two_passes"
+    metrics.silver_batch_hook(q)(
+        SimpleNamespace(batch_id=1, records=10, silver={"t": 10}, quarantined={})
+    )
+    progress = {
+        "name": q,
+        "batchId": 1,
+        "numInputRows": 20,  # Spark counted the keys pass and the decode pass
+        "inputRowsPerSecond": 8.0,
+        "processedRowsPerSecond": 40.0,
+        "durationMs": {"triggerExecution": 500},
+    }
+    record = metrics.record_progress(progress)
+    assert record["records_in"] == 10
+    assert (record["input_rows_per_second"], record["processed_rows_per_second"]) == (4.0, 20.0)
+    reg = metrics.REGISTRY
+    assert reg.get_sample_value("protolake_batch_records_total", {"query": q}) == 10
+    assert reg.get_sample_value("protolake_processed_rows_per_second", {"query": q}) == 20.0
 
 
 class _Msg:

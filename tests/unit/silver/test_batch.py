@@ -252,7 +252,7 @@ def _silver_rows(spark: Any, lake: str) -> dict[str, list[Any]]:
     return out
 
 
-@pytest.mark.parametrize("options", [{"cache_bronze": False}, {"native": False}])
+@pytest.mark.parametrize("options", [{"cache_bronze": True}, {"native": False}])
 def test_the_batch_lands_the_same_without_the_cache_or_the_compiled_decoder(
     spark: Any, tmp_path: Any, mixed: Any, registry: Any, processed: Any, options: Any
 ) -> None:
