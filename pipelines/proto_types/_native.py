@@ -40,10 +40,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from pipelines.proto_types._plan import (
-    ARROW_TIMESTAMP,
     ARROW_UINT64_DECIMAL,
     WELL_KNOWN_KINDS,
     _EnumNames,
@@ -317,7 +317,7 @@ class NativeDecoder:
         planner.message(descriptor, root_type, {descriptor.full_name: 1})
         self.arrow_schema = arrow_schema
         self._btypes = planner.btypes
-        self._outs = self._describe(planner, descriptor, root_type)
+        self._outs = self._describe_message(planner, 0, descriptor, root_type)
         arrays = {
             name: np.asarray(values, dtype=np.int32).ravel()
             for name, values in (
@@ -328,7 +328,6 @@ class NativeDecoder:
                 ("enums", planner.enums),
             )
         }
-        self._plan_arrays = arrays  # the C plan copies them; kept for clarity
         handle = lib.w2a_plan_new(
             len(planner.msgs),
             arrays["msgs"].ctypes.data,
@@ -351,11 +350,6 @@ class NativeDecoder:
             self._lib.w2a_plan_free(plan)
 
     # The Arrow side of the plan, in column order.
-    def _describe(
-        self, planner: _PlanBuilder, desc: Descriptor, arrow: pa.StructType
-    ) -> list[_Out]:
-        return self._describe_message(planner, 0, desc, arrow)
-
     def _describe_message(
         self, planner: _PlanBuilder, m: int, desc: Descriptor, arrow: pa.StructType
     ) -> list[_Out]:
@@ -498,8 +492,7 @@ class NativeDecoder:
         if out.convert in ("enum", "case"):
             numbers = pa.Array.from_buffers(pa.int32(), n, [valid, pa.py_buffer(data)])
             return _names(numbers, out)
-        arrow = ARROW_TIMESTAMP if out.arrow == ARROW_TIMESTAMP else out.arrow
-        return pa.Array.from_buffers(arrow, n, [valid, pa.py_buffer(data)])
+        return pa.Array.from_buffers(out.arrow, n, [valid, pa.py_buffer(data)])
 
 
 def _names(numbers: pa.Array, out: _Out) -> pa.Array:
@@ -509,8 +502,6 @@ def _names(numbers: pa.Array, out: _Out) -> pa.Array:
     distinct = numbers.unique().drop_null()
     lookup = out.names
     names = pa.array([lookup[v] for v in distinct.to_pylist()], pa.string())
-    import pyarrow.compute as pc
-
     return names.take(pc.index_in(numbers, value_set=distinct))
 
 

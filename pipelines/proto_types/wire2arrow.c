@@ -252,18 +252,25 @@ static int append_bytes(Builder *b, int kind, const uint8_t *p, size_t n, uint8_
   return append_valid(b, valid);
 }
 
-/* Timestamp: seconds (1, int64) and nanos (2, int32); micros = seconds * 1e6 + nanos / 1000. */
-static int append_timestamp(Builder *b, const uint8_t *p, size_t n, uint8_t valid) {
+/* The fields of a Timestamp or a Duration: seconds (1, int64) and nanos (2, int32). */
+static int read_seconds_nanos(const uint8_t *p, size_t n, int64_t *seconds, int64_t *nanos) {
   const uint8_t *end = p + n;
-  int64_t seconds = 0, nanos = 0;
+  *seconds = *nanos = 0;
   while (p < end) {
     uint64_t tag, v;
     if (read_varint(&p, end, &tag) || (tag & 7) != 0) return GIVE_BACK;
     if (read_varint(&p, end, &v)) return GIVE_BACK;
-    if ((tag >> 3) == 1) seconds = (int64_t)v;
-    else if ((tag >> 3) == 2) nanos = (int64_t)(int32_t)(uint32_t)v;
+    if ((tag >> 3) == 1) *seconds = (int64_t)v;
+    else if ((tag >> 3) == 2) *nanos = (int64_t)(int32_t)(uint32_t)v;
     else return GIVE_BACK;
   }
+  return 0;
+}
+
+/* Timestamp: micros = seconds * 1e6 + nanos / 1000. */
+static int append_timestamp(Builder *b, const uint8_t *p, size_t n, uint8_t valid) {
+  int64_t seconds, nanos;
+  if (read_seconds_nanos(p, n, &seconds, &nanos)) return GIVE_BACK;
   if (nanos < 0 || nanos > 999999999) return GIVE_BACK;
   int64_t micros;
   if (__builtin_mul_overflow(seconds, (int64_t)1000000, &micros)) return GIVE_BACK;
@@ -276,16 +283,8 @@ static int append_timestamp(Builder *b, const uint8_t *p, size_t n, uint8_t vali
  * nanosecond total fits a double's 53 bits (|total| <= 2^53 ns, about 104 days); longer ones
  * are given back (the upb path divides the exact integers). */
 static int append_duration(Builder *b, const uint8_t *p, size_t n, uint8_t valid) {
-  const uint8_t *end = p + n;
-  int64_t seconds = 0, nanos = 0;
-  while (p < end) {
-    uint64_t tag, v;
-    if (read_varint(&p, end, &tag) || (tag & 7) != 0) return GIVE_BACK;
-    if (read_varint(&p, end, &v)) return GIVE_BACK;
-    if ((tag >> 3) == 1) seconds = (int64_t)v;
-    else if ((tag >> 3) == 2) nanos = (int64_t)(int32_t)(uint32_t)v;
-    else return GIVE_BACK;
-  }
+  int64_t seconds, nanos;
+  if (read_seconds_nanos(p, n, &seconds, &nanos)) return GIVE_BACK;
   int64_t total;
   if (__builtin_mul_overflow(seconds, (int64_t)1000000000, &total)) return GIVE_BACK;
   if (__builtin_add_overflow(total, nanos, &total)) return GIVE_BACK;

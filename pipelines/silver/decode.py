@@ -33,6 +33,8 @@ from pyspark.sql import types as T  # noqa: N812
 
 from codec import CodecError, decode_payload, decode_payloads, message_class_for, message_to_json
 
+from .framing import BRONZE_COLUMNS, framed_batches_of
+
 LINEAGE_DECODE_FIELDS: tuple[T.StructField, ...] = (
     T.StructField("_key", T.BinaryType()),
     T.StructField("_key_decoded", T.StringType()),
@@ -55,13 +57,7 @@ LINEAGE_DECODE_FIELDS: tuple[T.StructField, ...] = (
 )
 # the framed columns decode_batches reads (the rest of the framing stays in the JVM)
 DECODE_INPUT = (
-    "key",
-    "value",
-    "topic",
-    "partition",
-    "offset",
-    "timestamp",
-    "headers",
+    *BRONZE_COLUMNS,
     "_payload_offset",
     "_key_schema_key",
     "_key_payload_offset",
@@ -303,7 +299,6 @@ def decode_bronze(
     without a framed DataFrame in between: framing a batch costs less than shipping its
     framing columns back to the JVM and out again (``bench/silver_bench.py``).
     """
-    from .framing import BRONZE_COLUMNS, framed_batches_of
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return decode_batches(spec, framed_batches_of(schema_key, batches))

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from proto_types_testkit import Protos, compile_protos
 
 from codec import CodecError, decode_payloads
+from codec.varint import write_uvarint64 as _varint
 from pipelines.proto_types import RowConversionError, RowConverter, native_decoder
 from pipelines.proto_types._native import library
 
@@ -281,18 +282,6 @@ def test_mutated_payloads_never_disagree_with_upb(protos: Any, lib: Any, name: s
 
 def _tag(number: int, wire_type: int) -> bytes:
     return _varint(number << 3 | wire_type)
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def _ld(number: int, body: bytes) -> bytes:
