@@ -3,12 +3,13 @@
 Pure Python (protobuf, requests, grpcio-tools); imports no pyspark, airflow, great
 expectations nor any other protolake package (an import-linter contract keeps it so).
 Layers: `framing` -> `registry` (`http_registry`, `directory_registry`) -> `descriptors`
--> `decode`. See docs/contracts.md, section "codec".
+-> `payload` -> `decode`. See docs/contracts.md, section "codec".
 """
 
 import logging
 
 from .decode import (
+    DecodedBatch,
     DecodedRecord,
     Decoder,
     decode_payload,
@@ -47,6 +48,7 @@ __all__ = [
     "BadMagic",
     "BadPayload",
     "CodecError",
+    "DecodedBatch",
     "DecodedRecord",
     "Decoder",
     "DirectorySchemaRegistry",

@@ -1,277 +1,48 @@
-"""Decode a Kafka record: framing -> writer schema -> message type -> protobuf message.
+"""Decode Kafka records: framing -> writer schema -> message type -> protobuf message.
 
 `Decoder.decode(value, headers, is_key)` returns a `DecodedRecord` or raises a `CodecError`
 leaf whose `schema_id`, `schema_guid`, `message_indexes` and `message_type` are filled in as far
-as decoding got (for the quarantine row). `decode_payload` parses a bare payload with the
-upb-backed protobuf runtime; it is the one place protobuf's `DecodeError` becomes `BadPayload`.
+as decoding got (for the quarantine row). `Decoder.decode_many(values, headers, is_key)` gives,
+per record, exactly what `decode` returns or raises, for a whole batch at a time: records
+framed `00 | id | 00 | payload` without a schema header (what Confluent's serializers write)
+are grouped by their first six bytes with C-level bulk operations, each group resolved once
+and parsed with `codec.payload.decode_payloads`; every other record goes through `decode`.
 
-Unknown fields: a payload carrying fields its writer schema does not define is
-`UnknownFields` by default, so nothing is dropped silently. With `allow_unknown_fields=True`
-the message keeps them (they survive re-serialization) and `DecodedRecord.has_unknown_fields`
-says so. Detection is exact: protobuf keeps unknown fields when parsing, so the message's size
-shrinks when they are discarded if and only if there were any, at any depth.
-
-Invalid UTF-8 in a proto3 `string` is rejected by protobuf and so is `BadPayload`.
+Payloads are parsed by `codec.payload` (upb-backed protobuf; unknown fields are
+`UnknownFields` unless the decoder allows them, detected exactly at any depth).
 """
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+import copy
+from collections.abc import Iterator, Sequence
+from itertools import compress
+from operator import itemgetter, not_
+from typing import Any, NamedTuple, cast, overload
 
-from google.protobuf import descriptor_pb2, json_format, message_factory
-from google.protobuf.descriptor import Descriptor
-from google.protobuf.message import DecodeError, Message
+from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from .descriptors import ResolvedSchema, SchemaResolver, message_class_for
-from .errors import BadPayload, CodecError, UnknownFields
+from .errors import BadPayload, CodecError
 from .framing import Frame, Headers, parse_frame
+from .payload import decode_payload, decode_payloads, decode_sliced, has_unknown_fields
 from .registry import SchemaRegistry
-from .varint import Buffer, write_uvarint64
+from .varint import Buffer
+
+__all__ = [
+    "DecodedBatch",
+    "DecodedRecord",
+    "Decoder",
+    "decode_payload",
+    "decode_payloads",
+    "has_unknown_fields",
+    "message_to_json",
+]
 
 _TYPE_CACHE_SIZE = 10_000
 _new_tuple = tuple.__new__
-
-
-def _count_unknown_bytes(message: Message) -> int:
-    """Bytes of unknown fields anywhere in `message`; discards them as a side effect."""
-    before = message.ByteSize()
-    message.DiscardUnknownFields()
-    return before - message.ByteSize()
-
-
-_required: dict[type[Message], bool] = {}
-
-
-def _has_required(message_class: type[Message]) -> bool:
-    """True when the type has a proto2 ``required`` field at any depth (cached per class)."""
-    try:
-        return _required[message_class]
-    except KeyError:
-        pass
-    seen: set[str] = set()
-    stack = [message_class.DESCRIPTOR]
-    found = False
-    while stack and not found:
-        desc = stack.pop()
-        if desc.full_name in seen:
-            continue
-        seen.add(desc.full_name)
-        for field in desc.fields:
-            found = found or field.is_required
-            if field.message_type is not None:
-                stack.append(field.message_type)
-    if len(_required) > _TYPE_CACHE_SIZE:
-        _required.clear()
-    _required[message_class] = found
-    return found
-
-
-def _missing_paths(message: Message, prefix: str, out: list[str]) -> None:
-    """Paths of the unset required fields in `message`, depth first, at most 10.
-
-    Written out because upb's ``FindInitializationErrors`` crashes the interpreter on some
-    malformed payloads (seen with protobuf 7.36 on a mutated proto2 message).
-    """
-    for field in message.DESCRIPTOR.fields:
-        if len(out) >= 10:
-            return
-        name = field.name
-        if field.is_required and not message.HasField(name):
-            out.append(prefix + name)
-        elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
-            if field.is_repeated:
-                for i, item in enumerate(getattr(message, name)):
-                    _missing_paths(item, f"{prefix}{name}[{i}].", out)
-            elif message.HasField(name):
-                _missing_paths(getattr(message, name), f"{prefix}{name}.", out)
-        elif field.message_type is not None:  # a map: values may be messages
-            value_field = field.message_type.fields_by_name["value"]
-            if value_field.message_type is not None:
-                for key, item in getattr(message, name).items():
-                    _missing_paths(item, f"{prefix}{name}[{key!r}].", out)
-
-
-def _missing_required(message: Message) -> BadPayload:
-    missing: list[str] = []
-    _missing_paths(message, "", missing)
-    return BadPayload(
-        f"protobuf rejects the payload: {message.DESCRIPTOR.full_name} is missing required "
-        f"fields: {', '.join(missing)}"
-    )
-
-
-def decode_payload(
-    message_class: type[Message], payload: Buffer, *, allow_unknown_fields: bool = False
-) -> Message:
-    """Parse a bare protobuf payload into `message_class`.
-
-    Raises:
-        BadPayload: protobuf rejects the bytes (malformed wire data, invalid UTF-8, a proto2
-            ``required`` field missing at any depth, ...).
-        UnknownFields: the payload has fields the class does not define (unless allowed).
-    """
-    data = payload if type(payload) is bytes else bytes(payload)
-    try:
-        message = message_class.FromString(data)
-    except DecodeError as exc:
-        raise BadPayload(f"protobuf rejects the payload: {exc}") from None
-    # upb's parse does not check `required` (its serializer does, so the size check below
-    # would raise EncodeError): a message missing one is not a message of its type
-    if _has_required(message_class) and not message.IsInitialized():
-        raise _missing_required(message)
-    if not allow_unknown_fields:
-        # Exact at any depth: protobuf keeps unknown fields, so the size drops on discarding
-        # them if and only if there were any (inlined: this runs once per record).
-        before = message.ByteSize()
-        message.DiscardUnknownFields()
-        unknown = before - message.ByteSize()
-        if unknown:
-            raise UnknownFields(
-                f"payload has {unknown} bytes of fields that "
-                f"{message_class.DESCRIPTOR.full_name} does not define",
-                message_type=message_class.DESCRIPTOR.full_name,
-            )
-    return message
-
-
-def decode_payloads(
-    message_class: type[Message],
-    payloads: Sequence[bytes],
-    *,
-    allow_unknown_fields: bool = False,
-) -> list[Message | CodecError]:
-    """`decode_payload` for many payloads of one type: per payload, the message or the error.
-
-    The result is exactly what calling `decode_payload` on each payload gives (same messages,
-    same error classes and texts), only faster: all payloads are parsed in one protobuf call,
-    as the elements of a `repeated` field of a generated wrapper message
-    (``protolake_batch.*``, added once to the class's descriptor pool), and the unknown-field
-    check runs once on the wrapper (one wrapper per ~64 KiB of payloads). When a wrapper's
-    parse fails, or finds unknown fields, or the wrapper cannot be built, each payload of that
-    chunk is decoded on its own to say which ones and why.
-    """
-    batch_class = _batch_class(message_class) if len(payloads) > 1 else None
-    if batch_class is None:
-        return _decode_each(message_class, payloads, allow_unknown_fields)
-    # One wrapper per ~64 KiB: a wrapper of megabytes parses measurably slower (cache
-    # misses), and a bad payload sends only its own chunk to the slow path.
-    out: list[Message | CodecError] = []
-    start = size = 0
-    last = len(payloads) - 1
-    for i, payload in enumerate(payloads):
-        size += len(payload)
-        if size >= _CHUNK_BYTES or i == last:
-            chunk = payloads[start : i + 1]
-            out += _decode_chunk(batch_class, message_class, chunk, allow_unknown_fields)
-            start, size = i + 1, 0
-    return out
-
-
-def _decode_chunk(
-    batch_class: type[Message],
-    message_class: type[Message],
-    payloads: Sequence[bytes],
-    allow_unknown_fields: bool,
-) -> list[Message | CodecError]:
-    """Parse one chunk through the wrapper; on any doubt, each payload on its own."""
-    parts: list[bytes] = []
-    heads = _ITEM_HEADS
-    for payload in payloads:
-        size = len(payload)
-        head = heads.get(size)
-        if head is None:
-            head = _ITEM_TAG + write_uvarint64(size)
-            if size < 65_536:
-                heads[size] = head
-        parts.append(head)
-        parts.append(payload)
-    try:
-        wrapper = batch_class.FromString(b"".join(parts))
-    except DecodeError:
-        wrapper = None  # some payload is bad: the per-payload pass says which
-    if wrapper is not None and _has_required(message_class) and not wrapper.IsInitialized():
-        wrapper = None  # some payload misses a required field: the per-payload pass says which
-    if wrapper is not None and (allow_unknown_fields or _count_unknown_bytes(wrapper) == 0):
-        items: list[Message | CodecError] = list(wrapper.items)  # type: ignore[attr-defined]
-        return items
-    return _decode_each(message_class, payloads, allow_unknown_fields)
-
-
-def _decode_each(
-    message_class: type[Message], payloads: Sequence[bytes], allow_unknown_fields: bool
-) -> list[Message | CodecError]:
-    out: list[Message | CodecError] = []
-    for payload in payloads:
-        try:
-            out.append(
-                decode_payload(message_class, payload, allow_unknown_fields=allow_unknown_fields)
-            )
-        except CodecError as exc:
-            out.append(exc)
-    return out
-
-
-_CHUNK_BYTES = 64 * 1024
-_ITEM_TAG = b"\x0a"  # field 1, wire type 2 (length-delimited): one element of `items`
-_ITEM_HEADS: dict[int, bytes] = {}
-_batch_classes: dict[type[Message], type[Message] | None] = {}
-_batch_lock = threading.Lock()
-
-
-def _batch_class(message_class: type[Message]) -> type[Message] | None:
-    """The wrapper ``message B { repeated <message_class> items = 1; }``, or None."""
-    try:
-        return _batch_classes[message_class]
-    except KeyError:
-        pass
-    with _batch_lock:
-        if message_class in _batch_classes:
-            return _batch_classes[message_class]
-        built: type[Message] | None
-        try:
-            built = _build_batch_class(message_class.DESCRIPTOR)
-        except Exception:  # noqa: BLE001 - an unusual pool only loses the fast path
-            built = None
-        if len(_batch_classes) > _TYPE_CACHE_SIZE:
-            _batch_classes.clear()
-        _batch_classes[message_class] = built
-        return built
-
-
-def _build_batch_class(descriptor: Descriptor) -> type[Message]:
-    pool = descriptor.file.pool
-    digest = hashlib.sha256(f"{descriptor.file.name}\0{descriptor.full_name}".encode()).hexdigest()
-    name = f"protolake_batch.B{digest[:24]}"
-    try:
-        wrapper = pool.FindMessageTypeByName(name)
-    except KeyError:
-        fdp = descriptor_pb2.FileDescriptorProto(
-            name=f"protolake_batch/{digest[:24]}.proto",
-            package="protolake_batch",
-            syntax="proto2",
-            dependency=[descriptor.file.name],
-        )
-        msg = fdp.message_type.add(name=f"B{digest[:24]}")
-        msg.field.add(
-            name="items",
-            number=1,
-            label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
-            type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
-            type_name=f".{descriptor.full_name}",
-        )
-        pool.Add(fdp)
-        wrapper = pool.FindMessageTypeByName(name)
-    return message_factory.GetMessageClass(wrapper)
-
-
-def has_unknown_fields(message: Message) -> bool:
-    """True when `message` (at any depth) holds fields its type does not define."""
-    copy = type(message)()
-    copy.CopyFrom(message)
-    return _count_unknown_bytes(copy) > 0
+_head = itemgetter(slice(None, 6))
 
 
 def message_to_json(message: Message) -> dict[str, Any]:
@@ -401,19 +172,249 @@ class Decoder:
         found_name: str | None = None
         try:
             schema, found_name, cls = self.resolve_type(frame)
+            if frame[4] == 6 and frame[0] == 0 and type(value) is bytes:
+                self._remember_prefix(value[:6], (frame, schema, found_name, cls))
             offset = frame[4]
             payload = value if offset == 0 else value[offset:]
             message = decode_payload(cls, payload, allow_unknown_fields=self.allow_unknown_fields)
         except CodecError as exc:
             _add_context(exc, frame, found_name)
             raise
-        name = found_name
-        if offset == 6 and frame[0] == 0 and type(value) is bytes:
-            if len(self._by_prefix) >= _TYPE_CACHE_SIZE:
-                self._by_prefix.clear()
-            self._by_prefix[value[:6]] = (frame, schema, name, cls)
-        record = _new_tuple(DecodedRecord, (frame, schema, name, message))
+        record = _new_tuple(DecodedRecord, (frame, schema, found_name, message))
         return record
+
+    def _remember_prefix(
+        self, head: bytes, entry: tuple[Frame, ResolvedSchema, str, type[Message]]
+    ) -> None:
+        if len(self._by_prefix) >= _TYPE_CACHE_SIZE:
+            self._by_prefix.clear()
+        self._by_prefix[head] = entry
+
+    def decode_many(
+        self,
+        values: Sequence[Buffer | None],
+        headers: Sequence[Headers | None] | None = None,
+        is_key: bool = False,
+    ) -> DecodedBatch:
+        """Decode a batch of record values (or keys): per record, what `decode` gives.
+
+        Args:
+            values: the record values (or keys, with `is_key=True`).
+            headers: each record's headers (same length as `values`), or None for none.
+            is_key: read `__key_schema_id` headers instead of `__value_schema_id`.
+
+        Returns:
+            A `DecodedBatch`: per record, in order, the message that `decode` returns for it
+            (with its frame, schema and type) or the `CodecError` leaf that `decode` raises
+            for it (same class, same text, same context). The registry is asked once per
+            distinct schema, not per record.
+
+        Raises:
+            RegistryUnavailable: the registry cannot be reached; no record is to blame, so
+                the whole batch is left undecoded (retry it).
+            ValueError: `headers` is not as long as `values`.
+        """
+        count = len(values)
+        if headers is not None and len(headers) != count:
+            raise ValueError(f"{len(headers)} headers for {count} values")
+        batch = DecodedBatch(count)
+        # Rows that may take the grouped path: bytes values without headers.
+        rows: Sequence[int]
+        candidates: Sequence[bytes]
+        if (headers is None or not any(headers)) and set(map(type, values)) == {bytes}:
+            rows, candidates = range(count), cast("Sequence[bytes]", values)
+        else:
+            rows = [
+                i
+                for i in range(count)
+                if type(values[i]) is bytes and not (headers is not None and headers[i])
+            ]
+            candidates = [cast(bytes, values[i]) for i in rows]
+        heads = list(map(_head, candidates))
+        one_by_one = set(range(count)).difference(rows) if len(rows) < count else set()
+        for _, members in _group_rows(heads):
+            positions: Sequence[int] = range(len(candidates)) if members is None else members
+            while positions:
+                positions = self._decode_framed_alike(
+                    candidates, rows, positions, values, batch, one_by_one
+                )
+        for i in sorted(one_by_one):
+            try:
+                record = self.decode(values[i], headers[i] if headers is not None else None, is_key)
+            except CodecError as exc:
+                if not exc.record_fault:
+                    raise
+                batch.results[i] = exc
+            else:
+                batch.set_record(i, record)
+        return batch
+
+    def _decode_framed_alike(
+        self,
+        candidates: Sequence[bytes],
+        rows: Sequence[int],
+        positions: Sequence[int],
+        values: Sequence[Buffer | None],
+        batch: DecodedBatch,
+        one_by_one: set[int],
+    ) -> Sequence[int]:
+        """Decode the candidates at `positions` that are framed as the first one is.
+
+        The candidates at `positions` share their first six bytes. The first one's frame is
+        read; every candidate with the same frame head (the bytes before the payload) has
+        the same frame, so they are resolved once and decoded together. Returns the
+        positions left for another round; a first one whose frame cannot be read goes to
+        `one_by_one` (`decode` says why).
+        """
+        first = candidates[positions[0]]
+        entry = self._by_prefix.get(first[:6])
+        if entry is None:
+            try:
+                frame = parse_frame(first)
+            except CodecError:
+                one_by_one.add(rows[positions[0]])
+                return positions[1:]
+            found = self._head_entry(first[: frame.payload_offset], frame)
+        else:
+            found = entry
+            frame = entry[0]
+        size = frame.payload_offset
+        rest: Sequence[int] = ()
+        group = positions
+        if size != 6:  # the frame head is longer than the six bytes they share
+            head = first[:size]
+            same = list(
+                map(
+                    head.__eq__,
+                    map(itemgetter(slice(None, size)), map(candidates.__getitem__, positions)),
+                )
+            )
+            group = list(compress(positions, same))
+            rest = list(compress(positions, map(not_, same)))
+        group_rows = rows if len(group) == len(rows) else [rows[p] for p in group]
+        if isinstance(found, CodecError):
+            for i in group_rows:
+                batch.results[i] = copy.copy(found)
+        else:
+            self._decode_group(found, values, group_rows, size, batch)
+        return rest
+
+    def _head_entry(
+        self, head: bytes, frame: Frame
+    ) -> tuple[Frame, ResolvedSchema, str, type[Message]] | CodecError:
+        """What every record starting with `head` (its frame head) decodes against, or the
+        error every such record gets when the schema or type cannot be resolved."""
+        entry = self._by_prefix.get(head)
+        if entry is not None:
+            return entry
+        try:
+            schema, name, cls = self.resolve_type(frame)
+        except CodecError as exc:
+            if not exc.record_fault:
+                raise
+            _add_context(exc, frame, None)
+            return exc
+        entry = (frame, schema, name, cls)
+        self._remember_prefix(head, entry)
+        return entry
+
+    def _decode_group(
+        self,
+        entry: tuple[Frame, ResolvedSchema, str, type[Message]],
+        values: Sequence[Buffer | None],
+        group: Sequence[int],
+        offset: int,
+        batch: DecodedBatch,
+    ) -> None:
+        """Decode the rows `group` of `values`, which all have `entry`'s frame head."""
+        frame, schema, name, cls = entry
+        everything = len(group) == len(values)
+        members = values if everything else [values[i] for i in group]
+        results, clean = decode_sliced(
+            cls, cast("Sequence[bytes]", members), offset, self.allow_unknown_fields
+        )
+        if clean and everything:  # the common case: one schema, every payload decoded
+            batch.results = results
+            batch.frames = [frame] * len(results)
+            batch.schemas = [schema] * len(results)
+            batch.message_types = [name] * len(results)
+            return
+        for i, result in zip(group, results, strict=True):
+            batch.results[i] = result
+            if isinstance(result, CodecError):
+                _add_context(result, frame, name)
+            else:
+                batch.frames[i] = frame
+                batch.schemas[i] = schema
+                batch.message_types[i] = name
+
+
+class DecodedBatch:
+    """What `Decoder.decode_many` found, record by record, as columns.
+
+    A sequence: ``batch[i]`` is record i's `DecodedRecord`, or the `CodecError` leaf that
+    `Decoder.decode` raises for it. The columns hold the same without building a record
+    object per row (records of one schema share their frame, schema and type name).
+
+    Attributes:
+        results: per record, the decoded message, or the error.
+        frames, schemas, message_types: per record, its frame, writer schema and full
+            message type name; None where `results` holds an error (the error carries the
+            schema id or GUID, indexes and type as far as decoding got).
+    """
+
+    __slots__ = ("frames", "message_types", "results", "schemas")
+
+    def __init__(self, count: int) -> None:
+        self.results: list[Message | CodecError] = [None] * count  # type: ignore[list-item]
+        self.frames: list[Frame | None] = [None] * count
+        self.schemas: list[ResolvedSchema | None] = [None] * count
+        self.message_types: list[str | None] = [None] * count
+
+    def set_record(self, i: int, record: DecodedRecord) -> None:
+        """Store a decoded record at position i."""
+        self.frames[i], self.schemas[i], self.message_types[i], self.results[i] = record
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    @overload
+    def __getitem__(self, i: int) -> DecodedRecord | CodecError: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[DecodedRecord | CodecError]: ...
+    def __getitem__(
+        self, i: int | slice
+    ) -> DecodedRecord | CodecError | list[DecodedRecord | CodecError]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        result = self.results[i]
+        if isinstance(result, CodecError):
+            return result
+        record: DecodedRecord = _new_tuple(
+            DecodedRecord, (self.frames[i], self.schemas[i], self.message_types[i], result)
+        )
+        return record
+
+    def __iter__(self) -> Iterator[DecodedRecord | CodecError]:
+        return (self[i] for i in range(len(self.results)))
+
+    def __repr__(self) -> str:
+        errors = sum(isinstance(r, CodecError) for r in self.results)
+        return f"DecodedBatch({len(self)} records, {errors} errors)"
+
+
+def _group_rows(heads: list[bytes]) -> list[tuple[bytes, list[int] | None]]:
+    """Each distinct head with the positions that have it (None: all of them)."""
+    if not heads or heads.count(heads[0]) == len(heads):
+        return [(head, None) for head in heads[:1]]
+    distinct = dict.fromkeys(heads)
+    if len(distinct) <= 8:  # a C-level scan per head beats a Python loop over the rows
+        positions = range(len(heads))
+        return [(head, list(compress(positions, map(head.__eq__, heads)))) for head in distinct]
+    groups: dict[bytes, list[int]] = {}
+    for position, head in enumerate(heads):
+        groups.setdefault(head, []).append(position)
+    return list(groups.items())
 
 
 def _add_context(exc: CodecError, frame: Frame, message_type: str | None) -> None:

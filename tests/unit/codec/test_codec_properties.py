@@ -9,7 +9,7 @@ from codec_test_support import MemoryRegistry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import codec.decode as codec_decode
+import codec.payload as codec_payload
 from codec import (
     REASON_CODES,
     CodecError,
@@ -208,13 +208,13 @@ def _one_by_one(payloads, allow_unknown):
 def _count_slow_path_calls(monkeypatch):
     """A list that grows by one on every per-payload `decode_payload` call."""
     calls = []
-    real = codec_decode.decode_payload
+    real = codec_payload.decode_payload
 
     def counting(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(codec_decode, "decode_payload", counting)
+    monkeypatch.setattr(codec_payload, "decode_payload", counting)
     return calls
 
 
@@ -241,12 +241,12 @@ def test_decode_payloads_takes_one_parse_for_a_clean_batch(monkeypatch):
 @given(st.lists(_payloads, max_size=30), st.booleans(), st.integers(1, 64))
 def test_decode_payloads_in_small_chunks_still_equals_one_by_one(payloads, allow_unknown, chunk):
     # Tiny chunks put chunk boundaries everywhere, bad payloads on either side of them.
-    real = codec_decode._CHUNK_BYTES
-    codec_decode._CHUNK_BYTES = chunk
+    real = codec_payload._CHUNK_BYTES
+    codec_payload._CHUNK_BYTES = chunk
     try:
         got = decode_payloads(REC, payloads, allow_unknown_fields=allow_unknown)
     finally:
-        codec_decode._CHUNK_BYTES = real
+        codec_payload._CHUNK_BYTES = real
     assert [_outcome(r) for r in got] == _one_by_one(payloads, allow_unknown)
 
 
@@ -258,5 +258,5 @@ def test_a_bad_payload_sends_only_its_own_chunk_to_the_slow_path(monkeypatch):
     assert [type(r).__name__ for r in got].count("BadPayload") == 1
     assert type(got[150]).__name__ == "BadPayload"
     assert [r.n for i, r in enumerate(got) if i != 150] == [i for i in range(300) if i != 150]
-    per_chunk = -(-codec_decode._CHUNK_BYTES // min(map(len, payloads[:150])))  # ceil
+    per_chunk = -(-codec_payload._CHUNK_BYTES // min(map(len, payloads[:150])))  # ceil
     assert 0 < len(calls) <= per_chunk + 1 < len(payloads) // 3  # one chunk re-read, not all

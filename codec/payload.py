@@ -1,0 +1,364 @@
+"""Parse bare protobuf payloads with the upb-backed runtime, one or many at a time.
+
+`decode_payload` parses one payload; it is the one place protobuf's `DecodeError` becomes
+`BadPayload`. `decode_payloads` gives exactly what `decode_payload` gives on each payload of
+a list, faster: the payloads are parsed in one protobuf call as the elements of a `repeated`
+field of a generated wrapper message, and every per-payload step is a C-level bulk operation
+(`map`, slice assignment, `bytes.join`), not a Python loop.
+
+Unknown fields: a payload carrying fields its writer schema does not define is
+`UnknownFields` by default, so nothing is dropped silently. With `allow_unknown_fields=True`
+the message keeps them (they survive re-serialization). Detection is exact, two ways:
+
+- by size: protobuf keeps unknown fields when parsing, so the message's encoded size drops
+  when they are discarded if and only if there were any, at any depth (three walks of the
+  message: size, discard, size);
+- by equality (`decode_payloads`, types without maps): discard the unknown fields, encode;
+  if that gives back the input bytes exactly, there were none, since parsing the encoding of
+  a message without unknown fields yields none (two walks: discard, encode). Producers write
+  the canonical encoding, so this is the usual answer; any other outcome falls back to the
+  size test. Types with maps skip it: protobuf encodes map entries in its own order, so the
+  bytes rarely match and the fallback would cost more than it saves.
+
+Invalid UTF-8 in a proto3 `string` is rejected by protobuf and so is `BadPayload`; so is a
+proto2 payload missing a `required` field at any depth.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from bisect import bisect_left
+from collections.abc import Sequence
+from itertools import accumulate, repeat
+from operator import itemgetter, sub
+
+from google.protobuf import descriptor_pb2, message_factory
+from google.protobuf.descriptor import Descriptor
+from google.protobuf.message import DecodeError, Message
+
+from .errors import BadPayload, CodecError, UnknownFields
+from .varint import Buffer, write_uvarint64
+
+_TYPE_CACHE_SIZE = 10_000
+
+
+def _count_unknown_bytes(message: Message) -> int:
+    """Bytes of unknown fields anywhere in `message`; discards them as a side effect."""
+    before = message.ByteSize()
+    message.DiscardUnknownFields()
+    return before - message.ByteSize()
+
+
+class _TypeFacts:
+    """What the payload paths know about a message type (one per class).
+
+    `has_required`: a proto2 ``required`` field at any depth. `equality_pays`: the equality
+    test has not yet met this type's input that was valid but not canonical (protobuf
+    re-encodes map entries in its own order, for one); after that, the size test is used.
+    """
+
+    __slots__ = ("equality_pays", "has_required")
+
+    def __init__(self, descriptor: Descriptor) -> None:
+        self.has_required = False
+        self.equality_pays = True
+        seen: set[str] = set()
+        stack = [descriptor]
+        while stack:
+            desc = stack.pop()
+            if desc.full_name in seen:
+                continue
+            seen.add(desc.full_name)
+            for field in desc.fields:
+                self.has_required = self.has_required or field.is_required
+                if field.message_type is not None:
+                    stack.append(field.message_type)
+
+
+_facts: dict[type[Message], _TypeFacts] = {}
+
+
+def _facts_of(message_class: type[Message]) -> _TypeFacts:
+    facts = _facts.get(message_class)
+    if facts is None:
+        if len(_facts) > _TYPE_CACHE_SIZE:
+            _facts.clear()
+        facts = _facts[message_class] = _TypeFacts(message_class.DESCRIPTOR)
+    return facts
+
+
+def _missing_paths(message: Message, prefix: str, out: list[str]) -> None:
+    """Paths of the unset required fields in `message`, depth first, at most 10.
+
+    Written out because upb's ``FindInitializationErrors`` crashes the interpreter on some
+    malformed payloads (seen with protobuf 7.36 on a mutated proto2 message).
+    """
+    for field in message.DESCRIPTOR.fields:
+        if len(out) >= 10:
+            return
+        name = field.name
+        if field.is_required and not message.HasField(name):
+            out.append(prefix + name)
+        elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
+            if field.is_repeated:
+                for i, item in enumerate(getattr(message, name)):
+                    _missing_paths(item, f"{prefix}{name}[{i}].", out)
+            elif message.HasField(name):
+                _missing_paths(getattr(message, name), f"{prefix}{name}.", out)
+        elif field.message_type is not None:  # a map: values may be messages
+            value_field = field.message_type.fields_by_name["value"]
+            if value_field.message_type is not None:
+                for key, item in getattr(message, name).items():
+                    _missing_paths(item, f"{prefix}{name}[{key!r}].", out)
+
+
+def _missing_required(message: Message) -> BadPayload:
+    missing: list[str] = []
+    _missing_paths(message, "", missing)
+    return BadPayload(
+        f"protobuf rejects the payload: {message.DESCRIPTOR.full_name} is missing required "
+        f"fields: {', '.join(missing)}"
+    )
+
+
+def decode_payload(
+    message_class: type[Message], payload: Buffer, *, allow_unknown_fields: bool = False
+) -> Message:
+    """Parse a bare protobuf payload into `message_class`.
+
+    Raises:
+        BadPayload: protobuf rejects the bytes (malformed wire data, invalid UTF-8, a proto2
+            ``required`` field missing at any depth, ...).
+        UnknownFields: the payload has fields the class does not define (unless allowed).
+    """
+    data = payload if type(payload) is bytes else bytes(payload)
+    try:
+        message = message_class.FromString(data)
+    except DecodeError as exc:
+        raise BadPayload(f"protobuf rejects the payload: {exc}") from None
+    # upb's parse does not check `required` (its serializer does, so the size check below
+    # would raise EncodeError): a message missing one is not a message of its type
+    if _facts_of(message_class).has_required and not message.IsInitialized():
+        raise _missing_required(message)
+    if not allow_unknown_fields:
+        # the size test, inlined: this runs once per record
+        before = message.ByteSize()
+        message.DiscardUnknownFields()
+        unknown = before - message.ByteSize()
+        if unknown:
+            raise UnknownFields(
+                f"payload has {unknown} bytes of fields that "
+                f"{message_class.DESCRIPTOR.full_name} does not define",
+                message_type=message_class.DESCRIPTOR.full_name,
+            )
+    return message
+
+
+def decode_payloads(
+    message_class: type[Message],
+    payloads: Sequence[Buffer],
+    *,
+    allow_unknown_fields: bool = False,
+) -> list[Message | CodecError]:
+    """`decode_payload` for many payloads of one type: per payload, the message or the error.
+
+    The result is exactly what calling `decode_payload` on each payload gives (same messages,
+    same error classes and texts), only faster: one wrapper message
+    ``protolake_batch.B<hash> { repeated <message_class> items = 1; }`` (added once to the
+    class's descriptor pool) per ~64 KiB of payloads is built with bulk operations and parsed
+    in one protobuf call, and the unknown-field and required-field checks run once on it.
+    When a wrapper's parse fails, or a check finds something, or the wrapper cannot be
+    built, each payload of that chunk is decoded on its own to say which ones and why.
+    """
+    return decode_sliced(message_class, payloads, 0, allow_unknown_fields)[0]
+
+
+def decode_sliced(
+    message_class: type[Message],
+    buffers: Sequence[Buffer],
+    offset: int,
+    allow_unknown_fields: bool,
+) -> tuple[list[Message | CodecError], bool]:
+    """`decode_payloads` of ``buffer[offset:]`` for each buffer, and whether all decoded.
+
+    Every buffer holds at least `offset` bytes. Slicing happens while the wrapper is built,
+    so a caller whose payloads sit after a frame head (`Decoder.decode_many`) does not make
+    a list of slices first.
+    """
+    batch_class = _batch_class(message_class) if len(buffers) > 1 else None
+    if batch_class is None:
+        return _decode_each(message_class, buffers, offset, allow_unknown_fields), False
+    sizes = list(map(len, buffers))
+    if offset:
+        sizes = list(map(sub, sizes, repeat(offset)))
+    # One wrapper per ~64 KiB: a wrapper of megabytes parses measurably slower (cache
+    # misses), and a bad payload sends only its own chunk to the slow path. A chunk ends at
+    # the first payload that takes it to _CHUNK_BYTES or more.
+    ends = list(accumulate(sizes))
+    count = len(buffers)
+    if ends[-2] < _CHUNK_BYTES:  # one chunk: the common case
+        return _decode_chunk(
+            batch_class, message_class, buffers, sizes, offset, allow_unknown_fields
+        )
+    out: list[Message | CodecError] = []
+    clean = True
+    start = base = 0
+    while start < count:
+        stop = min(bisect_left(ends, base + _CHUNK_BYTES, start) + 1, count)
+        decoded, ok = _decode_chunk(
+            batch_class,
+            message_class,
+            buffers[start:stop],
+            sizes[start:stop],
+            offset,
+            allow_unknown_fields,
+        )
+        out += decoded
+        clean = clean and ok
+        base = ends[stop - 1]
+        start = stop
+    return out, clean
+
+
+class _ItemHeads(dict[int, bytes]):
+    """Payload size -> the bytes that open one `items` element of that size."""
+
+    def __missing__(self, size: int) -> bytes:
+        head = _ITEM_TAG + write_uvarint64(size)
+        if len(self) < 65_536:
+            self[size] = head
+        return head
+
+
+_CHUNK_BYTES = 64 * 1024
+_ITEM_TAG = b"\x0a"  # field 1, wire type 2 (length-delimited): one element of `items`
+_item_heads = _ItemHeads()
+
+
+def _decode_chunk(
+    batch_class: type[Message],
+    message_class: type[Message],
+    buffers: Sequence[Buffer],
+    sizes: list[int],
+    offset: int,
+    allow_unknown_fields: bool,
+) -> tuple[list[Message | CodecError], bool]:
+    """Parse one chunk through the wrapper; on any doubt, each payload on its own."""
+    parts: list[Buffer] = [b""] * (2 * len(sizes))
+    parts[0::2] = map(_item_heads.__getitem__, sizes)
+    parts[1::2] = map(itemgetter(slice(offset, None)), buffers) if offset else buffers
+    data = b"".join(parts)
+    facts = _facts_of(message_class)
+    try:
+        wrapper = batch_class.FromString(data)
+    except DecodeError:
+        wrapper = None  # some payload is bad: the per-payload pass says which
+    if wrapper is not None and facts.has_required and not wrapper.IsInitialized():
+        wrapper = None  # some payload misses a required field: the per-payload pass says which
+    if wrapper is not None and not allow_unknown_fields:
+        if not _known_fields_only(wrapper, data, facts):
+            wrapper = None  # some payload has unknown fields: the per-payload pass says which
+    if wrapper is None:
+        return _decode_each(message_class, buffers, offset, allow_unknown_fields), False
+    items: list[Message | CodecError] = list(wrapper.items)  # type: ignore[attr-defined]
+    return items, True
+
+
+def _known_fields_only(wrapper: Message, data: bytes, facts: _TypeFacts) -> bool:
+    """True when `wrapper`, parsed from `data`, holds no unknown field at any depth.
+
+    Discards unknown fields either way (the wrapper is used only when there were none).
+    """
+    if not facts.equality_pays:
+        return _count_unknown_bytes(wrapper) == 0
+    wrapper.DiscardUnknownFields()
+    encoded = wrapper.SerializeToString()
+    if encoded == data:
+        return True  # the input is the encoding of a message without unknown fields
+    # Not the canonical encoding, or unknown fields were discarded: the size test decides.
+    size = len(encoded)
+    wrapper.Clear()
+    wrapper.MergeFromString(data)
+    if wrapper.ByteSize() != size:
+        return False
+    facts.equality_pays = False  # valid input that protobuf encodes differently: stop trying
+    return True
+
+
+def _decode_each(
+    message_class: type[Message],
+    buffers: Sequence[Buffer],
+    offset: int,
+    allow_unknown_fields: bool,
+) -> list[Message | CodecError]:
+    out: list[Message | CodecError] = []
+    for buffer in buffers:
+        try:
+            out.append(
+                decode_payload(
+                    message_class,
+                    buffer[offset:] if offset else buffer,
+                    allow_unknown_fields=allow_unknown_fields,
+                )
+            )
+        except CodecError as exc:
+            out.append(exc)
+    return out
+
+
+_batch_classes: dict[type[Message], type[Message] | None] = {}
+_batch_lock = threading.Lock()
+
+
+def _batch_class(message_class: type[Message]) -> type[Message] | None:
+    """The wrapper ``message B { repeated <message_class> items = 1; }``, or None."""
+    try:
+        return _batch_classes[message_class]
+    except KeyError:
+        pass
+    with _batch_lock:
+        if message_class in _batch_classes:
+            return _batch_classes[message_class]
+        built: type[Message] | None
+        try:
+            built = _build_batch_class(message_class.DESCRIPTOR)
+        except Exception:  # noqa: BLE001 - an unusual pool only loses the fast path
+            built = None
+        if len(_batch_classes) > _TYPE_CACHE_SIZE:
+            _batch_classes.clear()
+        _batch_classes[message_class] = built
+        return built
+
+
+def _build_batch_class(descriptor: Descriptor) -> type[Message]:
+    pool = descriptor.file.pool
+    digest = hashlib.sha256(f"{descriptor.file.name}\0{descriptor.full_name}".encode()).hexdigest()
+    name = f"protolake_batch.B{digest[:24]}"
+    try:
+        wrapper = pool.FindMessageTypeByName(name)
+    except KeyError:
+        fdp = descriptor_pb2.FileDescriptorProto(
+            name=f"protolake_batch/{digest[:24]}.proto",
+            package="protolake_batch",
+            syntax="proto2",
+            dependency=[descriptor.file.name],
+        )
+        msg = fdp.message_type.add(name=f"B{digest[:24]}")
+        msg.field.add(
+            name="items",
+            number=1,
+            label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
+            type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+            type_name=f".{descriptor.full_name}",
+        )
+        pool.Add(fdp)
+        wrapper = pool.FindMessageTypeByName(name)
+    return message_factory.GetMessageClass(wrapper)
+
+
+def has_unknown_fields(message: Message) -> bool:
+    """True when `message` (at any depth) holds fields its type does not define."""
+    copy = type(message)()
+    copy.CopyFrom(message)
+    return _count_unknown_bytes(copy) > 0
