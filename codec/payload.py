@@ -10,15 +10,18 @@ Unknown fields: a payload carrying fields its writer schema does not define is
 `UnknownFields` by default, so nothing is dropped silently. With `allow_unknown_fields=True`
 the message keeps them (they survive re-serialization). Detection is exact, two ways:
 
-- by size: protobuf keeps unknown fields when parsing, so the message's encoded size drops
-  when they are discarded if and only if there were any, at any depth (three walks of the
-  message: size, discard, size);
-- by equality (`decode_payloads`, types without maps): discard the unknown fields, encode;
-  if that gives back the input bytes exactly, there were none, since parsing the encoding of
-  a message without unknown fields yields none (two walks: discard, encode). Producers write
-  the canonical encoding, so this is the usual answer; any other outcome falls back to the
-  size test. Types with maps skip it: protobuf encodes map entries in its own order, so the
-  bytes rarely match and the fallback would cost more than it saves.
+- by equality (tried first): discard the unknown fields and encode the message; if that
+  gives back the input bytes exactly, there were none, since parsing the encoding of a
+  message without unknown fields yields none (two walks of the message: discard, encode).
+  Producers write the canonical encoding, so this is the usual answer.
+- by size (when the bytes differ): protobuf keeps unknown fields when parsing, so the encoded
+  size of a fresh parse exceeds that of the discarded one if and only if there were any, at
+  any depth. A type whose valid input has once re-encoded to other bytes (protobuf writes map
+  entries in its own order, for one) goes straight to the size test from then on (three
+  walks: size, discard, size).
+
+Either way the check walks the whole parsed message, so it costs a good part of a parse:
+strict decoding is slower than keeping unknown fields (`bench/codec_bench.py`).
 
 Invalid UTF-8 in a proto3 `string` is rejected by protobuf and so is `BadPayload`; so is a
 proto2 payload missing a `required` field at any depth.
@@ -142,10 +145,7 @@ def decode_payload(
     if _facts_of(message_class).has_required and not message.IsInitialized():
         raise _missing_required(message)
     if not allow_unknown_fields:
-        # the size test, inlined: this runs once per record
-        before = message.ByteSize()
-        message.DiscardUnknownFields()
-        unknown = before - message.ByteSize()
+        unknown = _unknown_bytes(message, data, _facts_of(message_class))
         if unknown:
             raise UnknownFields(
                 f"payload has {unknown} bytes of fields that "
@@ -256,34 +256,31 @@ def _decode_chunk(
         wrapper = None  # some payload is bad: the per-payload pass says which
     if wrapper is not None and facts.has_required and not wrapper.IsInitialized():
         wrapper = None  # some payload misses a required field: the per-payload pass says which
-    if wrapper is not None and not allow_unknown_fields:
-        if not _known_fields_only(wrapper, data, facts):
-            wrapper = None  # some payload has unknown fields: the per-payload pass says which
+    if wrapper is not None and not allow_unknown_fields and _unknown_bytes(wrapper, data, facts):
+        wrapper = None  # some payload has unknown fields: the per-payload pass says which
     if wrapper is None:
         return _decode_each(message_class, buffers, offset, allow_unknown_fields), False
     items: list[Message | CodecError] = list(wrapper.items)  # type: ignore[attr-defined]
     return items, True
 
 
-def _known_fields_only(wrapper: Message, data: bytes, facts: _TypeFacts) -> bool:
-    """True when `wrapper`, parsed from `data`, holds no unknown field at any depth.
+def _unknown_bytes(message: Message, data: bytes, facts: _TypeFacts) -> int:
+    """Bytes of unknown fields anywhere in `message`, parsed from `data` (0: none).
 
-    Discards unknown fields either way (the wrapper is used only when there were none).
+    Discards them as a side effect. The equality test when it has paid off for the type so
+    far, else (and whenever it cannot decide) the size test; see the module docstring.
     """
     if not facts.equality_pays:
-        return _count_unknown_bytes(wrapper) == 0
-    wrapper.DiscardUnknownFields()
-    encoded = wrapper.SerializeToString()
+        return _count_unknown_bytes(message)
+    message.DiscardUnknownFields()
+    encoded = message.SerializeToString()
     if encoded == data:
-        return True  # the input is the encoding of a message without unknown fields
+        return 0  # the input is the encoding of a message without unknown fields
     # Not the canonical encoding, or unknown fields were discarded: the size test decides.
-    size = len(encoded)
-    wrapper.Clear()
-    wrapper.MergeFromString(data)
-    if wrapper.ByteSize() != size:
-        return False
-    facts.equality_pays = False  # valid input that protobuf encodes differently: stop trying
-    return True
+    unknown = type(message).FromString(data).ByteSize() - len(encoded)
+    if not unknown:
+        facts.equality_pays = False  # valid input that protobuf encodes differently
+    return unknown
 
 
 def _decode_each(
