@@ -14,7 +14,6 @@ Payloads are parsed by `codec.payload` (upb-backed protobuf; unknown fields are
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator, Sequence
 from itertools import compress
 from operator import itemgetter, not_
@@ -294,7 +293,7 @@ class Decoder:
         group_rows = rows if len(group) == len(rows) else [rows[p] for p in group]
         if isinstance(found, CodecError):
             for i in group_rows:
-                batch.results[i] = copy.copy(found)
+                batch.results[i] = found.copy()
         else:
             self._decode_group(found, values, group_rows, size, batch)
         return rest

@@ -417,7 +417,7 @@ class SchemaResolver:
                     while len(self._cache) > self._cache_size:
                         self._cache.popitem(last=False)
         if isinstance(cached, CodecError):
-            raise cached
+            raise cached.copy()
         return cached
 
     def _load(self, schema_id: int | None, schema_guid: str | None) -> ResolvedSchema | CodecError:
@@ -431,7 +431,7 @@ class SchemaResolver:
             fds = build_file_descriptor_set(registered, self.registry, root)
         except (NotProtobuf, SchemaInvalid) as exc:
             exc.schema_id, exc.schema_guid = schema_id, schema_guid
-            return exc  # permanent for this id: remember it
+            return exc.copy()  # permanent for this id: remember it (not its traceback)
         return ResolvedSchema.from_file_descriptor_set(
             fds, root, schema_id=schema_id, schema_guid=schema_guid
         )

@@ -19,7 +19,7 @@ Messages never contain credentials: the HTTP client strips them before building 
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Self
 
 #: The closed list of record reason codes, in the order the layers run.
 REASON_CODES: tuple[str, ...] = (
@@ -78,6 +78,18 @@ class CodecError(Exception):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+    def copy(self) -> Self:
+        """A new error of the same class, text and context, without a traceback.
+
+        A remembered error (a cached 404, a schema that does not compile) is raised as a
+        copy: raising one instance again and again would grow its traceback without bound,
+        and every record would share (and overwrite) the same context fields.
+        """
+        twin = type(self).__new__(type(self))
+        Exception.__init__(twin, *self.args)
+        twin.__dict__.update(self.__dict__)
+        return twin
 
 
 # -- framing -------------------------------------------------------------------------------

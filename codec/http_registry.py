@@ -224,11 +224,11 @@ class HttpSchemaRegistry:
         if isinstance(cached, RegisteredSchema):
             return cached
         if isinstance(cached, CodecError):
-            raise cached
+            raise cached.copy()
         try:
             body = self._request(path, schema_id=schema_id, schema_guid=schema_guid)
         except UnknownSchema as exc:
-            self._cache.put(cache_key, exc, ttl=self._negative_ttl)
+            self._cache.put(cache_key, exc.copy(), ttl=self._negative_ttl)
             raise
         schema = self._to_registered_schema(body, schema_id=schema_id, schema_guid=schema_guid)
         if not (cache_key[0] == "subject" and not isinstance(cache_key[2], int)):

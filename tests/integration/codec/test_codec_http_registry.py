@@ -69,6 +69,16 @@ def test_404_is_unknown_schema_with_confluent_error_code(registry):
     assert (err.http_status, err.registry_error_code, err.schema_id) == (404, 40403, 4242)
     assert err.record_fault is True
     assert registry.requests.count(("GET", "/schemas/ids/4242")) == 1  # remembered for a while
+    # ... and raised as a fresh copy each time: one instance raised again and again would grow
+    # its traceback without bound and share its context fields between records
+    errors = []
+    for _ in range(50):
+        with pytest.raises(UnknownSchema) as info:
+            reg.get_schema_by_id(4242)
+        errors.append(info.value)
+    assert len({id(e) for e in errors}) == 50
+    assert {str(e) for e in errors} == {str(err)}
+    assert _traceback_depth(errors[-1]) == _traceback_depth(errors[1])
     with pytest.raises(UnknownSchema) as info:
         reg.get_version("no-such-subject", 1)
     assert info.value.registry_error_code == 40401
@@ -77,6 +87,13 @@ def test_404_is_unknown_schema_with_confluent_error_code(registry):
         with pytest.raises(UnknownSchema):
             reg0.get_schema_by_guid("00000000-0000-0000-0000-000000000000")
     assert sum(1 for r in registry.requests if r[1].startswith("/schemas/guids/")) == 2
+
+
+def _traceback_depth(exc: BaseException) -> int:
+    depth, tb = 0, exc.__traceback__
+    while tb is not None:
+        depth, tb = depth + 1, tb.tb_next
+    return depth
 
 
 def test_503_then_success_retries_with_growing_jittered_backoff(registry):

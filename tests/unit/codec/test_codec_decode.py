@@ -11,6 +11,7 @@ from codec_test_support import MemoryRegistry
 from codec import (
     BadPayload,
     Decoder,
+    NotProtobuf,
     RegisteredSchema,
     UnknownFields,
     UnknownMessage,
@@ -218,3 +219,26 @@ def test_a_missing_required_field_is_bad_payload_not_a_crash(allow_unknown_field
     results = decode_payloads(cls, payloads * 3, **options)
     assert [type(r).__name__ for r in results] == ["Stock", "BadPayload", "BadPayload"] * 3
     assert {r.code for r in results if isinstance(r, BadPayload)} == {"BAD_PAYLOAD"}
+
+
+def test_a_remembered_schema_error_is_raised_fresh_for_every_record():
+    registry = MemoryRegistry()
+    registry.add(2, RegisteredSchema('{"type": "int"}', schema_type="AVRO"))
+    decoder = Decoder(registry)
+    errors = []
+    for indexes in ([0], [1], [2, 0]) * 40:
+        with pytest.raises(NotProtobuf) as info:
+            decoder.decode(write_frame(2, indexes, b""))
+        errors.append(info.value)
+    assert registry.calls == [("id", 2)]  # the schema is asked for once ...
+    assert len({id(e) for e in errors}) == len(errors)  # ... each record gets its own error
+    assert [e.message_indexes for e in errors[:3]] == [(0,), (1,), (2, 0)]
+    assert {e.schema_id for e in errors} == {2} and len({str(e) for e in errors}) == 1
+
+    def depth(exc):
+        n, tb = 0, exc.__traceback__
+        while tb is not None:
+            n, tb = n + 1, tb.tb_next
+        return n
+
+    assert depth(errors[-1]) == depth(errors[1])  # no traceback growing with every raise
