@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import io
 import json
 import os
 import re
@@ -47,24 +48,48 @@ EXIT_REGISTRY_UNAVAILABLE = 3
 _HEX = re.compile(r"(?:0x)?((?:[0-9a-fA-F]{2})+)")
 
 
+_URLSAFE = str.maketrans("-_", "+/")
+
+
 def _b64(text: str) -> bytes:
+    """Standard or URL-safe base64, padding optional; anything else is a ValueError.
+
+    Strict: a character outside the alphabet is an error, never silently dropped.
+    """
+    padding = -len(text) % 4
+    if padding == 3:
+        raise ValueError(f"{text[:40]!r} is not base64 (its length is 1 more than a multiple of 4)")
     try:
-        return base64.b64decode(text, validate=True)
+        return base64.b64decode(text.translate(_URLSAFE) + "=" * padding, validate=True)
     except (binascii.Error, ValueError):
-        return base64.urlsafe_b64decode(text)
+        raise ValueError(f"{text[:40]!r} is not base64") from None
 
 
 def _parse_line(line: str) -> tuple[bytes | None, list[tuple[str, bytes | None]]]:
     """One input line -> (value, headers); ValueError/TypeError/KeyError when malformed."""
-    obj = json.loads(line)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("the line is not UTF-8 text") from None
+    try:
+        obj = json.loads(line)
+    except RecursionError:
+        raise ValueError("the line is JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise TypeError("each line must be a JSON object")
-    raw = obj.get("value")
+    if "value" not in obj:
+        raise KeyError('each line needs "value": base64 text, or null for a tombstone')
+    raw = obj["value"]
     if raw is not None and not isinstance(raw, str):
         raise TypeError('"value" must be base64 text or null')
     value = None if raw is None else _b64(raw)
+    items = obj.get("headers")
+    if items is not None and not isinstance(items, list):
+        raise TypeError('"headers" must be a list of [<key>, <base64 or null>] pairs')
     headers: list[tuple[str, bytes | None]] = []
-    for item in obj.get("headers") or []:
+    for item in items or ():
+        if not (isinstance(item, list) and len(item) == 2):
+            raise TypeError("each header must be [<key string>, <base64 or null>]")
         key, header = item
         if not isinstance(key, str) or not (header is None or isinstance(header, str)):
             raise TypeError("each header must be [<key string>, <base64 or null>]")
@@ -97,8 +122,9 @@ def run_decode(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
             answer: dict[str, Any]
             try:
                 value, headers = _parse_line(line)
-            except (ValueError, TypeError, KeyError, binascii.Error) as exc:
-                answer = {"ok": False, "error": {"code": "BAD_INPUT", "message": str(exc)}}
+            except (ValueError, TypeError, KeyError) as exc:
+                message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
+                answer = {"ok": False, "error": {"code": "BAD_INPUT", "message": message}}
             else:
                 try:
                     record = decoder.decode(value, headers, is_key=args.key)
@@ -245,7 +271,8 @@ def main(
 ) -> int:
     """Run the command line; return the exit status."""
     args = build_parser().parse_args(argv)
-    stdin = stdin or sys.stdin
+    # Bytes that are not UTF-8 must not stop the reading: each such line gets its BAD_INPUT.
+    stdin = stdin or io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     if args.command == "decode":

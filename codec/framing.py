@@ -101,6 +101,8 @@ def read_message_indexes(buffer: Buffer, offset: int) -> tuple[tuple[int, ...], 
     if buffer[offset] == 0:  # the common single-byte form of [0]
         return _FIRST_MESSAGE, offset + 1
     count, position = read_varint64(buffer, offset)
+    if count == 0:  # a zero count means [0] however it is written (`80 00` too)
+        return _FIRST_MESSAGE, position
     if count < 0:
         raise BadIndexes(f"negative message index count {count} at byte {offset}", offset=offset)
     if count > MAX_MESSAGE_INDEXES:

@@ -243,10 +243,19 @@ class HttpSchemaRegistry:
                 "registry answered without a 'schema' string", schema_id=schema_id
             )
         schema_type = body.get("schemaType") or DEFAULT_SCHEMA_TYPE
-        references = tuple(
-            SchemaReference(str(r["name"]), str(r["subject"]), int(r["version"]))
-            for r in body.get("references") or ()
-        )
+        try:
+            references = tuple(
+                SchemaReference(str(r["name"]), str(r["subject"]), int(r["version"]))
+                for r in body.get("references") or ()
+            )
+        except (KeyError, TypeError, ValueError):
+            # the registry's fault, not the record's: fail the batch, never quarantine
+            raise RegistryUnavailable(
+                "registry answered with malformed references (each needs a name, a subject "
+                "and a version number)",
+                schema_id=schema_id,
+                schema_guid=schema_guid,
+            ) from None
         text = body["schema"]
         fmt = detect_schema_format(text) if schema_type == "PROTOBUF" else "text"
         version = body.get("version")

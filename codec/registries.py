@@ -34,7 +34,7 @@ def open_registry(url_or_path: str | Path, **options: Any) -> SchemaRegistry:
     elif not Path(target).is_dir():
         raise ValueError(
             "registry must be an http(s):// URL, dir:/path or an existing folder; got "
-            + (target.split("@")[-1] if "://" in target else repr(target))
+            + repr(target.rsplit("@", 1)[-1])  # whatever precedes an @ may be credentials
         )
     if options:
         raise ValueError(f"a folder registry takes no options, got {sorted(options)}")

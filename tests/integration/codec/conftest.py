@@ -97,6 +97,29 @@ def bearer_server() -> Iterator[tuple[str, list[dict[str, str]]]]:
     thread.join(5)
 
 
+class _MalformedReferences(_TinyHandler):
+    """Answers schema 1 with a reference lacking its subject, 2 with version "latest"."""
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        path = self.path.split("?")[0]
+        if path == "/schemas/ids/1":
+            self._send(200, {**SCHEMA_BODY, "references": [{"name": "x.proto"}]})
+        elif path == "/schemas/ids/2":
+            ref = {"name": "x.proto", "subject": "x.proto", "version": "latest"}
+            self._send(200, {**SCHEMA_BODY, "references": [ref]})
+        else:
+            self._send(404, {"error_code": 40403, "message": "Schema not found"})
+
+
+@pytest.fixture
+def malformed_references_server() -> Iterator[str]:
+    server, thread = _serve(_MalformedReferences)
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
 def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 

@@ -319,3 +319,25 @@ def test_cli_exits_non_zero_with_one_line_when_the_registry_is_unreachable():
     assert json.loads(done.stdout)["error"]["code"] == "EMPTY_VALUE"  # answered before the outage
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "registry unavailable" in lines[0] and "pw-x" not in lines[0]
+
+
+def test_malformed_references_are_the_registrys_fault_not_the_records(
+    malformed_references_server,
+):
+    reg = client(malformed_references_server)
+    decoder = Decoder(reg)
+    for schema_id in (1, 2):
+        with pytest.raises(RegistryUnavailable, match="malformed references"):
+            reg.get_schema_by_id(schema_id)
+        with pytest.raises(RegistryUnavailable):
+            decoder.decode(write_frame(schema_id, [0], b""))
+    line = json.dumps({"value": base64.b64encode(write_frame(1, [0], b"")).decode()})
+    done = subprocess.run(
+        [sys.executable, "-m", "codec", "decode", "--registry-url", malformed_references_server],
+        input=line + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "malformed references" in done.stderr

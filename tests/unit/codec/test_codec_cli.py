@@ -141,3 +141,54 @@ def test_inspect_reports_the_reason(folder):
     assert "BAD_MAGIC" in done.stdout
     done = run(["inspect", write_frame(5, [9]).hex(), "--registry-url", f"dir:{folder}"])
     assert done.returncode == 1 and "UNKNOWN_MESSAGE" in done.stdout
+
+
+def test_decode_answers_malformed_lines_without_stopping(folder, event_class):
+    good = write_frame(5, [0], event_class(id="ok").SerializeToString())
+    noisy = b64(good)[:4] + "!*" + b64(good)[4:]  # characters outside base64, inside a frame
+    url_safe = base64.urlsafe_b64encode(b"\xfb\xff" + good).decode().rstrip("=")
+    lines = [
+        b"[" * 100_000,  # nested too deeply for the JSON parser
+        b'{"value": "\xff\xfe"}',  # not UTF-8
+        json.dumps({"value": noisy}).encode(),
+        json.dumps({"value": "!!!!"}).encode(),
+        json.dumps({"value": "aGVsbG8 gd29ybGQ="}).encode(),
+        json.dumps({}).encode(),  # no "value": not a tombstone, a mistake
+        json.dumps({"value": b64(good), "headers": {"a": "b"}}).encode(),
+        json.dumps({"value": b64(good), "headers": [["__value_schema_id"]]}).encode(),
+        json.dumps({"value": b64(good), "headers": ["ab"]}).encode(),
+        json.dumps({"value": url_safe}).encode(),  # URL-safe alphabet, no padding: accepted
+        json.dumps({"value": b64(good), "headers": None}).encode(),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "codec", "decode", "--registry-url", f"dir:{folder}"],
+        input=b"\n".join(lines) + b"\n",
+        capture_output=True,
+        env={**os.environ, "PYTHONIOENCODING": "utf-8", "LC_ALL": "C"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    out = [json.loads(line) for line in done.stdout.splitlines()]
+    codes = [o["error"]["code"] if not o["ok"] else None for o in out]
+    assert codes == ["BAD_INPUT"] * 9 + ["BAD_MAGIC", None]
+    messages = [o["error"]["message"] for o in out[:9]]
+    assert "nested too deeply" in messages[0] and "not UTF-8" in messages[1]
+    assert all("is not base64" in m for m in messages[2:5])
+    assert '"value"' in messages[5] and '"headers" must be a list' in messages[6]
+    assert out[10]["record"] == {"id": "ok"}
+
+
+def test_a_zero_count_written_long_still_means_the_first_message(folder, event_class):
+    payload = event_class(id="z").SerializeToString()
+    decoder = Decoder(open_registry(folder))
+    for indexes in (b"\x00", b"\x80\x00", b"\x02\x00"):
+        record = decoder.decode(b"\x00\x00\x00\x00\x05" + indexes + payload)
+        assert (record.message_indexes, record.message.id) == ((0,), "z")
+        assert record.frame.payload_offset == 5 + len(indexes)
+
+
+def test_a_bad_registry_argument_never_echoes_credentials():
+    for url in ("bob:s3cret@sr.example:8081", "http//bob:s3cret@sr.example:8081"):
+        done = run(["decode", "--registry-url", url], "")
+        assert done.returncode != 0 and "sr.example:8081" in done.stderr
+        assert "s3cret" not in done.stderr and "bob" not in done.stderr
