@@ -223,10 +223,15 @@ def _decode_serialized(name: str, schema: RegisteredSchema) -> descriptor_pb2.Fi
 
 def _ordered(
     files: dict[str, descriptor_pb2.FileDescriptorProto],
+    compiled_elsewhere: Iterable[str] = (),
 ) -> list[descriptor_pb2.FileDescriptorProto]:
-    """Order files so every file comes after its imports; fail on missing imports."""
+    """Order files so every file comes after its imports; fail on missing imports.
+
+    Imports named in `compiled_elsewhere` (.proto texts that protoc compiles alongside) are
+    taken as present and left out of the result.
+    """
     ordered: list[descriptor_pb2.FileDescriptorProto] = []
-    placed: set[str] = set()
+    placed: set[str] = set(compiled_elsewhere)
     builtins: dict[str, descriptor_pb2.FileDescriptorProto] | None = None
 
     def place(name: str, needed_by: str, depth: int) -> None:
@@ -270,7 +275,9 @@ def build_file_descriptor_set(
     if texts:
         set_in = None
         if protos:
-            set_in = descriptor_pb2.FileDescriptorSet(file=_ordered(protos)).SerializeToString()
+            # Serialized files may import text ones: protoc finds those among the sources.
+            ordered = _ordered(protos, compiled_elsewhere=texts)
+            set_in = descriptor_pb2.FileDescriptorSet(file=ordered).SerializeToString()
         raw = run_protoc(texts, [root_name], descriptor_set_in=set_in)
         fds = descriptor_pb2.FileDescriptorSet.FromString(raw)
         for proto in fds.file:

@@ -126,6 +126,50 @@ def test_text_schema_with_nested_references(as_serialized):
     assert cls.FromString(msg.SerializeToString()).ship_to.fee.units == 5
 
 
+@pytest.mark.parametrize(
+    "formats",
+    [
+        ("serialized", "text", "text"),
+        ("text", "serialized", "text"),
+        ("serialized", "text", "serialized"),
+    ],
+    ids=["serialized-root-text-refs", "text-serialized-text", "serialized-text-serialized"],
+)
+def test_mixed_formats_in_one_reference_chain(formats):
+    # A registry may answer some files serialized and others as text; imports cross both ways.
+    root_format, address_format, common_format = formats
+    compiled = {
+        f.name: f
+        for f in descriptor_pb2.FileDescriptorSet.FromString(
+            run_protoc(
+                {"shop/common.proto": COMMON, "shop/address.proto": ADDRESS, "root.proto": ORDER},
+                ["root.proto"],
+            )
+        ).file
+    }
+
+    def as_format(fmt, schema_text, name, refs):
+        if fmt == "text":
+            return text(schema_text, refs)
+        raw = base64.b64encode(compiled[name].SerializeToString()).decode()
+        return RegisteredSchema(schema=raw, references=tuple(refs), format="serialized")
+
+    reg = MemoryRegistry()
+    reg.add_version(
+        "shop/common.proto", 1, as_format(common_format, COMMON, "shop/common.proto", ())
+    )
+    reg.add_version(
+        "addresses", 3, as_format(address_format, ADDRESS, "shop/address.proto", [COMMON_REF])
+    )
+    reg.add(9, as_format(root_format, ORDER, "root.proto", [COMMON_REF, ADDRESS_REF]))
+    resolved = SchemaResolver(reg).resolve_id(9)
+    assert resolved.message_types == ("dsc.shop.Order", "dsc.shop.Order.Line")
+    cls = message_class_for(resolved.file_descriptor_set, "dsc.shop.Order")
+    msg = cls(id="o")
+    msg.ship_to.fee.units = 7
+    assert cls.FromString(msg.SerializeToString()).ship_to.fee.units == 7
+
+
 def test_all_serialized_schema_gets_builtin_imports():
     reg = MemoryRegistry()
     root = serialized(
