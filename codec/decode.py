@@ -49,8 +49,17 @@ def message_to_json(message: Message) -> dict[str, Any]:
 
     Raises:
         BadPayload: the message has no canonical JSON: a `google.protobuf.Any` holds a type
-            the writer schema does not define (the JSON mapping must fail then).
+            the writer schema does not define (the JSON mapping must fail then), or a proto2
+            `string` holds bytes that are not UTF-8 (protobuf accepts those in proto2; JSON
+            strings cannot carry them).
     """
+    bad = _first_non_utf8_string(message, "")
+    if bad is not None:
+        raise BadPayload(
+            f"{message.DESCRIPTOR.full_name} has no canonical JSON mapping: string field "
+            f"{bad} holds bytes that are not UTF-8",
+            message_type=message.DESCRIPTOR.full_name,
+        )
     try:
         return json_format.MessageToDict(
             message,
@@ -62,6 +71,39 @@ def message_to_json(message: Message) -> dict[str, Any]:
             f"{message.DESCRIPTOR.full_name} has no canonical JSON mapping: {exc}",
             message_type=message.DESCRIPTOR.full_name,
         ) from None
+
+
+def _first_non_utf8_string(message: Message, prefix: str) -> str | None:
+    """The path of the first string field whose value is not UTF-8 (protobuf hands those
+    out as bytes), or None."""
+    for field, value in message.ListFields():
+        path = prefix + field.name
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            key_field, value_field = field.message_type.fields
+            try:
+                entries = list(value.items())
+            except UnicodeDecodeError:  # protobuf cannot hand out a key that is not UTF-8
+                return f"{path} (a key)"
+            for key, item in entries:
+                if key_field.type == field.TYPE_STRING and isinstance(key, bytes):
+                    return f"{path} (a key)"
+                if value_field.type == field.TYPE_STRING and isinstance(item, bytes):
+                    return f"{path}[{key!r}]"
+                if value_field.message_type is not None:
+                    found = _first_non_utf8_string(item, f"{path}[{key!r}].")
+                    if found is not None:
+                        return found
+            continue
+        items = value if field.is_repeated else (value,)
+        if field.type == field.TYPE_STRING:
+            if any(isinstance(item, bytes) for item in items):
+                return path
+        elif field.message_type is not None:
+            for item in items:
+                found = _first_non_utf8_string(item, path + ".")
+                if found is not None:
+                    return found
+    return None
 
 
 class DecodedRecord(NamedTuple):

@@ -242,3 +242,34 @@ def test_a_remembered_schema_error_is_raised_fresh_for_every_record():
         return n
 
     assert depth(errors[-1]) == depth(errors[1])  # no traceback growing with every raise
+
+
+PROTO2_STRINGS = (
+    'syntax = "proto2"; package p2utf; message N { optional string t = 1; }'
+    " message M { optional int32 a = 1; optional string s = 2; repeated string rs = 3;"
+    " map<string, string> m = 4; optional N n = 5; map<string, N> mn = 6; }"
+)
+
+
+@pytest.mark.parametrize(
+    ("payload", "path"),
+    [
+        (b"\x12\x02\xff\xfe", "s"),
+        (b"\x1a\x01a\x1a\x01\xff", "rs"),
+        (b"\x22\x06\x0a\x01\xff\x12\x01v", "m (a key)"),
+        (b"\x22\x06\x0a\x01k\x12\x01\xff", "m['k']"),
+        (b"\x2a\x03\x0a\x01\xff", "n.t"),
+        (b"\x32\x08\x0a\x01k\x12\x03\x0a\x01\xff", "mn['k'].t"),
+    ],
+)
+def test_a_proto2_string_that_is_not_utf8_has_no_json(payload, path):
+    # proto2 does not validate UTF-8, so protobuf parses these (and hands out bytes); the
+    # JSON mapping cannot carry them and says which field, instead of printing b'\xff'
+    registry = MemoryRegistry()
+    registry.add(1, RegisteredSchema(PROTO2_STRINGS))
+    decoder = Decoder(registry)
+    record = decoder.decode(write_frame(1, [1], payload))
+    with pytest.raises(BadPayload, match=re.escape(f"string field {path} holds bytes")):
+        record.to_json()
+    fine = decoder.decode(write_frame(1, [1], b"\x08\x05\x12\x02ok\x22\x06\x0a\x01k\x12\x01v"))
+    assert fine.to_json() == {"a": 5, "s": "ok", "m": {"k": "v"}}
