@@ -25,6 +25,7 @@ from google.protobuf.message import Message
 from .descriptors import ResolvedSchema, SchemaResolver, message_class_for
 from .errors import BadPayload, CodecError
 from .framing import Frame, Headers, parse_frame
+from .gcpause import paused_gc
 from .payload import decode_payload, decode_payloads, decode_sliced, has_unknown_fields
 from .registry import SchemaRegistry
 from .varint import Buffer
@@ -258,6 +259,16 @@ class Decoder:
         count = len(values)
         if headers is not None and len(headers) != count:
             raise ValueError(f"{len(headers)} headers for {count} values")
+        with paused_gc():  # the batch keeps all its messages: collections would free nothing
+            return self._decode_many(values, headers, is_key)
+
+    def _decode_many(
+        self,
+        values: Sequence[Buffer | None],
+        headers: Sequence[Headers | None] | None,
+        is_key: bool,
+    ) -> DecodedBatch:
+        count = len(values)
         batch = DecodedBatch(count)
         # Rows that may take the grouped path: bytes values without headers.
         rows: Sequence[int]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import textwrap
 
 import pytest
@@ -258,12 +259,20 @@ def test_an_unreachable_registry_fails_the_batch_instead_of_blaming_records():
             raise RegistryUnavailable("registry unreachable: connection refused")
 
     decoder = Decoder(Down())
-    for frames in (
-        [write_frame(1, [1], b"")] * 3,  # the grouped path
-        [write_frame(1, [1, 0], b"")] * 3,  # one by one (indexes longer than one byte)
+    header = [(VALUE_SCHEMA_ID_HEADER, write_frame(1, [0]))]
+    for frames, headers in (
+        ([write_frame(1, [1], b"")] * 3, None),  # the grouped path
+        ([b"", b""], [header, header]),  # one by one (schema headers)
     ):
         with pytest.raises(RegistryUnavailable):
-            decoder.decode_many(frames)
+            decoder.decode_many(frames, headers)
+        assert gc.isenabled()  # decode_many pauses the collector, and restores it on error
+    gc.disable()
+    try:
+        STRICT.decode_many([write_frame(1, [1], b"")] * 2)
+        assert not gc.isenabled()  # ... to what it was
+    finally:
+        gc.enable()
 
 
 def test_records_with_headers_or_odd_values_keep_their_place():
