@@ -163,8 +163,9 @@ class Decoder:
             registry if isinstance(registry, SchemaResolver) else SchemaResolver(registry)
         )
         self.allow_unknown_fields = allow_unknown_fields
-        # (schema id or guid, indexes) -> (schema, type name, class): the per-record fast path.
-        # First six bytes of a `00 | id | 00` frame -> (frame, schema, name, class).
+        # (schema id or guid, indexes) -> (schema, type name, class).
+        # Frame head of a prefix frame (the bytes before its payload) -> (frame, schema, name,
+        # class); `decode`'s fast path looks up six bytes, the head of `00 | id | 00`.
         self._by_prefix: dict[bytes, tuple[Frame, ResolvedSchema, str, type[Message]]] = {}
         self._types: dict[
             tuple[int | str, tuple[int, ...]], tuple[ResolvedSchema, str, type[Message]]
@@ -315,8 +316,8 @@ class Decoder:
         The candidates at `positions` share their first six bytes. The first one's frame is
         read; every candidate with the same frame head (the bytes before the payload) has
         the same frame, so they are resolved once and decoded together. Returns the
-        positions left for another round; a first one whose frame cannot be read goes to
-        `one_by_one` (`decode` says why).
+        positions left for another round (other frame heads). When the first one's frame
+        cannot be read, every candidate whose frame cannot be read goes to `one_by_one`.
         """
         first = candidates[positions[0]]
         entry = self._by_prefix.get(first[:6])
@@ -324,8 +325,17 @@ class Decoder:
             try:
                 frame = parse_frame(first)
             except CodecError:
-                one_by_one.add(rows[positions[0]])
-                return positions[1:]
+                # Bad frames in this group: each of them goes one by one (`decode` says
+                # why), the others to the next rounds. One pass, not one per bad frame.
+                parsed = []
+                for position in positions:
+                    try:
+                        parse_frame(candidates[position])
+                    except CodecError:
+                        one_by_one.add(rows[position])
+                    else:
+                        parsed.append(position)
+                return parsed
             found = self._head_entry(first[: frame.payload_offset], frame)
         else:
             found = entry

@@ -309,3 +309,24 @@ def test_unknown_fields_hidden_by_a_longer_re_encoding_are_found(equality_first)
     assert [type(r).__name__ for r in results] == ["Rec", "UnknownFields", "Rec"]
     assert str(results[1]) == "payload has 6 bytes of fields that many.Rec does not define"
     assert [type(r).__name__ for r in batch] == ["DecodedRecord", "UnknownFields"]
+
+
+def test_many_bad_frames_sharing_a_head_take_one_round_not_one_each(monkeypatch):
+    rounds = []
+    real = Decoder._decode_framed_alike
+
+    def counting(self, *args, **kwargs):
+        rounds.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Decoder, "_decode_framed_alike", counting)
+    good = write_frame(1, [1], REC(name="g").SerializeToString())
+    truncated = [good[: 5 + i % 2] + b"\x80" * (i % 3) for i in range(3000)]  # bad indexes
+    values = [b""] * 3000 + truncated + [good] * 10
+    batch = STRICT.decode_many(values)
+    assert [type(r).__name__ for r in batch.results[:3000]] == ["EmptyValue"] * 3000
+    assert {type(r).__name__ for r in batch.results[3000:6000]} == {"Truncated"}
+    assert [r.name for r in batch.results[6000:]] == ["g"] * 10
+    # a round per distinct six-byte head and frame head, not one per bad frame (each round
+    # scans what is left of its group: one per bad frame made a batch of bad frames quadratic)
+    assert len(rounds) < 10
