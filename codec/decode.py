@@ -4,9 +4,11 @@
 leaf whose `schema_id`, `schema_guid`, `message_indexes` and `message_type` are filled in as far
 as decoding got (for the quarantine row). `Decoder.decode_many(values, headers, is_key)` gives,
 per record, exactly what `decode` returns or raises, for a whole batch at a time: records
-framed `00 | id | 00 | payload` without a schema header (what Confluent's serializers write)
-are grouped by their first six bytes with C-level bulk operations, each group resolved once
-and parsed with `codec.payload.decode_payloads`; every other record goes through `decode`.
+framed by a prefix and without a schema header are grouped by their frame head (the bytes
+before the payload; `00 | id | 00` for what Confluent's serializers write by default) with
+C-level bulk operations, each group is resolved once and parsed with
+`codec.payload.decode_sliced`; every other record goes through `decode`. What they give back
+(`DecodedRecord`, `DecodedBatch`, `message_to_json`) is in `codec.records`.
 
 Payloads are parsed by `codec.payload` (upb-backed protobuf; unknown fields are
 `UnknownFields` unless the decoder allows them, detected exactly at any depth).
@@ -14,19 +16,19 @@ Payloads are parsed by `codec.payload` (upb-backed protobuf; unknown fields are
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from itertools import compress
 from operator import itemgetter, not_
-from typing import Any, NamedTuple, cast, overload
+from typing import cast
 
-from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from .descriptors import ResolvedSchema, SchemaResolver, message_class_for
-from .errors import BadPayload, CodecError
+from .errors import CodecError
 from .framing import Frame, Headers, parse_frame
 from .gcpause import paused_gc
 from .payload import decode_payload, decode_payloads, decode_sliced, has_unknown_fields
+from .records import DecodedBatch, DecodedRecord, message_to_json
 from .registry import SchemaRegistry
 from .varint import Buffer
 
@@ -43,109 +45,6 @@ __all__ = [
 _TYPE_CACHE_SIZE = 10_000
 _new_tuple = tuple.__new__
 _head = itemgetter(slice(None, 6))
-
-
-def message_to_json(message: Message) -> dict[str, Any]:
-    """The message in protobuf's canonical JSON mapping, with the .proto field names.
-
-    Raises:
-        BadPayload: the message has no canonical JSON: a `google.protobuf.Any` holds a type
-            the writer schema does not define (the JSON mapping must fail then), or a proto2
-            `string` holds bytes that are not UTF-8 (protobuf accepts those in proto2; JSON
-            strings cannot carry them).
-    """
-    bad = _first_non_utf8_string(message, "")
-    if bad is not None:
-        raise BadPayload(
-            f"{message.DESCRIPTOR.full_name} has no canonical JSON mapping: string field "
-            f"{bad} holds bytes that are not UTF-8",
-            message_type=message.DESCRIPTOR.full_name,
-        )
-    try:
-        return json_format.MessageToDict(
-            message,
-            preserving_proto_field_name=True,
-            descriptor_pool=message.DESCRIPTOR.file.pool,  # resolves google.protobuf.Any
-        )
-    except (TypeError, KeyError, ValueError) as exc:
-        raise BadPayload(
-            f"{message.DESCRIPTOR.full_name} has no canonical JSON mapping: {exc}",
-            message_type=message.DESCRIPTOR.full_name,
-        ) from None
-
-
-def _first_non_utf8_string(message: Message, prefix: str) -> str | None:
-    """The path of the first string field whose value is not UTF-8 (protobuf hands those
-    out as bytes), or None."""
-    for field, value in message.ListFields():
-        path = prefix + field.name
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            key_field, value_field = field.message_type.fields
-            try:
-                entries = list(value.items())
-            except UnicodeDecodeError:  # protobuf cannot hand out a key that is not UTF-8
-                return f"{path} (a key)"
-            for key, item in entries:
-                if key_field.type == field.TYPE_STRING and isinstance(key, bytes):
-                    return f"{path} (a key)"
-                if value_field.type == field.TYPE_STRING and isinstance(item, bytes):
-                    return f"{path}[{key!r}]"
-                if value_field.message_type is not None:
-                    found = _first_non_utf8_string(item, f"{path}[{key!r}].")
-                    if found is not None:
-                        return found
-            continue
-        items = value if field.is_repeated else (value,)
-        if field.type == field.TYPE_STRING:
-            if any(isinstance(item, bytes) for item in items):
-                return path
-        elif field.message_type is not None:
-            for item in items:
-                found = _first_non_utf8_string(item, path + ".")
-                if found is not None:
-                    return found
-    return None
-
-
-class DecodedRecord(NamedTuple):
-    """A decoded record (a named tuple: one is built per record, and tuples build fastest).
-
-    Attributes:
-        frame: the framing read from the value or header.
-        schema: the compiled writer schema.
-        message_type: full name of the message type.
-        message: the decoded protobuf message.
-    """
-
-    frame: Frame
-    schema: ResolvedSchema
-    message_type: str
-    message: Message
-
-    @property
-    def has_unknown_fields(self) -> bool:
-        """The message holds fields its writer schema does not define (computed on access;
-        only possible with `allow_unknown_fields=True`)."""
-        return has_unknown_fields(self.message)
-
-    @property
-    def schema_id(self) -> int | None:
-        """The schema id the frame named (None for a GUID frame)."""
-        return self.frame.schema_id
-
-    @property
-    def schema_guid(self) -> str | None:
-        """The schema GUID the frame named (None for an id frame)."""
-        return self.frame.schema_guid
-
-    @property
-    def message_indexes(self) -> tuple[int, ...]:
-        """The frame's message indexes."""
-        return self.frame.message_indexes
-
-    def to_json(self) -> dict[str, Any]:
-        """The message in protobuf's canonical JSON mapping, original field names."""
-        return message_to_json(self.message)
 
 
 class Decoder:
@@ -409,60 +308,6 @@ class Decoder:
                 batch.frames[i] = frame
                 batch.schemas[i] = schema
                 batch.message_types[i] = name
-
-
-class DecodedBatch:
-    """What `Decoder.decode_many` found, record by record, as columns.
-
-    A sequence: ``batch[i]`` is record i's `DecodedRecord`, or the `CodecError` leaf that
-    `Decoder.decode` raises for it. The columns hold the same without building a record
-    object per row (records of one schema share their frame, schema and type name).
-
-    Attributes:
-        results: per record, the decoded message, or the error.
-        frames, schemas, message_types: per record, its frame, writer schema and full
-            message type name; None where `results` holds an error (the error carries the
-            schema id or GUID, indexes and type as far as decoding got).
-    """
-
-    __slots__ = ("frames", "message_types", "results", "schemas")
-
-    def __init__(self, count: int) -> None:
-        self.results: list[Message | CodecError] = [None] * count  # type: ignore[list-item]
-        self.frames: list[Frame | None] = [None] * count
-        self.schemas: list[ResolvedSchema | None] = [None] * count
-        self.message_types: list[str | None] = [None] * count
-
-    def set_record(self, i: int, record: DecodedRecord) -> None:
-        """Store a decoded record at position i."""
-        self.frames[i], self.schemas[i], self.message_types[i], self.results[i] = record
-
-    def __len__(self) -> int:
-        return len(self.results)
-
-    @overload
-    def __getitem__(self, i: int) -> DecodedRecord | CodecError: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[DecodedRecord | CodecError]: ...
-    def __getitem__(
-        self, i: int | slice
-    ) -> DecodedRecord | CodecError | list[DecodedRecord | CodecError]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        result = self.results[i]
-        if isinstance(result, CodecError):
-            return result
-        record: DecodedRecord = _new_tuple(
-            DecodedRecord, (self.frames[i], self.schemas[i], self.message_types[i], result)
-        )
-        return record
-
-    def __iter__(self) -> Iterator[DecodedRecord | CodecError]:
-        return (self[i] for i in range(len(self.results)))
-
-    def __repr__(self) -> str:
-        errors = sum(isinstance(r, CodecError) for r in self.results)
-        return f"DecodedBatch({len(self)} records, {errors} errors)"
 
 
 def _group_rows(heads: list[bytes]) -> list[tuple[bytes, list[int] | None]]:
