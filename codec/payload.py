@@ -56,9 +56,10 @@ def _count_unknown_bytes(message: Message) -> int:
 class _TypeFacts:
     """What the payload paths know about a message type (one per class).
 
-    `has_required`: a proto2 ``required`` field at any depth. `equality_pays`: the equality
-    test has not yet met this type's input that was valid but not canonical (protobuf
-    re-encodes map entries in its own order, for one); after that, the size test is used.
+    `has_required`: a proto2 ``required`` field at any depth, extensions included.
+    `equality_pays`: the equality test has not yet met this type's input that was valid but
+    not canonical (protobuf re-encodes map entries in its own order, for one); after that,
+    the size test is used.
     """
 
     __slots__ = ("equality_pays", "has_required")
@@ -66,6 +67,7 @@ class _TypeFacts:
     def __init__(self, descriptor: Descriptor) -> None:
         self.has_required = False
         self.equality_pays = True
+        pool = descriptor.file.pool
         seen: set[str] = set()
         stack = [descriptor]
         while stack:
@@ -73,7 +75,10 @@ class _TypeFacts:
             if desc.full_name in seen:
                 continue
             seen.add(desc.full_name)
-            for field in desc.fields:
+            fields = list(desc.fields)
+            if desc.extension_ranges:
+                fields += pool.FindAllExtensions(desc)
+            for field in fields:
                 self.has_required = self.has_required or field.is_required
                 if field.message_type is not None:
                     stack.append(field.message_type)
@@ -98,22 +103,27 @@ def _missing_paths(message: Message, prefix: str, out: list[str]) -> None:
     malformed payloads (seen with protobuf 7.36 on a mutated proto2 message).
     """
     for field in message.DESCRIPTOR.fields:
-        if len(out) >= 10:
-            return
-        name = field.name
-        if field.is_required and not message.HasField(name):
-            out.append(prefix + name)
-        elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
-            if field.is_repeated:
-                for i, item in enumerate(getattr(message, name)):
-                    _missing_paths(item, f"{prefix}{name}[{i}].", out)
-            elif message.HasField(name):
-                _missing_paths(getattr(message, name), f"{prefix}{name}.", out)
-        elif field.message_type is not None:  # a map: values may be messages
-            value_field = field.message_type.fields_by_name["value"]
-            if value_field.message_type is not None:
-                for key, item in getattr(message, name).items():
-                    _missing_paths(item, f"{prefix}{name}[{key!r}].", out)
+        if field.is_required and not message.HasField(field.name) and len(out) < 10:
+            out.append(prefix + field.name)
+    for field, value in message.ListFields():  # the set fields, extensions included
+        if len(out) >= 10 or field.message_type is None:
+            continue
+        name = f"({field.full_name})" if field.is_extension else field.name
+        if field.message_type.GetOptions().map_entry:
+            if field.message_type.fields_by_name["value"].message_type is None:
+                continue
+            try:
+                entries = list(value.items())
+            except UnicodeDecodeError:  # a proto2 string key that is not UTF-8
+                out.append(f"{prefix}{name}[a key that is not UTF-8]")
+                continue
+            for key, item in entries:
+                _missing_paths(item, f"{prefix}{name}[{key!r}].", out)
+        elif field.is_repeated:
+            for i, item in enumerate(value):
+                _missing_paths(item, f"{prefix}{name}[{i}].", out)
+        else:
+            _missing_paths(value, f"{prefix}{name}.", out)
 
 
 def _missing_required(message: Message) -> BadPayload:
@@ -121,7 +131,7 @@ def _missing_required(message: Message) -> BadPayload:
     _missing_paths(message, "", missing)
     return BadPayload(
         f"protobuf rejects the payload: {message.DESCRIPTOR.full_name} is missing required "
-        f"fields: {', '.join(missing)}"
+        f"fields: {', '.join(missing) or '(at a place the walk could not name)'}"
     )
 
 
@@ -189,6 +199,9 @@ def decode_sliced(
     batch_class = _batch_class(message_class) if len(buffers) > 1 else None
     if batch_class is None:
         return _decode_each(message_class, buffers, offset, allow_unknown_fields), False
+    if type(buffers) is not list or set(map(type, buffers)) != {bytes}:
+        # len() of a memoryview counts its items, not its bytes; a deque cannot be sliced
+        buffers = [b if type(b) is bytes else bytes(b) for b in buffers]
     sizes = list(map(len, buffers))
     if offset:
         sizes = list(map(sub, sizes, repeat(offset)))

@@ -330,3 +330,57 @@ def test_many_bad_frames_sharing_a_head_take_one_round_not_one_each(monkeypatch)
     # a round per distinct six-byte head and frame head, not one per bad frame (each round
     # scans what is left of its group: one per bad frame made a batch of bad frames quadratic)
     assert len(rounds) < 10
+
+
+def _registry_with(schema_text):
+    registry = MemoryRegistry()
+    registry.add(1, RegisteredSchema(schema_text))
+    return Decoder(registry), Decoder(registry, allow_unknown_fields=True)
+
+
+def test_a_required_field_inside_an_extension_is_checked():
+    strict, keeping = _registry_with(
+        'syntax = "proto2"; package manyext;'
+        " message Base { optional int32 a = 1; extensions 100 to 200; }"
+        " message Req { required int32 x = 1; }"
+        " extend Base { optional Req req_ext = 100; }"
+    )
+    good = write_frame(1, [0], b"\x08\x01")
+    bad = write_frame(1, [0], b"\xa2\x06\x00")  # req_ext set, its x missing
+    for decoder in (strict, keeping):
+        with pytest.raises(CodecError, match=r"missing required fields: \(manyext.req_ext\).x"):
+            decoder.decode(bad)
+        batch = decoder.decode_many([good, bad])
+        assert [type(r).__name__ for r in batch] == ["DecodedRecord", "BadPayload"]
+
+
+def test_a_required_field_behind_a_map_key_that_is_not_utf8_is_bad_payload():
+    strict, _ = _registry_with(
+        'syntax = "proto2"; package manymap;'
+        " message Req { required int32 x = 1; } message M { map<string, Req> m = 1; }"
+    )
+    value = write_frame(1, [1], b"\x0a\x05\x0a\x01\xff\x12\x00")  # key b"\xff", x missing
+    with pytest.raises(CodecError, match="m\\[a key that is not UTF-8\\]") as info:
+        strict.decode(value)
+    assert info.value.code == "BAD_PAYLOAD"
+    assert [r.code for r in strict.decode_many([value, value]).results] == ["BAD_PAYLOAD"] * 2
+
+
+def test_payloads_may_be_any_buffers_in_any_sequence():
+    from collections import deque
+
+    from codec.payload import decode_payload, decode_payloads
+
+    raw = REC(name="abc", xs=[1]).SerializeToString()
+    assert len(raw) % 2 == 0
+    items = memoryview(raw).cast("H")  # len() counts 2-byte items, not bytes
+    expected = decode_payload(REC, raw)
+    got = decode_payloads(REC, [items, bytearray(raw), raw])
+    assert [m.SerializeToString() for m in got] == [expected.SerializeToString()] * 3
+    real = codec_payload._CHUNK_BYTES
+    codec_payload._CHUNK_BYTES = 10  # several chunks: the sequence is sliced
+    try:
+        batch = STRICT.decode_many(deque([write_frame(1, [1], raw)] * 5))
+    finally:
+        codec_payload._CHUNK_BYTES = real
+    assert [r.name for r in batch.results] == ["abc"] * 5
