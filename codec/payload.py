@@ -21,7 +21,9 @@ the message keeps them (they survive re-serialization). Detection is exact, two 
   walks: size, discard, size).
 
 Either way the check walks the whole parsed message, so it costs a good part of a parse:
-strict decoding is slower than keeping unknown fields (`bench/codec_bench.py`).
+strict decoding is slower than keeping unknown fields (`bench/codec_bench.py`). Protobuf's
+discard stops 62 levels down; types that can nest deeper (recursive ones) are checked at
+every depth a parse accepts (`codec.depth`).
 
 Invalid UTF-8 in a proto3 `string` is rejected by protobuf and so is `BadPayload`; so is a
 proto2 payload missing a `required` field at any depth.
@@ -40,16 +42,20 @@ from google.protobuf import descriptor_pb2, message_factory
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError, Message
 
+from .depth import DISCARD_DEPTH, discard_unknown, is_shallow, may_nest_deep, parse_shallow
 from .errors import BadPayload, CodecError, UnknownFields
 from .varint import Buffer, write_uvarint64
 
 _TYPE_CACHE_SIZE = 10_000
 
 
-def _count_unknown_bytes(message: Message) -> int:
-    """Bytes of unknown fields anywhere in `message`; discards them as a side effect."""
+def _count_unknown_bytes(message: Message, deep: bool = False) -> int:
+    """Bytes of unknown fields anywhere in `message`; discards them as a side effect.
+
+    `deep`: the message may nest deeper than ``DiscardUnknownFields`` reaches (`codec.depth`).
+    """
     before = message.ByteSize()
-    message.DiscardUnknownFields()
+    discard_unknown(message, deep)
     return before - message.ByteSize()
 
 
@@ -57,16 +63,19 @@ class _TypeFacts:
     """What the payload paths know about a message type (one per class).
 
     `has_required`: a proto2 ``required`` field at any depth, extensions included.
+    `may_nest_deep`: messages can nest deeper than protobuf's discard reaches
+    (`codec.depth`).
     `equality_pays`: the equality test has not yet met this type's input that was valid but
     not canonical (protobuf re-encodes map entries in its own order, for one); after that,
     the size test is used.
     """
 
-    __slots__ = ("equality_pays", "has_required")
+    __slots__ = ("equality_pays", "has_required", "may_nest_deep")
 
     def __init__(self, descriptor: Descriptor) -> None:
         self.has_required = False
         self.equality_pays = True
+        self.may_nest_deep = may_nest_deep(descriptor)
         pool = descriptor.file.pool
         seen: set[str] = set()
         stack = [descriptor]
@@ -155,7 +164,17 @@ def decode_payload(
     if _facts_of(message_class).has_required and not message.IsInitialized():
         raise _missing_required(message)
     if not allow_unknown_fields:
-        unknown = _unknown_bytes(message, data, _facts_of(message_class))
+        facts = _facts_of(message_class)
+        deep = facts.may_nest_deep and not is_shallow(message_class, data)
+        try:
+            unknown = _unknown_bytes(message, data, facts, deep)
+        except UnicodeDecodeError:  # the deep walk met a proto2 map key that is not UTF-8
+            raise BadPayload(
+                f"{message_class.DESCRIPTOR.full_name} nests deeper than "
+                f"{DISCARD_DEPTH} levels below a map key that is not UTF-8: its unknown "
+                "fields cannot be checked",
+                message_type=message_class.DESCRIPTOR.full_name,
+            ) from None
         if unknown:
             raise UnknownFields(
                 f"payload has {unknown} bytes of fields that "
@@ -263,10 +282,14 @@ def _decode_chunk(
     parts[1::2] = map(itemgetter(slice(offset, None)), buffers) if offset else buffers
     data = b"".join(parts)
     facts = _facts_of(message_class)
-    try:
-        wrapper = batch_class.FromString(data)
-    except DecodeError:
-        wrapper = None  # some payload is bad: the per-payload pass says which
+    if facts.may_nest_deep and not allow_unknown_fields:
+        # None also when a payload nests deeper than the discard reaches: one by one then
+        wrapper = parse_shallow(batch_class, data)
+    else:
+        try:
+            wrapper = batch_class.FromString(data)
+        except DecodeError:
+            wrapper = None  # some payload is bad: the per-payload pass says which
     if wrapper is not None and facts.has_required and not wrapper.IsInitialized():
         wrapper = None  # some payload misses a required field: the per-payload pass says which
     if wrapper is not None and not allow_unknown_fields and _unknown_bytes(wrapper, data, facts):
@@ -277,15 +300,16 @@ def _decode_chunk(
     return items, True
 
 
-def _unknown_bytes(message: Message, data: bytes, facts: _TypeFacts) -> int:
+def _unknown_bytes(message: Message, data: bytes, facts: _TypeFacts, deep: bool = False) -> int:
     """Bytes of unknown fields anywhere in `message`, parsed from `data` (0: none).
 
     Discards them as a side effect. The equality test when it has paid off for the type so
     far, else (and whenever it cannot decide) the size test; see the module docstring.
+    `deep`: the message nests deeper than ``DiscardUnknownFields`` reaches (`codec.depth`).
     """
     if not facts.equality_pays:
-        return _count_unknown_bytes(message)
-    message.DiscardUnknownFields()
+        return _count_unknown_bytes(message, deep)
+    discard_unknown(message, deep)
     encoded = message.SerializeToString()
     if encoded == data:
         return 0  # the input is the encoding of a message without unknown fields
@@ -371,4 +395,4 @@ def has_unknown_fields(message: Message) -> bool:
     """True when `message` (at any depth) holds fields its type does not define."""
     copy = type(message)()
     copy.CopyFrom(message)
-    return _count_unknown_bytes(copy) > 0
+    return _count_unknown_bytes(copy, _facts_of(type(message)).may_nest_deep) > 0

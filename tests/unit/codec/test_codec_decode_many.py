@@ -384,3 +384,42 @@ def test_payloads_may_be_any_buffers_in_any_sequence():
     finally:
         codec_payload._CHUNK_BYTES = real
     assert [r.name for r in batch.results] == ["abc"] * 5
+
+
+@pytest.mark.parametrize("depth", [1, 61, 62, 63, 64, 80, 99])
+def test_unknown_fields_are_found_at_any_depth_protobuf_parses(depth):
+    # upb's DiscardUnknownFields stops 62 levels down; parsing goes to 100 (codec.depth)
+    from codec.payload import decode_payload, decode_payloads, has_unknown_fields
+    from codec.varint import write_uvarint64
+
+    strict, keeping = _registry_with(
+        'syntax = "proto3"; package manydeep; message N { N c = 1; map<string, N> m = 2; }'
+    )
+    node = strict.resolver.resolve_id(1).message_class_for((0,))
+
+    def nest(levels, inner, tag=b"\x0a"):
+        for _ in range(levels):
+            inner = tag + write_uvarint64(len(inner)) + inner
+        return inner
+
+    unknown = b"\xa2\x06\x01x"  # field 100
+    hidden = nest(depth, unknown)
+    clean = nest(depth, b"")
+    # through a map value too: entry (key "k", value N) -> levels below
+    in_map = (
+        b"\x12"
+        + write_uvarint64(len(e := b"\x0a\x01k\x12" + write_uvarint64(len(hidden)) + hidden))
+        + e
+    )
+    for bad in (hidden, in_map) if depth < 98 else (hidden,):  # a map adds two levels
+        with pytest.raises(CodecError) as info:
+            decode_payload(node, bad)
+        assert info.value.code == "UNKNOWN_FIELDS"
+        got = decode_payloads(node, [clean, bad, clean])
+        assert [type(r).__name__ for r in got] == ["N", "UnknownFields", "N"]
+        batch = strict.decode_many([write_frame(1, [0], p) for p in (clean, bad)])
+        assert [type(r).__name__ for r in batch] == ["DecodedRecord", "UnknownFields"]
+        kept = keeping.decode(write_frame(1, [0], bad))
+        assert kept.has_unknown_fields and has_unknown_fields(kept.message)
+        assert kept.message.SerializeToString() == bad  # kept, and re-encoded as it came
+    assert not keeping.decode(write_frame(1, [0], clean)).has_unknown_fields
