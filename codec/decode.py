@@ -184,7 +184,7 @@ class Decoder:
             candidates = [cast(bytes, values[i]) for i in rows]
         heads = list(map(_head, candidates))
         one_by_one = set(range(count)).difference(rows) if len(rows) < count else set()
-        for _, members in _group_rows(heads):
+        for members in _group_rows(heads):
             positions: Sequence[int] = range(len(candidates)) if members is None else members
             while positions:
                 positions = self._decode_framed_alike(
@@ -310,18 +310,18 @@ class Decoder:
                 batch.message_types[i] = name
 
 
-def _group_rows(heads: list[bytes]) -> list[tuple[bytes, list[int] | None]]:
-    """Each distinct head with the positions that have it (None: all of them)."""
+def _group_rows(heads: list[bytes]) -> list[list[int] | None]:
+    """The positions of each distinct head (None: one head, at every position)."""
     if not heads or heads.count(heads[0]) == len(heads):
-        return [(head, None) for head in heads[:1]]
+        return [None] if heads else []
     distinct = dict.fromkeys(heads)
     if len(distinct) <= 8:  # a C-level scan per head beats a Python loop over the rows
         positions = range(len(heads))
-        return [(head, list(compress(positions, map(head.__eq__, heads)))) for head in distinct]
+        return [list(compress(positions, map(head.__eq__, heads))) for head in distinct]
     groups: dict[bytes, list[int]] = {}
     for position, head in enumerate(heads):
         groups.setdefault(head, []).append(position)
-    return list(groups.items())
+    return list(groups.values())
 
 
 def _add_context(exc: CodecError, frame: Frame, message_type: str | None) -> None:

@@ -17,12 +17,13 @@ on every message 50 levels down (50 + 62 > 100, the deepest a parse accepts).
 
 from __future__ import annotations
 
-import hashlib
-import threading
-
-from google.protobuf import descriptor_pb2, message_factory
+from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError, Message
+
+from .errors import BadPayload
+from .generated import generated_class
+from .walk import child_messages, fields_of
 
 #: Levels below a message that ``DiscardUnknownFields`` reaches.
 DISCARD_DEPTH = 62
@@ -36,13 +37,10 @@ _DEEP_STEP = 50
 
 _PREFIX = b"\x0b" * PROBE_LEVELS  # field 1, start group
 _SUFFIX = b"\x0c" * PROBE_LEVELS  # field 1, end group
-_probes: dict[type[Message], type[Message]] = {}
-_probe_lock = threading.Lock()
 
 
 def may_nest_deep(descriptor: Descriptor) -> bool:
     """True when messages of this type can nest more than DISCARD_DEPTH levels deep."""
-    pool = descriptor.file.pool
     depth: dict[str, int] = {}  # longest chain of levels below each type
     on_path: set[str] = set()
 
@@ -53,11 +51,8 @@ def may_nest_deep(descriptor: Descriptor) -> bool:
         if name in on_path:
             raise RecursionError  # a cycle: unbounded
         on_path.add(name)
-        fields = list(desc.fields)
-        if desc.extension_ranges:
-            fields += pool.FindAllExtensions(desc)
         below = max(
-            (1 + longest(f.message_type) for f in fields if f.message_type is not None),
+            (1 + longest(f.message_type) for f in fields_of(desc) if f.message_type is not None),
             default=0,
         )
         on_path.discard(name)
@@ -74,8 +69,11 @@ def is_shallow(message_class: type[Message], data: bytes) -> bool:
     """True when `data`, which parses as `message_class`, nests at most DISCARD_DEPTH levels."""
     if len(data) < MIN_DEEP_BYTES:
         return True
+    probe = _probe_class(message_class)
+    if probe is None:
+        return False  # cannot tell: taken as deep, which is always exact (only slower)
     try:
-        _probe_class(message_class).FromString(_PREFIX + data + _SUFFIX)
+        probe.FromString(_PREFIX + data + _SUFFIX)
     except DecodeError:
         return False
     return True
@@ -89,8 +87,11 @@ def parse_shallow(message_class: type[Message], data: bytes) -> Message | None:
             return message_class.FromString(data)
         except DecodeError:
             return None
+    probe_class = _probe_class(message_class)
+    if probe_class is None:
+        return None
     try:
-        probe = _probe_class(message_class).FromString(_PREFIX + data + _SUFFIX)
+        probe = probe_class.FromString(_PREFIX + data + _SUFFIX)
     except DecodeError:
         return None
     for _ in range(PROBE_LEVELS):
@@ -99,7 +100,11 @@ def parse_shallow(message_class: type[Message], data: bytes) -> Message | None:
 
 
 def discard_unknown(message: Message, deep: bool) -> None:
-    """Discard the unknown fields of `message`; at every depth when `deep`."""
+    """Discard the unknown fields of `message`; at every depth when `deep`.
+
+    Raises:
+        BadPayload: deep, and a proto2 map key that is not UTF-8 hides the messages below it.
+    """
     message.DiscardUnknownFields()
     if not deep:
         return
@@ -107,56 +112,36 @@ def discard_unknown(message: Message, deep: bool) -> None:
     for _ in range(_DEEP_STEP):
         below: list[Message] = []
         for node in frontier:
-            for field, value in node.ListFields():
-                if field.message_type is None:
-                    continue
-                if field.message_type.GetOptions().map_entry:
-                    if field.message_type.fields_by_name["value"].message_type is not None:
-                        below.extend(value.values())
-                elif field.is_repeated:
-                    below.extend(value)
-                else:
-                    below.append(value)
+            for _path, child in child_messages(node):
+                if child is None:
+                    raise BadPayload(
+                        f"{message.DESCRIPTOR.full_name} nests deeper than {DISCARD_DEPTH} "
+                        "levels below a map key that is not UTF-8: its unknown fields "
+                        "cannot be checked",
+                        message_type=message.DESCRIPTOR.full_name,
+                    )
+                below.append(child)
         frontier = below
     for node in frontier:
         node.DiscardUnknownFields()
 
 
-def _probe_class(message_class: type[Message]) -> type[Message]:
+def _probe_class(message_class: type[Message]) -> type[Message] | None:
     """``P38 { P37 x = 1 [delimited]; } ... P1 { <message_class> x = 1 [delimited]; }``."""
-    probe = _probes.get(message_class)
-    if probe is not None:
-        return probe
-    with _probe_lock:
-        descriptor = message_class.DESCRIPTOR
-        pool = descriptor.file.pool
-        digest = hashlib.sha256(
-            f"{descriptor.file.name}\0{descriptor.full_name}".encode()
-        ).hexdigest()[:24]
-        package = f"protolake_probe.p{digest}"
-        try:
-            found = pool.FindMessageTypeByName(f"{package}.P{PROBE_LEVELS}")
-        except KeyError:
-            fdp = descriptor_pb2.FileDescriptorProto(
-                name=f"protolake_probe/{digest}.proto",
-                package=package,
-                syntax="editions",
-                edition=descriptor_pb2.EDITION_2023,
-                dependency=[descriptor.file.name],
-            )
-            inner = f".{descriptor.full_name}"
-            for level in range(1, PROBE_LEVELS + 1):
-                field = fdp.message_type.add(name=f"P{level}").field.add(
-                    name="x",
-                    number=1,
-                    label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
-                    type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
-                    type_name=inner,
-                )
-                field.options.features.message_encoding = descriptor_pb2.FeatureSet.DELIMITED
-                inner = f".{package}.P{level}"
-            pool.Add(fdp)
-            found = pool.FindMessageTypeByName(f"{package}.P{PROBE_LEVELS}")
-        probe = message_factory.GetMessageClass(found)
-        _probes[message_class] = probe
-        return probe
+    return generated_class(message_class, "probe", _add_probe)
+
+
+def _add_probe(fdp: descriptor_pb2.FileDescriptorProto, inner: str) -> str:
+    fdp.syntax = "editions"
+    fdp.edition = descriptor_pb2.EDITION_2023
+    for level in range(1, PROBE_LEVELS + 1):
+        field = fdp.message_type.add(name=f"P{level}").field.add(
+            name="x",
+            number=1,
+            label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+            type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+            type_name=inner,
+        )
+        field.options.features.message_encoding = descriptor_pb2.FeatureSet.DELIMITED
+        inner = f".{fdp.package}.P{level}"
+    return f"P{PROBE_LEVELS}"

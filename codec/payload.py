@@ -31,20 +31,20 @@ proto2 payload missing a `required` field at any depth.
 
 from __future__ import annotations
 
-import hashlib
-import threading
 from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import accumulate, repeat
 from operator import itemgetter, sub
 
-from google.protobuf import descriptor_pb2, message_factory
+from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError, Message
 
-from .depth import DISCARD_DEPTH, discard_unknown, is_shallow, may_nest_deep, parse_shallow
+from .depth import discard_unknown, is_shallow, may_nest_deep, parse_shallow
 from .errors import BadPayload, CodecError, UnknownFields
+from .generated import generated_class
 from .varint import Buffer, write_uvarint64
+from .walk import child_messages, reachable_types
 
 _TYPE_CACHE_SIZE = 10_000
 
@@ -73,24 +73,11 @@ class _TypeFacts:
     __slots__ = ("equality_pays", "has_required", "may_nest_deep")
 
     def __init__(self, descriptor: Descriptor) -> None:
-        self.has_required = False
+        self.has_required = any(
+            field.is_required for desc in reachable_types(descriptor) for field in desc.fields
+        )
         self.equality_pays = True
         self.may_nest_deep = may_nest_deep(descriptor)
-        pool = descriptor.file.pool
-        seen: set[str] = set()
-        stack = [descriptor]
-        while stack:
-            desc = stack.pop()
-            if desc.full_name in seen:
-                continue
-            seen.add(desc.full_name)
-            fields = list(desc.fields)
-            if desc.extension_ranges:
-                fields += pool.FindAllExtensions(desc)
-            for field in fields:
-                self.has_required = self.has_required or field.is_required
-                if field.message_type is not None:
-                    stack.append(field.message_type)
 
 
 _facts: dict[type[Message], _TypeFacts] = {}
@@ -114,25 +101,13 @@ def _missing_paths(message: Message, prefix: str, out: list[str]) -> None:
     for field in message.DESCRIPTOR.fields:
         if field.is_required and not message.HasField(field.name) and len(out) < 10:
             out.append(prefix + field.name)
-    for field, value in message.ListFields():  # the set fields, extensions included
-        if len(out) >= 10 or field.message_type is None:
-            continue
-        name = f"({field.full_name})" if field.is_extension else field.name
-        if field.message_type.GetOptions().map_entry:
-            if field.message_type.fields_by_name["value"].message_type is None:
-                continue
-            try:
-                entries = list(value.items())
-            except UnicodeDecodeError:  # a proto2 string key that is not UTF-8
-                out.append(f"{prefix}{name}[a key that is not UTF-8]")
-                continue
-            for key, item in entries:
-                _missing_paths(item, f"{prefix}{name}[{key!r}].", out)
-        elif field.is_repeated:
-            for i, item in enumerate(value):
-                _missing_paths(item, f"{prefix}{name}[{i}].", out)
+    for path, child in child_messages(message):
+        if len(out) >= 10:
+            return
+        if child is None:
+            out.append(f"{prefix}{path}[a key that is not UTF-8]")
         else:
-            _missing_paths(value, f"{prefix}{name}.", out)
+            _missing_paths(child, f"{prefix}{path}.", out)
 
 
 def _missing_required(message: Message) -> BadPayload:
@@ -161,20 +136,12 @@ def decode_payload(
         raise BadPayload(f"protobuf rejects the payload: {exc}") from None
     # upb's parse does not check `required` (its serializer does, so the size check below
     # would raise EncodeError): a message missing one is not a message of its type
-    if _facts_of(message_class).has_required and not message.IsInitialized():
+    facts = _facts_of(message_class)
+    if facts.has_required and not message.IsInitialized():
         raise _missing_required(message)
     if not allow_unknown_fields:
-        facts = _facts_of(message_class)
         deep = facts.may_nest_deep and not is_shallow(message_class, data)
-        try:
-            unknown = _unknown_bytes(message, data, facts, deep)
-        except UnicodeDecodeError:  # the deep walk met a proto2 map key that is not UTF-8
-            raise BadPayload(
-                f"{message_class.DESCRIPTOR.full_name} nests deeper than "
-                f"{DISCARD_DEPTH} levels below a map key that is not UTF-8: its unknown "
-                "fields cannot be checked",
-                message_type=message_class.DESCRIPTOR.full_name,
-            ) from None
+        unknown = _unknown_bytes(message, data, facts, deep)
         if unknown:
             raise UnknownFields(
                 f"payload has {unknown} bytes of fields that "
@@ -194,7 +161,7 @@ def decode_payloads(
 
     The result is exactly what calling `decode_payload` on each payload gives (same messages,
     same error classes and texts), only faster: one wrapper message
-    ``protolake_batch.B<hash> { repeated <message_class> items = 1; }`` (added once to the
+    ``B { repeated <message_class> items = 1; }`` (`codec.generated`, added once to the
     class's descriptor pool) per ~64 KiB of payloads is built with bulk operations and parsed
     in one protobuf call, and the unknown-field and required-field checks run once on it.
     When a wrapper's parse fails, or a check finds something, or the wrapper cannot be
@@ -341,54 +308,21 @@ def _decode_each(
     return out
 
 
-_batch_classes: dict[type[Message], type[Message] | None] = {}
-_batch_lock = threading.Lock()
-
-
 def _batch_class(message_class: type[Message]) -> type[Message] | None:
     """The wrapper ``message B { repeated <message_class> items = 1; }``, or None."""
-    try:
-        return _batch_classes[message_class]
-    except KeyError:
-        pass
-    with _batch_lock:
-        if message_class in _batch_classes:
-            return _batch_classes[message_class]
-        built: type[Message] | None
-        try:
-            built = _build_batch_class(message_class.DESCRIPTOR)
-        except Exception:  # noqa: BLE001 - an unusual pool only loses the fast path
-            built = None
-        if len(_batch_classes) > _TYPE_CACHE_SIZE:
-            _batch_classes.clear()
-        _batch_classes[message_class] = built
-        return built
+    return generated_class(message_class, "batch", _add_batch)
 
 
-def _build_batch_class(descriptor: Descriptor) -> type[Message]:
-    pool = descriptor.file.pool
-    digest = hashlib.sha256(f"{descriptor.file.name}\0{descriptor.full_name}".encode()).hexdigest()
-    name = f"protolake_batch.B{digest[:24]}"
-    try:
-        wrapper = pool.FindMessageTypeByName(name)
-    except KeyError:
-        fdp = descriptor_pb2.FileDescriptorProto(
-            name=f"protolake_batch/{digest[:24]}.proto",
-            package="protolake_batch",
-            syntax="proto2",
-            dependency=[descriptor.file.name],
-        )
-        msg = fdp.message_type.add(name=f"B{digest[:24]}")
-        msg.field.add(
-            name="items",
-            number=1,
-            label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
-            type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
-            type_name=f".{descriptor.full_name}",
-        )
-        pool.Add(fdp)
-        wrapper = pool.FindMessageTypeByName(name)
-    return message_factory.GetMessageClass(wrapper)
+def _add_batch(fdp: descriptor_pb2.FileDescriptorProto, inner: str) -> str:
+    fdp.syntax = "proto2"
+    fdp.message_type.add(name="B").field.add(
+        name="items",
+        number=1,
+        label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
+        type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+        type_name=inner,
+    )
+    return "B"
 
 
 def has_unknown_fields(message: Message) -> bool:

@@ -13,6 +13,7 @@ from .descriptors import ResolvedSchema
 from .errors import BadPayload, CodecError
 from .framing import Frame
 from .payload import has_unknown_fields
+from .walk import child_messages
 
 _new_tuple = tuple.__new__
 
@@ -62,20 +63,13 @@ def _first_non_utf8_string(message: Message, prefix: str) -> str | None:
                     return f"{path} (a key)"
                 if value_field.type == field.TYPE_STRING and isinstance(item, bytes):
                     return f"{path}[{key!r}]"
-                if value_field.message_type is not None:
-                    found = _first_non_utf8_string(item, f"{path}[{key!r}].")
-                    if found is not None:
-                        return found
-            continue
-        items = value if field.is_repeated else (value,)
-        if field.type == field.TYPE_STRING:
-            if any(isinstance(item, bytes) for item in items):
+        elif field.type == field.TYPE_STRING:
+            if any(isinstance(item, bytes) for item in (value if field.is_repeated else (value,))):
                 return path
-        elif field.message_type is not None:
-            for item in items:
-                found = _first_non_utf8_string(item, path + ".")
-                if found is not None:
-                    return found
+    for path, child in child_messages(message):
+        found = None if child is None else _first_non_utf8_string(child, f"{prefix}{path}.")
+        if found is not None:
+            return found
     return None
 
 
