@@ -138,7 +138,7 @@ def run_decode(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
                     }
                 except RegistryUnavailable as exc:
                     stdout.flush()
-                    stderr.write(f"codec: registry unavailable: {exc.message}\n")
+                    stderr.write(f"codec: {exc.summary}: {exc.message}\n")
                     return EXIT_REGISTRY_UNAVAILABLE
                 except CodecError as exc:
                     answer = {"ok": False, "error": {"code": exc.code, "message": exc.message}}
@@ -201,7 +201,7 @@ def run_inspect(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
             value, headers, is_key=args.key
         )
     except RegistryUnavailable as exc:
-        stderr.write(f"codec: registry unavailable: {exc.message}\n")
+        stderr.write(f"codec: {exc.summary}: {exc.message}\n")
         return EXIT_REGISTRY_UNAVAILABLE
     except CodecError as exc:
         if exc.message_type:

@@ -39,11 +39,14 @@ Raises: NotProtobuf, SchemaInvalid, UnknownMessage, plus what the registry raise
 
 from __future__ import annotations
 
+import atexit
 import base64
 import binascii
 import importlib.resources
+import importlib.util
 import os
 import posixpath
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,12 +55,20 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
 
-from .errors import CodecError, NotProtobuf, SchemaInvalid, UnknownMessage, UnknownSchema
+from .errors import (
+    CodecError,
+    NotProtobuf,
+    SchemaCompilerUnavailable,
+    SchemaInvalid,
+    UnknownMessage,
+    UnknownSchema,
+)
 from .framing import Frame
 from .registry import RegisteredSchema, SchemaRegistry
 
@@ -66,12 +77,43 @@ MAX_REFERENCED_FILES = 500
 PROTOC_TIMEOUT_SECONDS = 120
 ROOT_FILE_PREFIX = "protolake/schema-"
 
-SHIPPED_PROTO_DIR = Path(__file__).resolve().parent / "_proto"
+
+@cache
+def shipped_proto_dir() -> Path:
+    """The folder of the .proto files shipped with the codec (`codec/_proto`).
+
+    protoc reads include folders from disk. Imported from a zip (spark-submit's
+    ``--py-files`` puts one first on the driver's and the executors' path), the package has
+    no such folder: its files are then copied once per process into a private temporary
+    folder, removed at exit.
+    """
+    here = Path(__file__).resolve().parent / "_proto"
+    if here.is_dir():
+        return here
+    folder = Path(tempfile.mkdtemp(prefix="protolake-proto-"))
+    atexit.register(shutil.rmtree, folder, True)
+    _copy_tree(importlib.resources.files(__package__) / "_proto", folder)
+    return folder
+
+
+def _copy_tree(source: Traversable, target: Path) -> None:
+    for entry in source.iterdir():
+        if entry.is_dir():
+            (target / entry.name).mkdir()
+            _copy_tree(entry, target / entry.name)
+        elif entry.name.endswith(".proto"):
+            (target / entry.name).write_bytes(entry.read_bytes())
 
 
 @cache
 def grpc_tools_include_dir() -> Path:
-    """The well-known-types include directory bundled with grpcio-tools."""
+    """The well-known-types include directory bundled with grpcio-tools.
+
+    Raises:
+        SchemaCompilerUnavailable: grpcio-tools is not installed here.
+    """
+    if importlib.util.find_spec("grpc_tools") is None:
+        raise SchemaCompilerUnavailable("grpcio-tools (protoc) is not installed here")
     return Path(str(importlib.resources.files("grpc_tools") / "_proto"))
 
 
@@ -85,7 +127,7 @@ def builtin_file_names() -> frozenset[str]:
     names = {
         n for n in _proto_files_under(grpc_tools_include_dir()) if n.startswith("google/protobuf/")
     }
-    names |= _proto_files_under(SHIPPED_PROTO_DIR)
+    names |= _proto_files_under(shipped_proto_dir())
     return frozenset(names)
 
 
@@ -95,7 +137,7 @@ def is_builtin(name: str) -> bool:
 
 
 def _include_args() -> list[str]:
-    return [f"-I{SHIPPED_PROTO_DIR}", f"-I{grpc_tools_include_dir()}"]
+    return [f"-I{shipped_proto_dir()}", f"-I{grpc_tools_include_dir()}"]
 
 
 def run_protoc(
@@ -113,6 +155,7 @@ def run_protoc(
 
     Raises:
         SchemaInvalid: protoc rejects the files (its diagnostics are in the message).
+        SchemaCompilerUnavailable: protoc could not run (not installed, killed, too slow).
     """
     with tempfile.TemporaryDirectory(prefix="protolake-protoc-") as tmp:
         src = Path(tmp, "src")
@@ -135,7 +178,13 @@ def run_protoc(
                 args, capture_output=True, text=True, timeout=PROTOC_TIMEOUT_SECONDS, check=False
             )
         except subprocess.TimeoutExpired:
-            raise SchemaInvalid("protoc did not finish compiling the schema") from None
+            raise SchemaCompilerUnavailable(
+                f"protoc did not finish within {PROTOC_TIMEOUT_SECONDS} s"
+            ) from None
+        except OSError as exc:
+            raise SchemaCompilerUnavailable(f"protoc could not be started: {exc}") from None
+        if done.returncode < 0:  # killed by a signal (out of memory, ...): no answer
+            raise SchemaCompilerUnavailable(f"protoc was killed by signal {-done.returncode}")
         if done.returncode != 0 or not out.exists():
             diagnostics = (done.stderr or done.stdout).replace(str(src) + os.sep, "").strip()
             lines = diagnostics.splitlines()[:8]

@@ -3,8 +3,9 @@
 Every failure the codec can report is a `CodecError` leaf. `code` is a stable string from a
 closed list (it becomes the quarantine `reason_code`), `stage` says which layer failed
 ("framing", "registry", "schema" or "payload"), and `record_fault` says whether the record
-itself is to blame. Only `RegistryUnavailable` has `record_fault = False`: the registry could
-not be reached or refused us, so callers must retry or fail the batch, never quarantine.
+itself is to blame. Only `RegistryUnavailable` (and its kind `SchemaCompilerUnavailable`) has
+`record_fault = False`: the registry could not be reached or refused us, or the schema
+compiler could not run, so callers must retry or fail the batch, never quarantine.
 
 Leaves carry what is known where they are raised (byte offset, schema id or GUID, message
 indexes, message type, HTTP status, registry error code); `Decoder` fills in the frame's
@@ -143,6 +144,21 @@ class RegistryUnavailable(CodecError):
     code = "REGISTRY_UNAVAILABLE"
     stage = "registry"
     record_fault = False
+    #: What the command line says on stderr before the message.
+    summary: ClassVar[str] = "registry unavailable"
+
+
+class SchemaCompilerUnavailable(RegistryUnavailable):
+    """The schema compiler (grpcio-tools' protoc) could not run: not installed, killed, or
+    out of time on a loaded machine.
+
+    No answer about the schema, so not the record's fault: like a registry outage, the batch
+    fails and is retried, and nothing is remembered (a schema that protoc rejects is
+    `SchemaInvalid`).
+    """
+
+    stage = "schema"
+    summary = "schema compiler unavailable"
 
 
 # -- schema --------------------------------------------------------------------------------

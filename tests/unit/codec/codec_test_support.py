@@ -17,7 +17,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient, header_schema_
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from codec.descriptors import SHIPPED_PROTO_DIR, grpc_tools_include_dir
+from codec.descriptors import grpc_tools_include_dir, shipped_proto_dir
 from codec.errors import UnknownSchema
 from codec.http_registry import detect_schema_format
 from codec.registry import RegisteredSchema, SchemaReference
@@ -35,7 +35,7 @@ def compile_protos(protos: dict[str, str], out_dir: Path) -> None:
         "-m",
         "grpc_tools.protoc",
         f"-I{out_dir}",
-        f"-I{SHIPPED_PROTO_DIR}",
+        f"-I{shipped_proto_dir()}",
         f"-I{grpc_tools_include_dir()}",
         f"--python_out={out_dir}",
         *protos,

@@ -405,3 +405,124 @@ def test_message_class_for_works_in_a_fresh_process_from_bytes_only(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["o-1", "Lyon", "False"]  # no protoc needed on an executor
+
+
+# -- the schema compiler's environment ----------------------------------------------------
+
+MONEY_USER = (
+    'syntax = "proto3";\npackage dsc.zip;\nimport "google/type/money.proto";\n'
+    'import "confluent/meta.proto";\n'
+    'message Priced { google.type.Money price = 1 [(confluent.field_meta).doc = "p"]; }\n'
+)
+
+
+def test_shipped_protos_compile_when_codec_is_imported_from_a_zip(tmp_path):
+    """spark-submit --py-files puts a zip of the packages first on the path; protoc needs
+    the shipped .proto files (google/type, confluent) as a real folder all the same."""
+    import zipfile
+    from pathlib import Path
+
+    import codec
+
+    package = Path(codec.__file__).parent
+    archive = tmp_path / "protolake.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(package.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                zf.write(path, f"codec/{path.relative_to(package).as_posix()}")
+    script = textwrap.dedent(
+        f"""
+        import codec
+        from codec import SchemaResolver, RegisteredSchema
+        from codec.descriptors import builtin_file_names, shipped_proto_dir
+
+        class One:
+            def get_schema_by_id(self, schema_id):
+                return RegisteredSchema(schema={MONEY_USER!r})
+
+        print(codec.__file__)
+        print(shipped_proto_dir())
+        print("google/type/money.proto" in builtin_file_names())
+        resolved = SchemaResolver(One()).resolve_id(1)
+        print(" ".join(resolved.message_class_for([0]).DESCRIPTOR.fields_by_name))
+        """
+    )
+    env = {**__import__("os").environ, "PYTHONPATH": str(archive)}
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    imported_from, folder, has_money, fields = out.stdout.splitlines()
+    assert imported_from.startswith(str(archive))  # the scenario is real: codec came from the zip
+    assert not folder.startswith(str(archive))
+    assert has_money == "True"
+    assert fields == "price"
+    assert not Path(folder).exists()  # the private copy is removed at exit
+
+
+def _schema_with_text(schema_id, body):
+    reg = MemoryRegistry()
+    reg.add(schema_id, text(f'syntax = "proto3";\npackage dsc.env{schema_id};\n{body}'))
+    return reg
+
+
+def test_protoc_out_of_time_fails_the_batch_and_is_not_remembered(monkeypatch):
+    from codec import (
+        Decoder,
+        RegistryUnavailable,
+        SchemaCompilerUnavailable,
+        descriptors,
+        write_frame,
+    )
+
+    reg = _schema_with_text(21, "message A { string s = 1; }\n")
+    resolver = SchemaResolver(reg)
+    monkeypatch.setattr(descriptors, "PROTOC_TIMEOUT_SECONDS", 0.001)
+    with pytest.raises(SchemaCompilerUnavailable, match="did not finish within") as info:
+        resolver.resolve_id(21)
+    assert isinstance(info.value, RegistryUnavailable) and not info.value.record_fault
+    decoder = Decoder(reg)
+    frame = write_frame(21, [0], b"\x0a\x01x")
+    with pytest.raises(SchemaCompilerUnavailable):
+        decoder.decode(frame)
+    with pytest.raises(SchemaCompilerUnavailable):
+        decoder.decode_many([frame, frame])  # the whole batch fails: nobody is quarantined
+    monkeypatch.setattr(descriptors, "PROTOC_TIMEOUT_SECONDS", 120)
+    assert resolver.resolve_id(21).message_type_for([0]) == "dsc.env21.A"
+    assert decoder.decode(frame).message.s == "x"
+
+
+def test_protoc_killed_by_a_signal_is_not_the_schemas_fault(monkeypatch, tmp_path):
+    from codec import SchemaCompilerUnavailable
+
+    killer = tmp_path / "python"
+    killer.write_text("#!/bin/sh\nkill -9 $$\n")
+    killer.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(killer))
+    with pytest.raises(SchemaCompilerUnavailable, match="killed by signal 9"):
+        SchemaResolver(_schema_with_text(22, "message A {}\n")).resolve_id(22)
+
+
+def test_missing_grpc_tools_is_not_the_schemas_fault(monkeypatch):
+    import importlib.util
+
+    from codec import SchemaCompilerUnavailable, descriptors
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "grpc_tools" else real(name, *a),
+    )
+    descriptors.grpc_tools_include_dir.cache_clear()
+    try:
+        with pytest.raises(SchemaCompilerUnavailable, match="grpcio-tools"):
+            SchemaResolver(_schema_with_text(23, "message A {}\n")).resolve_id(23)
+    finally:
+        monkeypatch.undo()
+        descriptors.grpc_tools_include_dir.cache_clear()
