@@ -117,10 +117,10 @@ def run_decode(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
     decoder = Decoder(registry, allow_unknown_fields=args.allow_unknown_fields)
     try:
         for line in stdin:
-            if not line.strip():
-                continue
             answer: dict[str, Any]
             try:
+                if not line.strip():  # answered too: one answer per line, whatever it holds
+                    raise ValueError("an empty line: each line must be a JSON object")
                 value, headers = _parse_line(line)
             except (ValueError, TypeError, KeyError) as exc:
                 message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
@@ -272,7 +272,10 @@ def main(
     """Run the command line; return the exit status."""
     args = build_parser().parse_args(argv)
     # Bytes that are not UTF-8 must not stop the reading: each such line gets its BAD_INPUT.
-    stdin = stdin or io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
+    # Lines end at "\n" only: a lone "\r" is whitespace inside a JSON line, not a line end.
+    stdin = stdin or io.TextIOWrapper(
+        sys.stdin.buffer, encoding="utf-8", errors="surrogateescape", newline="\n"
+    )
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     if args.command == "decode":

@@ -31,12 +31,13 @@ proto2 payload missing a `required` field at any depth.
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import accumulate, repeat
 from operator import itemgetter, sub
 
-from google.protobuf import descriptor_pb2
+from google.protobuf import descriptor_pb2, message_factory
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError, Message
 
@@ -63,6 +64,7 @@ class _TypeFacts:
     """What the payload paths know about a message type (one per class).
 
     `has_required`: a proto2 ``required`` field at any depth, extensions included.
+    `has_any`: a ``google.protobuf.Any`` at any depth (or the type itself).
     `may_nest_deep`: messages can nest deeper than protobuf's discard reaches
     (`codec.depth`).
     `equality_pays`: the equality test has not yet met this type's input that was valid but
@@ -70,12 +72,12 @@ class _TypeFacts:
     the size test is used.
     """
 
-    __slots__ = ("equality_pays", "has_required", "may_nest_deep")
+    __slots__ = ("equality_pays", "has_any", "has_required", "may_nest_deep")
 
     def __init__(self, descriptor: Descriptor) -> None:
-        self.has_required = any(
-            field.is_required for desc in reachable_types(descriptor) for field in desc.fields
-        )
+        types = reachable_types(descriptor)
+        self.has_required = any(field.is_required for desc in types for field in desc.fields)
+        self.has_any = any(desc.full_name == _ANY for desc in types)
         self.equality_pays = True
         self.may_nest_deep = may_nest_deep(descriptor)
 
@@ -148,7 +150,64 @@ def decode_payload(
                 f"{message_class.DESCRIPTOR.full_name} does not define",
                 message_type=message_class.DESCRIPTOR.full_name,
             )
+    if facts.has_any:
+        error = _packed_error(message, allow_unknown_fields, "")
+        if error is not None:
+            raise error
     return message
+
+
+_ANY = "google.protobuf.Any"
+_ANY_DEPTH = 16  # an Any inside the message packed in an Any inside ...: each is a parse
+_any_depth = threading.local()  # how many packed messages deep this thread is
+
+
+def _packed_error(message: Message, allow_unknown_fields: bool, path: str) -> CodecError | None:
+    """The error of the first ``google.protobuf.Any`` in `message` (itself included) whose
+    packed message is not a valid payload of its type, or None.
+
+    An `Any` holds a message as bytes: protobuf parses it only when the message is unpacked
+    (by the JSON mapping, say), which would drop its unknown fields without a word and fail
+    on bytes that do not parse. So a packed message whose type the writer schema's files
+    define is decoded here as a payload of its own, with the same checks (unknown fields,
+    required fields, UTF-8), at any depth. A type the files do not define stays opaque bytes:
+    nothing is lost, and the JSON mapping says it cannot render it.
+    """
+    if message.DESCRIPTOR.full_name == _ANY:
+        return _check_packed(message, allow_unknown_fields, path or "the top")
+    for name, child in child_messages(message):
+        if child is not None:
+            error = _packed_error(child, allow_unknown_fields, f"{path}.{name}" if path else name)
+            if error is not None:
+                return error
+    return None
+
+
+def _check_packed(packed: Message, allow_unknown_fields: bool, path: str) -> CodecError | None:
+    type_url: str = packed.type_url  # type: ignore[attr-defined]
+    if not type_url:
+        return None
+    pool = packed.DESCRIPTOR.file.pool
+    name = type_url.rpartition("/")[2]
+    try:
+        descriptor = pool.FindMessageTypeByName(name)
+    except KeyError:
+        return None  # a type the schema does not define: opaque bytes, kept as they are
+    level = getattr(_any_depth, "level", 0)
+    if level >= _ANY_DEPTH:
+        return BadPayload(f"google.protobuf.Any nested more than {_ANY_DEPTH} deep at {path}")
+    _any_depth.level = level + 1
+    try:
+        decode_payload(
+            message_factory.GetMessageClass(descriptor),
+            packed.value,  # type: ignore[attr-defined]
+            allow_unknown_fields=allow_unknown_fields,
+        )
+    except CodecError as exc:
+        return type(exc)(f"the {name} packed in google.protobuf.Any at {path}: {exc.message}")
+    finally:
+        _any_depth.level = level
+    return None
 
 
 def decode_payloads(
@@ -261,6 +320,9 @@ def _decode_chunk(
         wrapper = None  # some payload misses a required field: the per-payload pass says which
     if wrapper is not None and not allow_unknown_fields and _unknown_bytes(wrapper, data, facts):
         wrapper = None  # some payload has unknown fields: the per-payload pass says which
+    if wrapper is not None and facts.has_any:
+        if _packed_error(wrapper, allow_unknown_fields, "") is not None:
+            wrapper = None  # some packed message is bad: the per-payload pass says which
     if wrapper is None:
         return _decode_each(message_class, buffers, offset, allow_unknown_fields), False
     items: list[Message | CodecError] = list(wrapper.items)  # type: ignore[attr-defined]

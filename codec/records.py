@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple, overload
 
 from google.protobuf import json_format
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from .descriptors import ResolvedSchema
 from .errors import BadPayload, CodecError
@@ -23,9 +23,10 @@ def message_to_json(message: Message) -> dict[str, Any]:
 
     Raises:
         BadPayload: the message has no canonical JSON: a `google.protobuf.Any` holds a type
-            the writer schema does not define (the JSON mapping must fail then), or a proto2
+            the writer schema does not define (the JSON mapping must fail then), a proto2
             `string` holds bytes that are not UTF-8 (protobuf accepts those in proto2; JSON
-            strings cannot carry them).
+            strings cannot carry them), or a value is outside what the mapping can write (a
+            Timestamp or Duration out of range, a Value holding NaN or an infinity).
     """
     bad = _first_non_utf8_string(message, "")
     if bad is not None:
@@ -40,7 +41,9 @@ def message_to_json(message: Message) -> dict[str, Any]:
             preserving_proto_field_name=True,
             descriptor_pool=message.DESCRIPTOR.file.pool,  # resolves google.protobuf.Any
         )
-    except (TypeError, KeyError, ValueError) as exc:
+    except (json_format.Error, DecodeError, TypeError, KeyError, ValueError) as exc:
+        # json_format.Error: a value the mapping cannot write (a Timestamp or Duration out of
+        # its range, a Value holding NaN or an infinity); DecodeError: an Any's bytes
         raise BadPayload(
             f"{message.DESCRIPTOR.full_name} has no canonical JSON mapping: {exc}",
             message_type=message.DESCRIPTOR.full_name,

@@ -80,7 +80,7 @@ def test_decode_answers_every_line_in_order(folder, event_class):
     done = run(["decode", "--registry-url", f"dir:{folder}"], stdin)
     assert done.returncode == 0, done.stderr
     out = [json.loads(line) for line in done.stdout.splitlines()]
-    assert len(out) == len(lines) + 2  # the blank line is skipped, bad lines are answered
+    assert len(out) == len(lines) + 3  # every line is answered, the blank one too
     assert out[0] == {
         "ok": True,
         "schema_id": 5,
@@ -104,7 +104,9 @@ def test_decode_answers_every_line_in_order(folder, event_class):
         None,
         "BAD_INPUT",
         "BAD_INPUT",
+        "BAD_INPUT",
     ]
+    assert "an empty line" in out[-3]["error"]["message"]
     assert out[9]["record"] == {"ok": True}
     assert all(o["error"]["message"] for o in out if not o["ok"])
 
@@ -192,3 +194,33 @@ def test_a_bad_registry_argument_never_echoes_credentials():
         done = run(["decode", "--registry-url", url], "")
         assert done.returncode != 0 and "sr.example:8081" in done.stderr
         assert "s3cret" not in done.stderr and "bob" not in done.stderr
+
+
+def test_a_carriage_return_is_not_a_line_end(folder, event_class):
+    """Only "\n" ends a line: "\r" is JSON whitespace (a CRLF file works too)."""
+    good = b64(write_frame(5, [0], event_class(id="cr").SerializeToString()))
+    stdin = (
+        b'{"value": null,\r"headers": []}\n'
+        + b'{"value": "'
+        + good.encode()
+        + b'"}\r\n'
+        + b"\r\n"
+        + b'{"value": "'
+        + good.encode()
+        + b'"}'  # the last line needs no line end
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "codec", "decode", "--registry-url", f"dir:{folder}"],
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    out = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [o["ok"] or o["error"]["code"] for o in out] == [
+        "EMPTY_VALUE",
+        True,
+        "BAD_INPUT",
+        True,
+    ]
+    assert out[1]["record"] == out[3]["record"] == {"id": "cr"}

@@ -182,6 +182,96 @@ def test_any_with_unknown_type_url_still_decodes(setup):
         record.to_json()
 
 
+def _outer_with_any(setup, packed_type: str, packed: bytes, nest: int = 0) -> bytes:
+    """An Outer payload whose `any` packs `packed` (of `packed_type`), inside `nest` more
+    Outers each packed in the next one's `any`."""
+    _, decoder, _ = setup
+    cls = decoder.resolver.resolve_id(1).message_class_for((1,))
+    msg = cls()
+    msg.any.type_url = f"type.googleapis.com/{packed_type}"
+    msg.any.value = packed
+    for _ in range(nest):
+        outer = cls()
+        outer.any.Pack(msg)
+        msg = outer
+    return msg.SerializeToString()
+
+
+@pytest.mark.parametrize("nest", [0, 3])
+def test_unknown_fields_packed_in_an_any_are_not_lost(setup, nest):
+    reg, decoder, outer_new = setup
+    # dec.Inner {name = "ok"} plus field 9, which dec.Inner does not define
+    payload = _outer_with_any(setup, "dec.Inner", b"\x0a\x02ok" + b"\x48\x05", nest)
+    value = write_frame(1, [1], payload)
+    with pytest.raises(UnknownFields, match=r"dec.Inner packed in google.protobuf.Any at any"):
+        decoder.decode(value)
+    batch = decoder.decode_many([value, write_frame(1, [1], b"\x0a\x01t")])
+    assert isinstance(batch[0], UnknownFields) and batch[0].message_type == "dec.Outer"
+    assert batch[1].message.text == "t"
+    kept = Decoder(reg, allow_unknown_fields=True).decode(value)
+    assert kept.message.SerializeToString() == payload  # kept, byte for byte
+
+
+@pytest.mark.parametrize(
+    ("packed", "error", "why"),
+    [
+        (b"\x0a\x05ab", BadPayload, "truncated"),
+        (b"\x0a\x02\xff\xfe", BadPayload, "UTF-8"),
+    ],
+)
+@pytest.mark.parametrize("allow_unknown_fields", [False, True])
+def test_a_packed_message_that_does_not_parse_is_bad_payload(
+    setup, packed, error, why, allow_unknown_fields
+):
+    reg, _, _ = setup
+    decoder = Decoder(reg, allow_unknown_fields=allow_unknown_fields)
+    value = write_frame(1, [1], _outer_with_any(setup, "dec.Inner", packed))
+    with pytest.raises(error, match="dec.Inner packed in google.protobuf.Any at any: protobuf"):
+        decoder.decode(value)
+    assert isinstance(decoder.decode_many([value, value])[1], error)
+
+
+def test_anys_nested_too_deep_are_bad_payload(setup):
+    _, decoder, _ = setup
+    fine = _outer_with_any(setup, "dec.Inner", b"\x0a\x01x", 15)
+    assert decoder.decode(write_frame(1, [1], fine)).to_json()["any"]["@type"].endswith("Outer")
+    deep = _outer_with_any(setup, "dec.Inner", b"\x0a\x01x", 16)
+    with pytest.raises(BadPayload, match="nested more than 16 deep"):
+        decoder.decode(write_frame(1, [1], deep))
+
+
+@pytest.mark.parametrize(
+    ("schema", "build", "why"),
+    [
+        (
+            'import "google/protobuf/timestamp.proto"; message T { google.protobuf.Timestamp at = 1; }',
+            lambda m: setattr(m.at, "seconds", 10**12),  # milliseconds written as seconds
+            "Timestamp",
+        ),
+        (
+            'import "google/protobuf/duration.proto"; message T { google.protobuf.Duration d = 1; }',
+            lambda m: (setattr(m.d, "seconds", 5), setattr(m.d, "nanos", -1)),
+            "Duration",
+        ),
+        (
+            'import "google/protobuf/struct.proto"; message T { google.protobuf.Value v = 1; }',
+            lambda m: setattr(m.v, "number_value", float("inf")),
+            "",
+        ),
+    ],
+)
+def test_a_message_the_json_mapping_cannot_write_is_bad_payload(schema, build, why):
+    reg = MemoryRegistry()
+    reg.add(40, RegisteredSchema(f'syntax = "proto3"; package decjson; {schema}'))
+    decoder = Decoder(reg)
+    msg = decoder.resolver.resolve_id(40).message_class_for((0,))()
+    build(msg)
+    record = decoder.decode(write_frame(40, [0], msg.SerializeToString()))
+    assert record.message.SerializeToString() == msg.SerializeToString()  # decoding is fine
+    with pytest.raises(BadPayload, match=f"decjson.T has no canonical JSON mapping: .*{why}"):
+        record.to_json()
+
+
 REQUIRED = textwrap.dedent(
     """\
     syntax = "proto2";
