@@ -16,8 +16,11 @@ Layout::
        "references": []}
     ]}
 
-Per entry: `file` is required; `id` (int) and `guid` are optional but must be unique;
-`subject` defaults to the file path, `version` to 1, `schema_type` to "PROTOBUF".
+Per entry: `file` is required (a path inside the folder, which is also its import path);
+`id` (an integer) and `guid` (any form `uuid.UUID` reads) are optional but must be unique;
+`subject` defaults to the file path, `version` to 1, `schema_type` to "PROTOBUF". A mistake in
+the index (a wrong type, a file that is not there) is a `ValueError` when the registry is
+opened, never a schema that is silently not found.
 `references` may be omitted: the file's imports are then found by compiling it (protoc, with
 the folder as include path), and every import that is not a builtin (well-known) file becomes a
 reference named by the import path, with the subject and version of the entry for that file,
@@ -32,13 +35,14 @@ from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
+import uuid
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from google.protobuf import descriptor_pb2
 
 from .descriptors import is_builtin, run_protoc
-from .errors import UnknownSchema
+from .errors import RegistryUnavailable, SchemaInvalid, UnknownSchema
 from .registry import RegisteredSchema, SchemaReference
 
 INDEX_FILE = "index.json"
@@ -63,29 +67,30 @@ class DirectorySchemaRegistry:
         return f"DirectorySchemaRegistry(path={str(self.path)!r})"
 
     def _read_index(self) -> list[dict[str, Any]]:
+        """The index's entries, checked: a mistake in it is a clear `ValueError` here, not
+        a schema that is silently never found (or an exception) when a record asks."""
         index = self.path / INDEX_FILE
         if not index.exists():
             return []
-        data = json.loads(index.read_text(encoding="utf-8"))
+        try:
+            data = json.loads(index.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ValueError(f"{index} is not JSON: {exc}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("schemas", []), list):
+            raise ValueError(f'{index} must be an object {{"schemas": [...]}}')
         entries = []
         seen_ids: set[int] = set()
         seen_guids: set[str] = set()
         for raw in data.get("schemas", []):
-            if "file" not in raw:
-                raise ValueError(f"{index}: every schema needs a 'file': {raw!r}")
-            entry = {
-                "file": str(raw["file"]),
-                "id": raw.get("id"),
-                "guid": str(raw["guid"]).lower() if raw.get("guid") else None,
-                "subject": str(raw.get("subject") or raw["file"]),
-                "version": int(raw.get("version", 1)),
-                "schema_type": str(raw.get("schema_type", "PROTOBUF")),
-                "references": raw.get("references"),
-            }
+            entry = _entry(raw, str(index))
+            if not self._is_schema_file(entry["file"]):
+                raise ValueError(
+                    f"{index} names {entry['file']!r}, which is not a file in the folder"
+                )
             if entry["id"] is not None:
                 if entry["id"] in seen_ids:
                     raise ValueError(f"{index}: schema id {entry['id']} appears twice")
-                seen_ids.add(int(entry["id"]))
+                seen_ids.add(entry["id"])
             if entry["guid"]:
                 if entry["guid"] in seen_guids:
                     raise ValueError(f"{index}: schema guid {entry['guid']} appears twice")
@@ -149,14 +154,22 @@ class DirectorySchemaRegistry:
 
     def _load(self, entry: dict[str, Any]) -> RegisteredSchema:
         file = entry["file"]
-        if not self._is_schema_file(file):
-            raise ValueError(f"{self.path / INDEX_FILE} names {file!r}, which is not in the folder")
-        text = (self.path / file).read_text(encoding="utf-8")
+        try:
+            raw = (self.path / file).read_bytes()
+        except OSError as exc:  # removed or unreadable since the index was read
+            raise RegistryUnavailable(
+                f"schema file {file!r} of {self.path} cannot be read: {exc.strerror}"
+            ) from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SchemaInvalid(
+                f"schema file {file!r} is not UTF-8 (byte {exc.start})",
+                schema_id=entry["id"],
+                schema_guid=entry["guid"],
+            ) from None
         if entry["references"] is not None:
-            refs = tuple(
-                SchemaReference(str(r["name"]), str(r["subject"]), int(r.get("version", 1)))
-                for r in entry["references"]
-            )
+            refs = entry["references"]
         elif entry["schema_type"] == "PROTOBUF":
             refs = tuple(self._reference_for(name) for name in self._imports_of(file))
         else:
@@ -183,12 +196,73 @@ class DirectorySchemaRegistry:
         with self._lock:
             found = self._imports.get(file)
             if found is None:
-                sources = {
-                    p.relative_to(self.path).as_posix(): p.read_text(encoding="utf-8")
-                    for p in self.path.rglob("*.proto")
-                }
-                fds = descriptor_pb2.FileDescriptorSet.FromString(run_protoc(sources, [file]))
+                sources: dict[str, str] = {}
+                unreadable: list[str] = []
+                for path in sorted(self.path.rglob("*.proto")):
+                    name = path.relative_to(self.path).as_posix()
+                    try:
+                        sources[name] = path.read_bytes().decode("utf-8")
+                    except (OSError, UnicodeDecodeError):
+                        unreadable.append(name)  # an import of it is then "not found"
+                try:
+                    compiled = run_protoc(sources, [file])
+                except SchemaInvalid as exc:
+                    if unreadable:
+                        exc.message += f" (not read, not UTF-8: {', '.join(unreadable[:5])})"
+                        exc.args = (exc.message,)
+                    raise
+                fds = descriptor_pb2.FileDescriptorSet.FromString(compiled)
                 proto = next(f for f in fds.file if f.name == file)
                 found = tuple(d for d in proto.dependency if not is_builtin(d))
                 self._imports[file] = found
             return found
+
+
+def _entry(raw: object, index: str) -> dict[str, Any]:
+    """One index entry, checked and normalised (GUIDs lower case with dashes)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("file"), str):
+        raise ValueError(f"{index}: every schema needs a 'file' (a path): {raw!r}")
+    file = PurePosixPath(raw["file"])  # "./a//b.proto" is "a/b.proto", its import path
+    if file.is_absolute() or ".." in file.parts or not file.parts:
+        raise ValueError(f"{index}: file {raw['file']!r} must be a path inside the folder")
+    schema_id = raw.get("id")
+    if schema_id is not None and (type(schema_id) is not int or not 0 <= schema_id < 2**32):
+        raise ValueError(f"{index}: schema id {schema_id!r} is not an integer in [0, 2^32)")
+    guid = raw.get("guid")
+    if guid is not None:
+        try:
+            guid = str(uuid.UUID(str(guid)))
+        except ValueError:
+            raise ValueError(f"{index}: schema guid {guid!r} is not a GUID") from None
+    version = raw.get("version", 1)
+    if type(version) is not int or version < 1:
+        raise ValueError(
+            f"{index}: version {version!r} of {raw['file']!r} is not a positive integer"
+        )
+    references = raw.get("references")
+    if references is not None:
+        if not isinstance(references, list):
+            raise ValueError(f"{index}: references of {raw['file']!r} must be a list")
+        references = tuple(_reference(r, index) for r in references)
+    return {
+        "file": file.as_posix(),
+        "id": schema_id,
+        "guid": guid,
+        "subject": str(raw.get("subject") or file.as_posix()),
+        "version": version,
+        "schema_type": str(raw.get("schema_type", "PROTOBUF")),
+        "references": references,
+    }
+
+
+def _reference(raw: object, index: str) -> SchemaReference:
+    if (
+        not isinstance(raw, dict)
+        or not isinstance(raw.get("name"), str)
+        or not isinstance(raw.get("subject"), str)
+        or type(raw.get("version", 1)) is not int
+    ):
+        raise ValueError(
+            f'{index}: a reference is {{"name": str, "subject": str, "version": int}}: {raw!r}'
+        )
+    return SchemaReference(raw["name"], raw["subject"], raw.get("version", 1))

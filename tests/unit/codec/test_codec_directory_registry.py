@@ -117,6 +117,85 @@ def test_bad_index_files(tmp_path):
         DirectorySchemaRegistry(tmp_path / "missing")
 
 
+@pytest.mark.parametrize(
+    ("index", "why"),
+    [
+        ([], "must be an object"),
+        ({"schemas": "a.proto"}, "must be an object"),
+        ({"schemas": [{"id": "1", "file": "a.proto"}]}, "schema id '1' is not an integer"),
+        ({"schemas": [{"id": True, "file": "a.proto"}]}, "is not an integer"),
+        ({"schemas": [{"id": 2**32, "file": "a.proto"}]}, "is not an integer"),
+        ({"schemas": [{"guid": "not-a-guid", "file": "a.proto"}]}, "is not a GUID"),
+        ({"schemas": [{"id": 1, "file": "missing.proto"}]}, "not a file in the folder"),
+        ({"schemas": [{"id": 1, "file": "../a.proto"}]}, "must be a path inside the folder"),
+        ({"schemas": [{"id": 1, "file": "/etc/hosts"}]}, "must be a path inside the folder"),
+        ({"schemas": [{"id": 1, "file": "a.proto", "version": "2"}]}, "not a positive integer"),
+        ({"schemas": [{"id": 1, "file": "a.proto", "references": "b"}]}, "must be a list"),
+        ({"schemas": [{"id": 1, "file": "a.proto", "references": [{"subject": "b"}]}]}, "name"),
+        (
+            {
+                "schemas": [
+                    {"guid": GUID, "file": "a.proto"},
+                    {"guid": GUID.upper(), "file": "a.proto"},
+                ]
+            },
+            "appears twice",
+        ),
+    ],
+)
+def test_a_mistake_in_the_index_is_refused_when_the_registry_opens(tmp_path, index, why):
+    (tmp_path / "a.proto").write_text('syntax = "proto3"; message A {}')
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    with pytest.raises(ValueError, match=why):
+        DirectorySchemaRegistry(tmp_path)
+    (tmp_path / "index.json").write_bytes(b"{\xff")
+    with pytest.raises(ValueError, match="is not JSON"):
+        DirectorySchemaRegistry(tmp_path)
+
+
+def test_index_forms_that_mean_the_same_are_found(tmp_path):
+    (tmp_path / "a.proto").write_text(
+        'syntax = "proto3"; package dirnorm; message A { string s = 1; }'
+    )
+    guid = GUID.replace("-", "").upper()  # any form uuid reads
+    (tmp_path / "index.json").write_text(
+        json.dumps({"schemas": [{"id": 7, "guid": guid, "file": "./a.proto"}]})
+    )
+    decoder = Decoder(DirectorySchemaRegistry(tmp_path))
+    assert decoder.decode(write_frame(GUID, [0], b"\x0a\x01g")).message.s == "g"
+    assert decoder.decode(write_frame(7, [0], b"\x0a\x01i")).message.s == "i"
+
+
+def test_schema_files_that_are_not_utf8_or_gone_are_codec_errors(tmp_path):
+    from codec import RegistryUnavailable
+
+    (tmp_path / "a.proto").write_bytes(b'syntax = "proto3"; package dirutf; message A {} // \xff')
+    (tmp_path / "b.proto").write_text(
+        'syntax = "proto3"; package dirutf; import "c.proto"; message B { C c = 1; }'
+    )
+    (tmp_path / "c.proto").write_bytes(b'syntax = "proto3"; package dirutf; message C {} // \xfe')
+    (tmp_path / "d.proto").write_text('syntax = "proto3"; package dirutf; message D {}')
+    (tmp_path / "index.json").write_text(
+        json.dumps(
+            {
+                "schemas": [
+                    {"id": 1, "file": "a.proto"},
+                    {"id": 2, "file": "b.proto"},
+                    {"id": 4, "file": "d.proto"},
+                ]
+            }
+        )
+    )
+    decoder = Decoder(DirectorySchemaRegistry(tmp_path))
+    with pytest.raises(SchemaInvalid, match="'a.proto' is not UTF-8"):
+        decoder.decode(write_frame(1, [0], b""))
+    with pytest.raises(SchemaInvalid, match=r"c.proto.*not read, not UTF-8: a.proto, c.proto"):
+        decoder.decode(write_frame(2, [0], b""))
+    (tmp_path / "d.proto").unlink()  # gone since the index was read: the registry's fault
+    with pytest.raises(RegistryUnavailable, match="'d.proto'.*cannot be read"):
+        decoder.decode(write_frame(4, [0], b""))
+
+
 def test_open_registry_picks_the_implementation(folder):
     assert isinstance(open_registry(folder), DirectorySchemaRegistry)
     assert isinstance(open_registry(str(folder)), DirectorySchemaRegistry)
