@@ -162,8 +162,19 @@ def run_protoc(
         src.mkdir()
         for name, text in sources.items():
             path = src / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+            except OSError:  # "a" and "a/b.proto": one name is the other's folder
+                others = sorted(
+                    n
+                    for n in sources
+                    if n != name and (n.startswith(name + "/") or name.startswith(n + "/"))
+                )
+                raise SchemaInvalid(
+                    f"file names clash: {name!r} and {others[0] if others else 'another file'!r}"
+                    " (one would be the other's folder)"
+                ) from None
         out = Path(tmp, "out.pb")
         args = [sys.executable, "-m", "grpc_tools.protoc", f"-I{src}", *_include_args()]
         if descriptor_set_in is not None:

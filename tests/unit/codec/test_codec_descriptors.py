@@ -526,3 +526,27 @@ def test_missing_grpc_tools_is_not_the_schemas_fault(monkeypatch):
     finally:
         monkeypatch.undo()
         descriptors.grpc_tools_include_dir.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("names", "clash"),
+    [
+        (["shop", "shop/c.proto"], "'shop/c.proto' and 'shop'"),
+        (["protolake"], "'protolake/schema-24.proto' and 'protolake'"),  # the root's folder
+    ],
+)
+def test_reference_names_that_clash_as_folders_are_schema_invalid(names, clash):
+    from codec import Decoder, write_frame
+
+    reg = MemoryRegistry()
+    refs = []
+    for i, name in enumerate(names):
+        reg.add_version(
+            f"s{i}", 1, text(f'syntax = "proto3"; package dsc.clash; message C{i} {{}}')
+        )
+        refs.append(SchemaReference(name, f"s{i}", 1))
+    reg.add(24, text('syntax = "proto3"; package dsc.clash; message R {}', refs))
+    with pytest.raises(SchemaInvalid, match=f"file names clash: {clash}"):
+        SchemaResolver(reg).resolve_id(24)
+    batch = Decoder(reg).decode_many([write_frame(24, [0], b"")] * 2)  # no batch failure
+    assert [type(r) for r in batch] == [SchemaInvalid, SchemaInvalid]
