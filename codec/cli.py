@@ -99,9 +99,11 @@ def _parse_line(line: str) -> tuple[bytes | None, list[tuple[str, bytes | None]]
 
 def _open(args: argparse.Namespace) -> SchemaRegistry:
     url = args.registry_url
-    if args.registry_user and not url.startswith(("http://", "https://")):
+    http = url.startswith(("http://", "https://"))
+    if args.registry_user and not http:
         raise SystemExit("codec: --registry-user needs an http(s) registry URL")
-    options = {"basic_auth": args.registry_user} if args.registry_user else {}
+    user = args.registry_user or (os.environ.get("PROTOLAKE_REGISTRY_USER") if http else None)
+    options = {"basic_auth": user} if user else {}
     try:
         return open_registry(url, **options)
     except ValueError as exc:
@@ -237,9 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sub.add_argument(
             "--registry-user",
-            default=os.environ.get("PROTOLAKE_REGISTRY_USER"),
             metavar="USER:PASS",
-            help="basic auth (default $PROTOLAKE_REGISTRY_USER)",
+            help="basic auth (default $PROTOLAKE_REGISTRY_USER, for an http(s) URL)",
         )
         sub.add_argument(
             "--allow-unknown-fields",

@@ -28,6 +28,8 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+import math
+import os
 import random
 import re
 import threading
@@ -53,6 +55,7 @@ _ACCEPT = (
     "application/json; qs=0.5"
 )
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+_TOKEN68 = re.compile(r"[A-Za-z0-9\-._~+/]+=*")  # RFC 6750's b64token
 
 
 def detect_schema_format(schema: str) -> str:
@@ -71,6 +74,13 @@ def _split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("registry URL must be http:// or https:// with a host")
+    if "@" in url[url.index(parts.netloc) + len(parts.netloc) :]:
+        # "http://svc:pa/ss@host": a password with "/", "?" or "#" not percent-encoded ends
+        # the host early; the rest would be kept, shown and logged as a path
+        raise ValueError(
+            "registry URL has an '@' after its host: percent-encode '/', '?' and '#' in a "
+            "password inside a URL, or give the credentials apart (--registry-user)"
+        )
     if parts.username is None and parts.password is None:
         return url.rstrip("/"), None
     host = parts.hostname
@@ -164,18 +174,36 @@ class HttpSchemaRegistry:
         creds = _parse_basic_auth(basic_auth) if basic_auth is not None else url_creds
         if creds is not None and bearer_token is not None:
             raise ValueError("give either basic auth or a bearer token, not both")
+        if bearer_token is not None and not _TOKEN68.fullmatch(bearer_token):
+            raise ValueError("bearer token must be letters, digits and -._~+/ (then '=')")
+        for what, path in (("CA bundle", ca_bundle), ("client certificate", client_cert)):
+            for one in (path,) if isinstance(path, str) else (path or ()):
+                if not os.path.exists(one):
+                    raise ValueError(f"{what} {one!r} does not exist")
         self._session = session if session is not None else requests.Session()
         self._session.headers["Accept"] = _ACCEPT
         self._auth_kind = "basic" if creds else ("bearer" if bearer_token else None)
-        self._session.auth = creds
-        if bearer_token is not None:
-            self._session.headers["Authorization"] = f"Bearer {bearer_token}"
+        self._session.auth = None
+        authorization = None
+        if creds is not None:
+            # UTF-8 (RFC 7617): requests would encode Latin-1 and fail on any other character
+            token = base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode("ascii")
+            authorization = f"Basic {token}"
+        elif bearer_token is not None:
+            authorization = f"Bearer {bearer_token}"
+        if authorization is not None:
+            self._session.headers["Authorization"] = authorization
+        else:
+            self._session.headers.pop("Authorization", None)
         # Passed on every request, not set on the session: requests lets REQUESTS_CA_BUNDLE
         # override a session's `verify` (psf/requests#3829), which would drop our CA bundle.
         self._verify: bool | str = ca_bundle if ca_bundle is not None else verify
         self._cert = client_cert
         # Strings that must never leave this object, whatever a library puts in a message.
         self._secrets = [s for s in (*(creds or ()), bearer_token) if s]
+        if authorization is not None:
+            self._secrets.append(authorization.split(" ", 1)[1])  # as sent, base64 and all
+        self._secrets.sort(key=len, reverse=True)  # "pass" inside "passphrase": longest first
         self._timeout = (connect_timeout, read_timeout)
         self._max_retries = max_retries
         self._backoff_initial = backoff_initial
@@ -272,15 +300,21 @@ class HttpSchemaRegistry:
 
     def _redact(self, text: str) -> str:
         for secret in self._secrets:
-            text = text.replace(secret, "***")
+            if len(secret) >= 8:
+                text = text.replace(secret, "***")
+            else:  # a short one only where it stands alone, not inside ordinary words
+                pattern = rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])"
+                text = re.sub(pattern, "***", text)
         return text
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         if retry_after is not None:
             try:
-                return min(max(float(retry_after), 0.0), self._backoff_max)
+                seconds = float(retry_after)
             except ValueError:
-                pass  # an HTTP date: fall back to our own backoff
+                seconds = math.nan  # an HTTP date: fall back to our own backoff
+            if math.isfinite(seconds):
+                return min(max(seconds, 0.0), self._backoff_max)
         cap = min(self._backoff_max, self._backoff_initial * (2**attempt))
         return cap / 2 + random.uniform(0, cap / 2)  # "equal jitter"
 
@@ -369,7 +403,23 @@ class HttpSchemaRegistry:
                 registry_error_code=error_code,
                 **ids,
             )
-        hint = " (no Confluent error body: is the registry URL right?)" if status == 404 else ""
+        if status == 404 and (ids["schema_id"] or 0) >= 2**31:
+            # Confluent's ids are Java ints: a larger one is not even a path it routes, and
+            # its 404 says so without an error code of ours. No registry has this schema.
+            return UnknownSchema(
+                f"registry has no schema for GET {path} (HTTP 404: ids above 2^31-1 do not "
+                "exist in a Confluent registry)",
+                http_status=status,
+                registry_error_code=error_code,
+                **ids,
+            )
+        hint = ""
+        if status == 404:
+            hint = (
+                " (no Confluent error body: is the registry URL right?)"
+                if error_code is None
+                else " (not a Confluent 4040x code: is the registry URL right?)"
+            )
         return RegistryUnavailable(
             f"registry at {self.url} answered GET {path} with HTTP {status}"
             + (f" {error_code}: {detail}" if error_code else "")

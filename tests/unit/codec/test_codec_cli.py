@@ -224,3 +224,16 @@ def test_a_carriage_return_is_not_a_line_end(folder, event_class):
         True,
     ]
     assert out[1]["record"] == out[3]["record"] == {"id": "cr"}
+
+
+def test_the_user_from_the_environment_is_for_http_registries_only(folder, event_class):
+    line = json.dumps({"value": b64(write_frame(5, [0], event_class(id="u").SerializeToString()))})
+    done = run(
+        ["decode", "--registry-url", f"dir:{folder}"],
+        line + "\n",
+        env_extra={"PROTOLAKE_REGISTRY_USER": "alice:s3cret"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["record"] == {"id": "u"}
+    given = run(["decode", "--registry-url", f"dir:{folder}", "--registry-user", "a:b"], line)
+    assert given.returncode != 0 and "needs an http(s) registry URL" in given.stderr
