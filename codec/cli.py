@@ -33,7 +33,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from .decode import Decoder, message_to_json
 from .errors import CodecError, RegistryUnavailable
@@ -45,7 +45,7 @@ EXIT_OK = 0
 EXIT_RECORD_ERROR = 1
 EXIT_REGISTRY_UNAVAILABLE = 3
 
-_HEX = re.compile(r"(?:0x)?((?:[0-9a-fA-F]{2})+)")
+_HEX = re.compile(r"(?:0[xX])?((?:[0-9a-fA-F]{2})+)")
 
 
 _URLSAFE = str.maketrans("-_", "+/")
@@ -151,15 +151,38 @@ def run_decode(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
     return EXIT_OK
 
 
-def _parse_bytes(text: str) -> bytes:
+def _parse_bytes(text: str) -> tuple[bytes, str]:
+    """Bytes written as hex or base64, and how they were read.
+
+    ``hex:`` or ``base64:`` (``b64:``) says which; so does ``0x``. Text that reads both ways
+    ("AAAAAAEA", "deadbeef") is read the way that starts with a magic byte (0 or 1), as a
+    frame or a schema header does; when both or neither do, as hex.
+    """
+    kind, sep, rest = text.partition(":")
+    if sep and kind.lower() in ("hex", "base64", "b64"):
+        compact = re.sub(r"\s", "", rest)
+        try:
+            if kind.lower() == "hex":
+                return bytes.fromhex(compact.removeprefix("0x").removeprefix("0X")), "hex"
+            return _b64(compact), "base64"
+        except ValueError:
+            raise SystemExit(f"codec: {rest[:40]!r} is not {kind.lower()}") from None
     compact = re.sub(r"[\s:]", "", text)
     match = _HEX.fullmatch(compact)
-    if match:
-        return bytes.fromhex(match.group(1))
+    as_hex = bytes.fromhex(match.group(1)) if match else None
     try:
-        return _b64(compact)
-    except (binascii.Error, ValueError):
-        raise SystemExit(f"codec: {text[:40]!r} is neither hex nor base64") from None
+        as_b64 = _b64(compact)
+    except ValueError:
+        as_b64 = None
+    if as_hex is None and as_b64 is None:
+        raise SystemExit(f"codec: {text[:40]!r} is neither hex nor base64")
+    if as_b64 is None or (match is not None and compact[:2].lower() == "0x"):
+        return cast(bytes, as_hex), "hex"
+    if as_hex is None:
+        return as_b64, "base64"
+    if as_b64[:1] in (b"\x00", b"\x01") and as_hex[:1] not in (b"\x00", b"\x01"):
+        return as_b64, "base64 (it reads as hex too; write hex: to read it so)"
+    return as_hex, "hex (it reads as base64 too; write base64: to read it so)"
 
 
 def _describe_frame(frame: Frame, value: bytes, out: TextIO) -> None:
@@ -177,13 +200,14 @@ def _describe_frame(frame: Frame, value: bytes, out: TextIO) -> None:
 
 def run_inspect(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """The `inspect` command."""
-    value = _parse_bytes("".join(args.value))
+    value, read_as = _parse_bytes("".join(args.value))
     headers: list[tuple[str, bytes | None]] = []
     for item in args.header:
         key, sep, raw = item.partition("=")
         if not sep:
             raise SystemExit("codec: --header takes KEY=HEX_OR_BASE64")
-        headers.append((key, _parse_bytes(raw) if raw else None))
+        headers.append((key, _parse_bytes(raw)[0] if raw else None))
+    stdout.write(f"input:            {read_as}\n")
     stdout.write(
         f"value:            {len(value)} bytes: {value[:32].hex(' ')}"
         f"{' ...' if len(value) > 32 else ''}\n"
@@ -252,7 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     decode = commands.add_parser("decode", help="JSON lines of records in, JSON lines out")
     registry_options(decode)
     inspect = commands.add_parser("inspect", help="show the framing of one record")
-    inspect.add_argument("value", nargs="+", help="the record value, hex or base64")
+    inspect.add_argument(
+        "value", nargs="+", help="the record value, hex or base64 (or hex:... , base64:...)"
+    )
     inspect.add_argument(
         "--header",
         action="append",

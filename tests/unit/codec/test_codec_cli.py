@@ -237,3 +237,22 @@ def test_the_user_from_the_environment_is_for_http_registries_only(folder, event
     assert json.loads(done.stdout)["record"] == {"id": "u"}
     given = run(["decode", "--registry-url", f"dir:{folder}", "--registry-user", "a:b"], line)
     assert given.returncode != 0 and "needs an http(s) registry URL" in given.stderr
+
+
+def test_inspect_reads_text_that_is_both_hex_and_base64_as_a_frame(folder, event_class):
+    value = write_frame(1, [0], b"")  # 00 00000001 00
+    as_b64 = b64(value)  # "AAAAAAEA": all hex digits too
+    assert all(c in "0123456789abcdefABCDEF" for c in as_b64)
+    done = run(["inspect", as_b64])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "input:            base64 (it reads as hex too" in done.stdout
+    assert "schema id:        1" in done.stdout
+    forced = run(["inspect", f"hex:{as_b64}"])
+    assert "input:            hex\n" in forced.stdout and "BAD_MAGIC" in forced.stdout
+    upper = run(["inspect", "0X" + value.hex().upper()])
+    assert "input:            hex\n" in upper.stdout and "schema id:        1" in upper.stdout
+    both_hex = run(["inspect", "0000000005000a0178"])  # hex: a frame; base64: d3 4d 34 ...
+    assert "input:            hex (it reads as base64 too" in both_hex.stdout
+    assert "schema id:        5" in both_hex.stdout
+    bad = run(["inspect", "base64:!!"])
+    assert bad.returncode != 0 and "is not base64" in bad.stderr
