@@ -17,7 +17,7 @@ Payloads are parsed by `codec.payload` (upb-backed protobuf; unknown fields are
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import compress
+from itertools import compress, repeat
 from operator import itemgetter, not_
 from typing import cast
 
@@ -182,9 +182,8 @@ class Decoder:
                 if type(values[i]) is bytes and not (headers is not None and headers[i])
             ]
             candidates = [cast(bytes, values[i]) for i in rows]
-        heads = list(map(_head, candidates))
         one_by_one = set(range(count)).difference(rows) if len(rows) < count else set()
-        for members in _group_rows(heads):
+        for members in _group_rows(candidates):
             positions: Sequence[int] = range(len(candidates)) if members is None else members
             while positions:
                 positions = self._decode_framed_alike(
@@ -244,12 +243,12 @@ class Decoder:
         group = positions
         if size != 6:  # the frame head is longer than the six bytes they share
             head = first[:size]
-            same = list(
-                map(
-                    head.__eq__,
-                    map(itemgetter(slice(None, size)), map(candidates.__getitem__, positions)),
-                )
+            members = (
+                candidates
+                if len(positions) == len(candidates)
+                else map(candidates.__getitem__, positions)
             )
+            same = list(map(bytes.startswith, members, repeat(head)))
             group = list(compress(positions, same))
             rest = list(compress(positions, map(not_, same)))
         group_rows = rows if len(group) == len(rows) else [rows[p] for p in group]
@@ -292,7 +291,11 @@ class Decoder:
         everything = len(group) == len(values)
         members = values if everything else [values[i] for i in group]
         results, clean = decode_sliced(
-            cls, cast("Sequence[bytes]", members), offset, self.allow_unknown_fields
+            cls,
+            cast("Sequence[bytes]", members),
+            offset,
+            self.allow_unknown_fields,
+            all_bytes=type(members) is list,  # the grouped rows hold bytes only
         )
         if clean and everything:  # the common case: one schema, every payload decoded
             batch.results = results
@@ -310,10 +313,16 @@ class Decoder:
                 batch.message_types[i] = name
 
 
-def _group_rows(heads: list[bytes]) -> list[list[int] | None]:
-    """The positions of each distinct head (None: one head, at every position)."""
-    if not heads or heads.count(heads[0]) == len(heads):
-        return [None] if heads else []
+def _group_rows(candidates: Sequence[bytes]) -> list[list[int] | None]:
+    """The positions of the candidates sharing each distinct head (their first six bytes;
+    None: one head, at every position)."""
+    if not candidates:
+        return []
+    # The common case, one head for all, without making a head per candidate.
+    first = candidates[0][:6]
+    if len(first) == 6 and all(map(bytes.startswith, candidates, repeat(first))):
+        return [None]
+    heads = list(map(_head, candidates))
     distinct = dict.fromkeys(heads)
     if len(distinct) <= 8:  # a C-level scan per head beats a Python loop over the rows
         positions = range(len(heads))

@@ -32,10 +32,8 @@ proto2 payload missing a `required` field at any depth.
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
 from collections.abc import Sequence
-from itertools import accumulate, repeat
-from operator import itemgetter, sub
+from operator import itemgetter
 
 from google.protobuf import descriptor_pb2, message_factory
 from google.protobuf.descriptor import Descriptor
@@ -234,64 +232,76 @@ def decode_sliced(
     buffers: Sequence[Buffer],
     offset: int,
     allow_unknown_fields: bool,
+    *,
+    all_bytes: bool = False,
 ) -> tuple[list[Message | CodecError], bool]:
     """`decode_payloads` of ``buffer[offset:]`` for each buffer, and whether all decoded.
 
     Every buffer holds at least `offset` bytes. Slicing happens while the wrapper is built,
     so a caller whose payloads sit after a frame head (`Decoder.decode_many`) does not make
-    a list of slices first.
+    a list of slices first. `all_bytes`: the caller knows `buffers` is a list of `bytes`.
     """
     batch_class = _batch_class(message_class) if len(buffers) > 1 else None
     if batch_class is None:
         return _decode_each(message_class, buffers, offset, allow_unknown_fields), False
-    if type(buffers) is not list or set(map(type, buffers)) != {bytes}:
+    if not all_bytes and (type(buffers) is not list or set(map(type, buffers)) != {bytes}):
         # len() of a memoryview counts its items, not its bytes; a deque cannot be sliced
         buffers = [b if type(b) is bytes else bytes(b) for b in buffers]
-    sizes = list(map(len, buffers))
-    if offset:
-        sizes = list(map(sub, sizes, repeat(offset)))
-    # One wrapper per ~64 KiB: a wrapper of megabytes parses measurably slower (cache
-    # misses), and a bad payload sends only its own chunk to the slow path. A chunk ends at
-    # the first payload that takes it to _CHUNK_BYTES or more.
-    ends = list(accumulate(sizes))
+    sizes = list(map(len, buffers))  # of the buffers: the item heads subtract the offset
     count = len(buffers)
-    if ends[-2] < _CHUNK_BYTES:  # one chunk: the common case
+    # One wrapper per ~64 KiB: a wrapper of megabytes parses measurably slower (cache
+    # misses), and a bad payload sends only its own chunk to the slow path. Chunks hold the
+    # same number of payloads (by their average size): no running total per payload.
+    payload_bytes = sum(sizes) - offset * count
+    if payload_bytes <= _CHUNK_BYTES:  # one chunk
         return _decode_chunk(
             batch_class, message_class, buffers, sizes, offset, allow_unknown_fields
         )
+    step = max(1, _CHUNK_BYTES * count // payload_bytes)
     out: list[Message | CodecError] = []
     clean = True
-    start = base = 0
-    while start < count:
-        stop = min(bisect_left(ends, base + _CHUNK_BYTES, start) + 1, count)
+    for start in range(0, count, step):
         decoded, ok = _decode_chunk(
             batch_class,
             message_class,
-            buffers[start:stop],
-            sizes[start:stop],
+            buffers[start : start + step],
+            sizes[start : start + step],
             offset,
             allow_unknown_fields,
         )
         out += decoded
         clean = clean and ok
-        base = ends[stop - 1]
-        start = stop
     return out, clean
 
 
 class _ItemHeads(dict[int, bytes]):
-    """Payload size -> the bytes that open one `items` element of that size."""
+    """Buffer size -> the bytes that open one `items` element holding the buffer's payload
+    (the bytes after `offset`)."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__()
+        self.offset = offset
 
     def __missing__(self, size: int) -> bytes:
-        head = _ITEM_TAG + write_uvarint64(size)
+        head = _ITEM_TAG + write_uvarint64(size - self.offset)
         if len(self) < 65_536:
             self[size] = head
         return head
 
 
+class _HeadTables(dict[int, _ItemHeads]):
+    """Offset -> its `_ItemHeads` (a few offsets: one per frame head size)."""
+
+    def __missing__(self, offset: int) -> _ItemHeads:
+        table = _ItemHeads(offset)
+        if len(self) < 64:
+            self[offset] = table
+        return table
+
+
 _CHUNK_BYTES = 64 * 1024
 _ITEM_TAG = b"\x0a"  # field 1, wire type 2 (length-delimited): one element of `items`
-_item_heads = _ItemHeads()
+_item_heads = _HeadTables()
 
 
 def _decode_chunk(
@@ -304,7 +314,7 @@ def _decode_chunk(
 ) -> tuple[list[Message | CodecError], bool]:
     """Parse one chunk through the wrapper; on any doubt, each payload on its own."""
     parts: list[Buffer] = [b""] * (2 * len(sizes))
-    parts[0::2] = map(_item_heads.__getitem__, sizes)
+    parts[0::2] = map(_item_heads[offset].__getitem__, sizes)
     parts[1::2] = map(itemgetter(slice(offset, None)), buffers) if offset else buffers
     data = b"".join(parts)
     facts = _facts_of(message_class)
