@@ -5,8 +5,9 @@ produced by ``json_format``, with the original field names, compact, non-ASCII k
 When the mapping cannot be produced, nothing is lost: the message is written as
 ``{"@type": "type.googleapis.com/<full name>", "value": "<base64 of its bytes>"}``, the shape
 of an ``Any`` (for an ``Any`` its own type URL and value bytes). That happens for an ``Any``
-whose type is not in the descriptor pool (or anywhere inside a message being written), and
-for a ``Value`` holding NaN or an infinity, which JSON cannot represent.
+whose type is not in the descriptor pool (or anywhere inside a message being written) or whose
+bytes do not parse as that type, and for a ``Value`` holding NaN or an infinity, which JSON
+cannot represent.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 
 from google.protobuf import json_format
 from google.protobuf.descriptor_pool import DescriptorPool
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 _ANY = "google.protobuf.Any"
 _TYPE_URL_PREFIX = "type.googleapis.com/"
@@ -35,7 +36,9 @@ def to_json_text(message: Message, descriptor_pool: DescriptorPool | None = None
         obj = json_format.MessageToDict(
             message, preserving_proto_field_name=True, descriptor_pool=pool
         )
-    except (json_format.Error, TypeError, ValueError, KeyError):
+    except (json_format.Error, DecodeError, TypeError, ValueError, KeyError):
+        # DecodeError: an Any whose bytes do not parse as its type (the codec quarantines
+        # such records; a message handed in directly still gets its lossless text)
         obj = _opaque(message)
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 

@@ -190,6 +190,18 @@ def test_json_fallback_for_a_value_json_cannot_hold():
     assert to_json_text(unknown) == '{"@type":"x/y.Z","value":"AQ=="}'
 
 
+def test_an_any_whose_bytes_do_not_parse_keeps_them(protos):
+    cls = protos.v3("WellKnown")
+    msg = cls()
+    msg.any.type_url = "type.googleapis.com/protolake.test.v3.Point"
+    msg.any.value = b"\x0a\x05ab"  # truncated
+    text = RowConverter(cls.DESCRIPTOR).to_dict(msg)["any"]
+    assert json.loads(text) == {
+        "@type": "type.googleapis.com/protolake.test.v3.Point",
+        "value": base64.b64encode(b"\x0a\x05ab").decode(),
+    }
+
+
 def test_empty_message_is_json_text(protos):
     cls = protos.v3("WellKnown")
     msg = cls()
