@@ -9,7 +9,8 @@ from their checkpoints and write idempotently):
   publishes one asset event ``protolake://silver/<table>`` per silver table it changed,
   through the asset alias ``protolake-silver`` (the tables are per message type, known only
   when data arrives). Downstream DAGs schedule on ``Asset("protolake://silver/<table>")``.
-- ``summary``: row counts of bronze, silver and quarantine from the Delta logs.
+- ``summary``: row counts of bronze, silver and quarantine from the Delta logs (quarantine:
+  the records still quarantined; replayed ones count in silver, as in ``protolake status``).
 
 Environment (read when a task runs, on the worker): ``PROTOLAKE_CONFIG`` (required), see
 ``protolake_support``. At parse time: ``PROTOLAKE_INGEST_SCHEDULE`` (cron or preset, default

@@ -1,4 +1,5 @@
-"""protolake_maintenance: daily OPTIMIZE and VACUUM of the bronze, silver and quarantine tables.
+"""protolake_maintenance: daily OPTIMIZE and VACUUM of the bronze, silver, quarantine and quality
+tables (``quality/results``: one small commit per stream and micro-batch).
 
 One task per table group, each ``spark-submit pipelines/jobs/run.py maintain --config FILE
 --table-group <group> --retention-hours N`` (``protolake maintain``, pipelines/ops/maintain.py),
@@ -6,7 +7,9 @@ one after the other (compaction is heavy; the groups do not need to race each ot
 
 VACUUM retention: ``PROTOLAKE_VACUUM_RETENTION_HOURS`` (default 168 h = 7 days, Delta's own
 default; shorter retention can delete files a running stream or a time-travel query still
-reads). Schedule: ``PROTOLAKE_MAINTENANCE_SCHEDULE`` (default ``@daily``).
+reads). Schedule: ``PROTOLAKE_MAINTENANCE_SCHEDULE`` (default ``@daily``). Old rows of the
+quality results (not only old files) go by ``quality.results_retention_days`` in the
+configuration, which silver applies when it starts.
 
 Then ``replay`` (``protolake replay --reason R ...``, pipelines/ops/replay.py) re-decodes the
 quarantined records whose reason a fix upstream can cure: ``PROTOLAKE_REPLAY_REASONS``
@@ -27,7 +30,7 @@ from protolake_support import SILVER_ALIAS, ProtolakeSparkSubmitOperator, env_in
 
 SCHEDULE = os.environ.get("PROTOLAKE_MAINTENANCE_SCHEDULE", "@daily")
 RETENTION_HOURS = env_int("PROTOLAKE_VACUUM_RETENTION_HOURS", 168)
-TABLE_GROUPS = ("bronze", "silver", "quarantine")
+TABLE_GROUPS = ("bronze", "silver", "quarantine", "quality")
 REPLAY_REASONS = [
     r.strip().upper()
     for r in os.environ.get("PROTOLAKE_REPLAY_REASONS", "UNKNOWN_SCHEMA").split(",")
@@ -39,7 +42,7 @@ REPLAY_ARGS = (
 
 with DAG(
     dag_id="protolake_maintenance",
-    description="OPTIMIZE + VACUUM of bronze, silver and quarantine",
+    description="OPTIMIZE + VACUUM of bronze, silver, quarantine and quality results",
     schedule=SCHEDULE,
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,

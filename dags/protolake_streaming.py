@@ -13,7 +13,9 @@ minutes one task per job judges its stream and starts or restarts it:
   batch and its lag (bronze: Kafka end offsets beyond the last planned offsets; silver: bronze
   Delta versions beyond the last planned version). Dead: started. Stale (up for longer than
   the threshold, with lag, and no batch committed for the threshold): stopped (SIGTERM to its
-  process group, SIGKILL after 60 s) and started again. Idle (no lag) is healthy.
+  process group, SIGKILL after 60 s) and started again. Idle (no lag) is healthy. A stream
+  this DAG started that died since the previous check is started again and the task fails,
+  with the end of its log (secrets redacted): a crash loop shows as failed runs.
 
 Parse-time settings: ``PROTOLAKE_STREAMING_SCHEDULE`` (default every 5 minutes),
 ``PROTOLAKE_STREAM_STALE_MINUTES`` (default 15). The DAG is paused when first created.

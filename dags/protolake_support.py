@@ -27,7 +27,8 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,10 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
     spark-submit, the Python) is settled in :meth:`execute`, not when the DAG file is parsed.
     With a local master the job gets ``pipelines.spark.LOCAL_CONF`` and Airflow's Python; with
     a cluster master it gets ``PYSPARK_PYTHON`` if the worker sets it, else the cluster's.
+    Every job also gets ``spark.redaction.regex = pipelines.spark.REDACTION_REGEX``: on
+    Kubernetes and YARN the provider turns the job's environment (``PROTOLAKE_REGISTRY_AUTH``
+    ...) into ``spark.kubernetes.driverEnv.*`` / ``spark.yarn.appMasterEnv.*`` settings, which
+    Spark's default regex would show in its UI and event log.
     ``conf`` given to the operator is applied last.
 
     ``publish_silver`` (silver only): after the job, an asset event
@@ -181,7 +186,7 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> None:
         from pipelines.jobs import RUN_SCRIPT, build_py_files
-        from pipelines.spark import LOCAL_CONF, find_spark_jars
+        from pipelines.spark import LOCAL_CONF, REDACTION_REGEX, find_spark_jars
 
         config = config_path()
         if self.refuse_when_streaming:
@@ -196,6 +201,7 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
         local = master.startswith("local")
         python = os.environ.get("PYSPARK_PYTHON") or (sys.executable if local else "")
         conf: dict[str, Any] = dict(LOCAL_CONF) if local else {}
+        conf["spark.redaction.regex"] = REDACTION_REGEX
         if python:
             conf["spark.pyspark.python"] = python
             conf["spark.pyspark.driver.python"] = python
@@ -289,14 +295,50 @@ def silver_versions(config: str) -> dict[str, int]:
     return out
 
 
-def delta_row_count(table: Path) -> int | None:
+def delta_row_count(
+    table: Path, where: tuple[str, Callable[[Any], bool]] | None = None
+) -> int | None:
     """Rows in the latest snapshot, from the ``numRecords`` statistics of the Delta log.
 
     Replays the last checkpoint (Parquet, read with pyarrow) and the JSON commits after it.
-    None when a live file has no statistics (Delta then cannot tell without a scan either).
+    With ``where = (column, keep)``, only the rows whose ``column`` value ``keep`` accepts: a
+    file whose statistics say the column is null throughout counts ``keep(None)`` for every
+    row without being opened; any other file's column is read (pyarrow) and tested value by
+    value. None when a live file has no statistics (Delta then cannot tell without a scan
+    either), or, with ``where``, when a file to read has a deletion vector or no such column
+    (column mapping): Spark can count those, this reader does not try.
     """
+    files = _live_files(table)
+    if files is None:
+        return None
+    total = 0
+    for path, add in files.items():
+        stats = json.loads(add.get("stats") or "{}")
+        if stats.get("numRecords") is None:
+            return None
+        records = int(stats["numRecords"])
+        deletion_vector = add.get("deletionVector")
+        live = (
+            records - int(deletion_vector.get("cardinality") or 0) if deletion_vector else records
+        )
+        if where is None:
+            total += live
+            continue
+        column, keep = where
+        if (stats.get("nullCount") or {}).get(column) == records:
+            total += live if keep(None) else 0
+            continue
+        values = None if deletion_vector else _column_values(table, path, column)
+        if values is None:
+            return None
+        total += sum(1 for value in values if keep(value))
+    return total
+
+
+def _live_files(table: Path) -> dict[str, dict[str, Any]] | None:
+    """The add actions of the latest snapshot, by file path (None: not a Delta table)."""
     logdir = table / "_delta_log"
-    files: dict[str, int | None] = {}
+    files: dict[str, dict[str, Any]] = {}
     start = 0
     last = logdir / "_last_checkpoint"
     if last.is_file():
@@ -309,7 +351,7 @@ def delta_row_count(table: Path) -> int | None:
             rows = pq.read_table(part, columns=["add"]).column("add").to_pylist()
             for add in rows:
                 if add:
-                    files[add["path"]] = _num_records(add.get("stats"))
+                    files[add["path"]] = add
     latest = delta_version(table)
     if latest is None:
         return None
@@ -320,34 +362,52 @@ def delta_row_count(table: Path) -> int | None:
                 continue
             action = json.loads(line)
             if "add" in action:
-                files[action["add"]["path"]] = _num_records(action["add"].get("stats"))
+                files[action["add"]["path"]] = action["add"]
             elif "remove" in action:
                 files.pop(action["remove"]["path"], None)
-    if any(n is None for n in files.values()):
-        return None
-    return sum(n for n in files.values() if n is not None)
+    return files
 
 
-def _num_records(stats: str | None) -> int | None:
-    if not stats:
+def _column_values(table: Path, path: str, column: str) -> list[Any] | None:
+    """One column of a table's data file (None: not local, or no such column)."""
+    import pyarrow.parquet as pq
+
+    # the log holds a URI: relative to the table, or absolute with a scheme (file:, s3:, ...)
+    if urllib.parse.urlsplit(path).scheme:
+        file = local_path(urllib.parse.unquote(path))
+    else:
+        file = table / urllib.parse.unquote(path)
+    if file is None or column not in pq.read_schema(file).names:
         return None
-    value = json.loads(stats).get("numRecords")
-    return None if value is None else int(value)
+    return list(pq.read_table(file, columns=[column]).column(column).to_pylist())
 
 
 def lakehouse_counts(config: str) -> dict[str, dict[str, int | None]]:
-    """Rows per table of bronze, silver and quarantine (Delta-log statistics)."""
+    """Rows per table of bronze and silver, and records still quarantined, from the Delta logs.
+
+    Quarantine counts as ``protolake status`` and the invariant do: a row replayed into silver
+    stays in the quarantine table (its raw bytes are kept) but is counted in silver only
+    (``pipelines.quarantine_state``).
+    """
+    from pipelines.quarantine_state import OUTCOME_COLUMN, counts_as_quarantined
+
     root = lakehouse_root(config)
     if root is None:
         return {}
-    return {
+    counts = {
         layer: {name: delta_row_count(path) for name, path in delta_tables(root / layer).items()}
-        for layer in ("bronze", "silver", "quarantine")
+        for layer in ("bronze", "silver")
     }
+    counts["quarantine"] = {
+        name: delta_row_count(path, where=(OUTCOME_COLUMN, counts_as_quarantined))
+        for name, path in delta_tables(root / "quarantine").items()
+    }
+    return counts
 
 
 def format_counts(counts: Mapping[str, Mapping[str, int | None]]) -> str:
-    """The counts as a small text table, with totals and the bronze = silver + quarantine sum."""
+    """The counts as a small text table, with totals and the bronze = silver + quarantine sum
+    (quarantine: the records still quarantined, see :func:`lakehouse_counts`)."""
     lines = []
     totals: dict[str, int] = {}
     for layer, tables in counts.items():
@@ -579,10 +639,79 @@ def stream_parts(job: str, config: str) -> list[tuple[str, CheckpointProgress | 
     return parts
 
 
-def kafka_client_options(cfg: Any) -> dict[str, str]:
-    """The configuration's Kafka options that librdkafka (the probe's client) understands."""
-    keep = ("security.protocol", "sasl.mechanism", "sasl.username", "sasl.password")
-    return {k: v for k, v in cfg.kafka.options.items() if k in keep}
+def kafka_client_options(cfg: Any) -> dict[str, Any]:
+    """The probe's librdkafka settings: :func:`pipelines.ops.common.kafka_client_conf` (the
+    translation ``protolake status`` uses: SASL credentials from ``sasl.jaas.config``, SSL
+    files, ...), without ``bootstrap.servers`` (passed on its own)."""
+    from pipelines.ops.common import kafka_client_conf
+
+    conf = kafka_client_conf(cfg)
+    conf.pop("bootstrap.servers", None)
+    return conf
+
+
+class StreamDiedError(RuntimeError):
+    """A stream this DAG started died since the previous check (it was started again)."""
+
+
+START_WATCH_SECONDS = 15.0  # a bad configuration or a missing jar fails within seconds
+LOG_TAIL_CHARS = 3000
+
+
+def secret_values(config: str) -> list[str]:
+    """The secrets the jobs see (longest first): every value ``ProtolakeConfig.redacted()``
+    hides (with the password of a ``user:pass`` and of a JAAS config on its own), and the
+    ``protolake_registry`` connection's credentials."""
+    import dataclasses
+
+    from pipelines.ops.common import kafka_client_conf
+
+    cfg = load_job_config(config)
+    found: set[str] = set()
+
+    def walk(plain: Any, shown: Any) -> None:
+        if isinstance(plain, Mapping):
+            for key, value in plain.items():
+                walk(value, shown.get(key) if isinstance(shown, Mapping) else None)
+        elif isinstance(plain, list | tuple):
+            shown_list = shown if isinstance(shown, list | tuple) else []
+            for i, value in enumerate(plain):
+                walk(value, shown_list[i] if i < len(shown_list) else None)
+        elif isinstance(plain, str) and plain and plain != shown:
+            if shown == "***":
+                found.add(plain)
+            else:  # a URL's user:password@
+                found.update(m for m in re.findall(r"://([^/@]+)@", plain))
+
+    walk(dataclasses.asdict(cfg), cfg.redacted())
+    found.update(v for k, v in registry_env().items() if k != "PROTOLAKE_REGISTRY_URL" and v)
+    found.update(str(v) for k, v in kafka_client_conf(cfg).items() if "password" in k and v)
+    found.update(s.split(":", 1)[1] for s in list(found) if ":" in s)
+    return sorted((s for s in found if s), key=len, reverse=True)
+
+
+def stream_log_tail(log_path: Path, config: str, chars: int = LOG_TAIL_CHARS) -> str:
+    """The end of a stream's log, every value of :func:`secret_values` replaced by ``***``."""
+    try:
+        with log_path.open("rb") as f:
+            f.seek(max(0, log_path.stat().st_size - 65536))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return f"(no log at {log_path})"
+    for secret in secret_values(config):
+        text = text.replace(secret, "***")
+    # from a whole line on (a secret cut at the 64 KiB window's start stays out of the tail)
+    return text[-chars:].split("\n", 1)[-1] if len(text) > chars else text
+
+
+def stream_starts(state_dir: Path, job: str, since: float = 0.0) -> list[dict[str, Any]]:
+    """The start history of ``job`` (``<state dir>/<job>.starts``, JSON lines), from ``since``."""
+    try:
+        lines = (state_dir / f"{job}.starts").read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    starts = [json.loads(x) for x in lines if x.strip()]
+    return [x for x in starts if float(x.get("time", 0)) >= since]
 
 
 def stop_stream(job: str, pid: int, grace_seconds: float = 60.0) -> None:
@@ -616,16 +745,22 @@ def start_stream(job: str, config: str, state_dir: Path | None = None) -> int:
 
     The command is :func:`pipelines.jobs.submit_command` (``spark-submit ... run.py <job>
     --config FILE --trigger processing-time``) against the ``spark_default`` master; output goes
-    to ``<state dir>/<job>.log`` (appended), the pid to ``<state dir>/<job>.pid``.
+    to ``<state dir>/<job>.log`` (appended), the pid to ``<state dir>/<job>.pid``, and one line
+    per start to ``<state dir>/<job>.starts``. The process runs in the task's working directory
+    (absolute, recorded in ``.starts``), where the configuration's relative paths
+    (``lakehouse.path``, ...) resolve as they do for the health checks and for
+    ``protolake_ingest``'s jobs. ``SPARK_LOCAL_IP=127.0.0.1`` only with a local master.
 
     Raises:
-        ProtolakeSetupError: the process ended within its first seconds (the log's tail says why).
+        ProtolakeSetupError: the process ended within :data:`START_WATCH_SECONDS` (the log's
+            tail, secrets redacted, says why).
     """
     import subprocess
 
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     from pipelines.jobs import submit_command
+    from pipelines.spark import is_local_master
 
     folder = state_dir or stream_state_dir()
     folder.mkdir(parents=True, exist_ok=True)
@@ -633,8 +768,10 @@ def start_stream(job: str, config: str, state_dir: Path | None = None) -> int:
     python = os.environ.get("PYSPARK_PYTHON") or None
     cmd = submit_command(job, config, master, args=["--trigger", "processing-time"], python=python)
     env = {**os.environ, **registry_env()}
-    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if is_local_master(master):  # a cluster's executors must reach the driver: no loopback
+        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     env.pop("PYSPARK_SUBMIT_ARGS", None)
+    workdir = Path.cwd()
     log_path = folder / f"{job}.log"
     with log_path.open("ab") as out:
         out.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} start\n".encode())
@@ -644,21 +781,32 @@ def start_stream(job: str, config: str, state_dir: Path | None = None) -> int:
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            cwd=folder,
+            cwd=workdir,
             env=env,
             start_new_session=True,  # outlives the task; its own group, stopped as one
         )
     (folder / f"{job}.pid").write_text(f"{proc.pid}\n")
-    time.sleep(15)  # a bad configuration or a missing jar fails within seconds
+    started = {"time": time.time(), "pid": proc.pid, "cwd": str(workdir)}
+    history = [*stream_starts(folder, job, since=time.time() - 7 * 86400), started][-200:]
+    (folder / f"{job}.starts").write_text("".join(json.dumps(x) + "\n" for x in history))
+    time.sleep(START_WATCH_SECONDS)
     if proc.poll() is not None:
-        tail = log_path.read_text(errors="replace")[-3000:]
+        tail = stream_log_tail(log_path, config)
         raise ProtolakeSetupError(f"{job} stream exited with {proc.returncode}:\n{tail}")
     log.info("%s stream started: pid %s, log %s", job, proc.pid, log_path)
     return proc.pid
 
 
 def ensure_stream(job: str, stale_after_seconds: float) -> dict[str, Any]:
-    """Judge the ``job`` stream and start or restart it as needed; return the verdict."""
+    """Judge the ``job`` stream and start or restart it as needed; return the verdict.
+
+    Raises:
+        StreamDiedError: the stream this DAG started (its pid file is there) died since the
+            previous check. It is started again first; the error makes the crash, and a crash
+            loop the first :data:`START_WATCH_SECONDS` cannot see, a failed task. The message
+            has the end of its log (secrets redacted) and its starts of the last 24 hours.
+            (To stop a stream on purpose, pause the DAG, stop it and delete its pid file.)
+    """
     config = config_path()
     folder = stream_state_dir()
     pid = stream_pid(job, folder)
@@ -666,14 +814,32 @@ def ensure_stream(job: str, stale_after_seconds: float) -> dict[str, Any]:
     running = time.time() - pid_file.stat().st_mtime if pid is not None else None
     health = judge_stream(job, pid, stream_parts(job, config), stale_after_seconds, running)
     log.info("%s stream: %s (%s)", job, health.verdict, health.reason)
-    action = "none"
+    died = ""
+    if health.verdict == "dead" and pid_file.is_file():
+        old = pid_file.read_text().strip()
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(pid_file.stat().st_mtime))
+        died = (
+            f"{job} stream (pid {old}, started {since}) died since the previous check; "
+            f"end of {folder / f'{job}.log'}:\n{stream_log_tail(folder / f'{job}.log', config)}"
+        )
+    action, new_pid = "none", None
     if health.verdict == "stale" and health.pid is not None:
         stop_stream(job, health.pid)
         action = "restarted"
     elif health.verdict == "dead":
         action = "started"
     if action != "none":
-        start_stream(job, config, folder)
+        try:
+            new_pid = start_stream(job, config, folder)
+        except ProtolakeSetupError as exc:
+            if died:
+                raise StreamDiedError(f"{died}\n--- starting it again failed: {exc}") from exc
+            raise
+    if died:
+        starts = len(stream_starts(folder, job, since=time.time() - 86400))
+        raise StreamDiedError(
+            f"{died}\n--- started again as pid {new_pid}; {starts} starts in the last 24 h"
+        )
     return {
         "job": job,
         "verdict": health.verdict,

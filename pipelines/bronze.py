@@ -6,6 +6,11 @@ Contract (docs/contracts.md, "Lakehouse layout"):
   with ``startingOffsets``, ``failOnDataLoss``, ``maxOffsetsPerTrigger`` (when > 0) and
   ``includeHeaders`` from the configuration; every ``[kafka.options]`` entry is passed as
   ``kafka.<key>`` (SASL, SSL, ...). Option values are never logged: only their keys.
+- Isolation: ``kafka.isolation.level = read_committed`` unless ``[kafka.options]`` sets
+  ``isolation.level``: records of aborted (or still open) transactions never reach bronze. The
+  offsets that transaction markers and aborted records take are gaps in bronze; Spark's Kafka
+  source skips them without tripping ``failOnDataLoss`` (the offsets are still in the log),
+  and ``protolake audit`` reads each gap back from Kafka to tell it from a loss.
 - Rows: ``key binary, value binary, topic string, partition int, offset long,
   timestamp timestamp, timestampType int, headers array<struct<key:string,value:binary>>,
   _ingested_at timestamp, _ingest_date date``. Bytes are never decoded here.
@@ -103,6 +108,9 @@ def kafka_source_options(cfg: ProtolakeConfig) -> dict[str, str]:
         "startingOffsets": k.starting_offsets,
         "failOnDataLoss": "true" if k.fail_on_data_loss else "false",
         "includeHeaders": "true",
+        # aborted transactions' records are not records of the topic (a kafka.options entry
+        # below may still choose read_uncommitted)
+        "kafka.isolation.level": "read_committed",
     }
     if k.topics:
         opts["subscribe"] = ",".join(k.topics)

@@ -15,7 +15,8 @@ Contract for a subcommand module (listed in :data:`COMMANDS`):
 Modules are imported only when their command runs (Spark and friends load slowly, and a
 command whose module is missing must not break the others); the listing in ``--help`` comes
 from the static table. A missing module is an error naming it, never silently skipped.
-``ConfigError`` is reported as one line (exit 2); other failures propagate (exit 1).
+``ConfigError`` and ``quality.QualityConfigError`` (a rule silver or replay found unusable) are
+reported as one line (exit 2); other failures propagate (exit 1).
 ``pipelines/jobs/run.py`` (spark-submit) calls :func:`main` too: the same code path.
 """
 
@@ -141,10 +142,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{args.command}: the command registered no func")
     try:
         code = func(args)
-    except ConfigError as exc:
+    except Exception as exc:
+        if not _is_config_error(exc):
+            raise
         print(f"protolake {args.command}: configuration error: {exc}", file=sys.stderr)
         return 2
     return 0 if code is None else int(code)
+
+
+def _is_config_error(exc: BaseException) -> bool:
+    """A ``ConfigError``, or the quality package's ``QualityConfigError``.
+
+    quality must not import pipelines (an import-linter contract), so its error is no
+    ConfigError; it is recognised without importing quality (nor Great Expectations): if it
+    was raised, its module is loaded.
+    """
+    if isinstance(exc, ConfigError):
+        return True
+    rules = sys.modules.get("quality.rules")
+    quality_error = getattr(rules, "QualityConfigError", None)
+    return isinstance(quality_error, type) and isinstance(exc, quality_error)
 
 
 if __name__ == "__main__":

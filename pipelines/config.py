@@ -9,6 +9,10 @@ cluster. Contract:
   an unset variable is an error naming it. Secrets (passwords, tokens, JAAS configs) belong
   there, never in the file. :meth:`ProtolakeConfig.redacted` gives a loggable view.
 - Relative paths (``lakehouse.path``) are resolved against the current directory.
+- ``[[quality.expectations]]`` rules are checked on load as well (``quality.parse_rules``:
+  names and arguments against Great Expectations, policies, regular expressions), so that no
+  job, bronze included, starts with a broken rule. Needs the quality extra; without it the rules
+  are checked when silver starts (which then refuses to run).
 
 Example (every key, with its default)::
 
@@ -22,6 +26,8 @@ Example (every key, with its default)::
     max_offsets_per_trigger = 0              # 0 = unlimited
     fail_on_data_loss = true
     [kafka.options]                          # passed through as kafka.<key> to Spark's source
+    "isolation.level" = "read_committed"     # bronze's default; "read_uncommitted" also reads
+                                             # records of aborted transactions
     "security.protocol" = "SASL_SSL"
     "sasl.jaas.config" = "${env:KAFKA_JAAS}"
 
@@ -51,6 +57,9 @@ Example (every key, with its default)::
     cache_bronze = false                     # true: cache each batch once instead of re-reading it per
                                              # pass (better when reads are slow, e.g. object storage)
     catalog_database = "protolake"           # Spark catalog database the silver tables are registered in
+
+    [quality]
+    results_retention_days = 0               # > 0: silver deletes older quality results when it starts
 
     [[quality.expectations]]
     message_type = "shop.v1.Order"
@@ -139,6 +148,8 @@ class SilverConfig:
 class QualityConfig:
     # Raw rule tables; quality.parse_rules validates them against Great Expectations at start-up.
     expectations: tuple[Mapping[str, Any], ...] = ()
+    # > 0: silver deletes rows of quality/results validated longer ago than this when it starts
+    results_retention_days: int = 0
 
 
 @dataclass(frozen=True)
@@ -325,6 +336,25 @@ def _check(cfg: ProtolakeConfig) -> None:
         raise ConfigError("metrics.prometheus_address: must be an interface address")
     if not cfg.lakehouse.path:
         raise ConfigError("lakehouse.path: missing value")
+    if cfg.quality.results_retention_days < 0:
+        raise ConfigError("quality.results_retention_days: must be >= 0 (0 keeps every result)")
+    _check_quality_rules(cfg.quality.expectations)
+
+
+def _check_quality_rules(rules: tuple[Mapping[str, Any], ...]) -> None:
+    """The configured expectations, checked the way silver will (``quality.parse_rules``)."""
+    if not rules:
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("great_expectations") is None:
+        return  # silver checks them when it starts, and refuses to run without the extra
+    from quality import QualityConfigError, parse_rules
+
+    try:
+        parse_rules(list(rules))
+    except QualityConfigError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def _as_dict(obj: Any) -> Any:

@@ -18,11 +18,14 @@ Run as ``python -m pipelines.demo [options]`` or ``protolake demo [options]``. S
    missing stage is reported in one line, not an error).
 5. The summary: every Delta table under the lakehouse with its row count, quarantine by
    reason (with what the stream makes expected), the invariant bronze = silver + quarantine
-   (record by record, :func:`pipelines.quarantine.check_invariant`), the quality summary and
-   the Data Docs path when quality exists, and an example query with its result.
+   (record by record, :func:`pipelines.quarantine.check_invariant`), the quality summary (every
+   silver table: the default suite, plus the expectations ``demo.toml`` declares for three of
+   the six message types) and the Data Docs path when quality exists, and an example query with
+   its result.
 
 Exit code 0 when every check that could run passed (Kafka's record count = bronze rows; the
-invariant; silver and quarantine counts = what the stream predicts), 1 otherwise. ``--json``
+invariant; silver and quarantine counts = what the stream predicts; every silver table has
+quality results), 1 otherwise. ``--json``
 prints the report as JSON instead of text (logs go to stderr either way).
 """
 
@@ -387,7 +390,12 @@ def collect_report(
     """Fill ``report`` from the lakehouse (tables, counts, invariant, quality, SQL)."""
     from pyspark.sql import functions as F  # noqa: N812
 
-    from pipelines.quarantine import check_invariant, list_delta_tables, quarantine_path
+    from pipelines.quarantine import (
+        check_invariant,
+        list_delta_tables,
+        quarantine_path,
+        still_quarantined,
+    )
 
     root = cfg.lakehouse_path.rstrip("/")
     topics = report.topics
@@ -434,7 +442,7 @@ def collect_report(
                 spark.read.format("delta")
                 .load(qpath)
                 .filter(F.col("_kafka_topic").isin(topics))
-                .filter(F.col("replay_outcome").isNull() | (F.col("replay_outcome") != "replayed"))
+                .filter(still_quarantined())
                 .groupBy("reason_code")
                 .count()
                 .collect()
@@ -471,14 +479,14 @@ def _collect_quality(spark: Any, root: str, report: DemoReport) -> None:
     if report.quality and any(t["layer"] == "quarantine" for t in report.tables):
         from pyspark.sql import functions as F  # noqa: N812
 
-        from pipelines.quarantine import quarantine_path
+        from pipelines.quarantine import quarantine_path, still_quarantined
 
         # Over every topic, as the quality results are: the two must tell the same story.
         report.dq_failed_rows = int(
             spark.read.format("delta")
             .load(quarantine_path(root))
             .filter(F.col("reason_code") == "DQ_FAILED")
-            .filter(F.col("replay_outcome").isNull() | (F.col("replay_outcome") != "replayed"))
+            .filter(still_quarantined())
             .count()
         )
     docs = Path(root) / "quality" / "docs" / "index.html"
@@ -537,6 +545,11 @@ def _evaluate(report: DemoReport) -> None:
         checks["quarantine by reason as the stream predicts"] = (
             report.quarantine_by_reason == exp["quarantine_by_reason"]
         )
+    if report.quality is not None:
+        silver_tables = {t["table"] for t in report.tables if t["layer"] == "silver"}
+        if silver_tables:
+            checked = {q.get("table") for q in report.quality}
+            checks["every silver table has quality results"] = silver_tables <= checked
     if report.quality and report.dq_failed_rows is not None:
         checks["quality results count every DQ_FAILED row"] = (
             sum(int(q.get("quarantined") or 0) for q in report.quality) == report.dq_failed_rows
@@ -615,7 +628,7 @@ def format_report(report: DemoReport) -> str:
                     )
     if report.quality is not None:
         add("")
-        add("Quality (per silver table)")
+        add("Quality (per silver table: the default suite, plus configured expectations)")
         if not report.quality:
             add("  (no validation results yet)")
         for q in report.quality:

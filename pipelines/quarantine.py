@@ -9,7 +9,8 @@ silver, with its raw bytes and a stable reason. Schema (docs/contracts.md), in t
 - ``stage``: framing | registry | schema | payload | quality.
 - ``replayed_at`` / ``replay_outcome``: null when written; ``protolake replay`` sets them.
   A row whose ``replay_outcome`` is :data:`REPLAYED` has moved to silver and no longer counts
-  as quarantined; any other outcome (a new reason code) leaves it quarantined.
+  as quarantined; any other outcome (a new reason code) leaves it quarantined
+  (:func:`still_quarantined`; the rule itself is ``pipelines.quarantine_state``).
 
 The invariant (:func:`check_invariant`): every bronze ``(topic, partition, offset)`` is in
 exactly one silver table or (active) in quarantine: never both, never twice, never missing,
@@ -25,8 +26,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
+from pipelines.quarantine_state import OUTCOME_COLUMN, REPLAYED
+
 QUARANTINE_TABLE = "records"
-REPLAYED = "replayed"
 
 HEADERS_TYPE = T.ArrayType(
     T.StructType([T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())])
@@ -55,6 +57,15 @@ QUARANTINE_SCHEMA = T.StructType(
 )
 
 RECORD_KEY = ("_kafka_topic", "_kafka_partition", "_kafka_offset")
+
+
+def still_quarantined() -> Column:
+    """Rows that still count as quarantined (not replayed into silver).
+
+    The Spark twin of :func:`pipelines.quarantine_state.counts_as_quarantined`: a null
+    ``replay_outcome`` or a failure reason is true, :data:`REPLAYED` is false.
+    """
+    return ~F.col(OUTCOME_COLUMN).eqNullSafe(F.lit(REPLAYED))
 
 
 def quarantine_path(lakehouse_path: str) -> str:
@@ -237,9 +248,7 @@ def check_invariant(
     qpath = quarantine_path(root)
     if spark.sparkContext._jvm is not None and list_delta_tables(spark, f"{root}/quarantine"):
         qdf = spark.read.format("delta").load(qpath)
-        active = qdf.filter(
-            F.col("replay_outcome").isNull() | (F.col("replay_outcome") != REPLAYED)
-        )
+        active = qdf.filter(still_quarantined())
         dests.append(
             active.select(
                 F.col("_kafka_topic").alias("t"),

@@ -41,6 +41,18 @@ LOCAL_CONF: dict[str, str] = {
     "spark.databricks.delta.snapshotPartitions": "2",
 }
 
+# Spark's default `spark.redaction.regex` is (?i)secret|password|token|access[.]?key. The
+# Spark provider passes a job's environment as spark.kubernetes.driverEnv.* / spark.yarn.
+# appMasterEnv.* settings, so PROTOLAKE_REGISTRY_AUTH (user:pass) would show in the UI and the
+# event log: also redact what pipelines.config treats as secret (auth, jaas, credential).
+REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|auth|jaas|credential"
+
+
+def is_local_master(master: str) -> bool:
+    """True for ``local``, ``local[N]``, ``local[*]`` and ``local-cluster[...]``: every
+    process of the application on this host, where loopback addresses are right."""
+    return master.startswith("local")
+
 
 def find_spark_jars(jar_dir: str | os.PathLike[str] | None = None) -> list[str]:
     """Return the cached JVM jars (Kafka source, Delta) as absolute paths.
@@ -68,17 +80,22 @@ def build_session(
         app_name: the application name shown by Spark.
         master: a Spark master URL; None keeps what spark-submit set, else ``local[2]``.
         conf: extra Spark settings, applied last.
+
+    Only a local master gets :data:`LOCAL_CONF` and ``SPARK_LOCAL_IP=127.0.0.1`` (unless set):
+    a cluster's executors must reach the driver at an address they can route to.
     """
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name)
     under_submit = "spark.master" in _submitted_conf()
     if not under_submit:
-        builder = builder.master(master or os.environ.get("PROTOLAKE_SPARK_MASTER", "local[2]"))
+        chosen = master or os.environ.get("PROTOLAKE_SPARK_MASTER", "local[2]")
+        builder = builder.master(chosen)
         builder = builder.config("spark.jars", ",".join(find_spark_jars()))
-        for key, value in LOCAL_CONF.items():
-            builder = builder.config(key, value)
+        if is_local_master(chosen):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            for key, value in LOCAL_CONF.items():
+                builder = builder.config(key, value)
         # In-process, Python workers must run this interpreter (the one that has codec and
         # pipelines), not whichever python3 comes first on PATH.
         python = os.environ.get("PYSPARK_PYTHON") or sys.executable

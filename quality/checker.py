@@ -6,8 +6,12 @@ asset per silver table and builds one expectation suite per message type: the de
 :func:`quality.rules.default_rules` plus the configured rules (suites are code: rebuilt at every
 start, the stored JSON is only what Data Docs render).
 
-``validate(df, message_type=..., table=..., batch_id=...)`` runs the suite on the batch (GE's
-``BASIC`` result format: verdict and counts) and returns a :class:`QualityOutcome`:
+``validate(df, message_type=..., table=..., batch_id=..., reference_time=...)`` runs the suite on
+the batch (GE's ``BASIC`` result format: verdict and counts) and returns a
+:class:`QualityOutcome`. ``reference_time`` is the batch's "now" (the Kafka timestamp bound of
+:func:`quality.rules.default_rules` is ``reference_time + 1 day``): a caller that may run the same
+batch again passes a value derived from the batch, never the wall clock, so that the split below
+is the same on every attempt (``quality.rules``).
 
 - ``passed``: the rows that stay in silver: all of them unless a ``quarantine`` rule failed;
 - ``failed``: the rows unexpected by a failed ``quarantine`` rule, with ``reason_code =
@@ -24,9 +28,17 @@ coordinates ``(_kafka_topic, _kafka_partition, _kafka_offset)``. ``passed`` and 
 lazy DataFrames over the input, which is read several times (GE's metrics, then each write):
 the caller should persist the batch first when computing it is expensive.
 
-Raises :class:`QualityConfigError` when a rule cannot run on the batch (a missing column, or
-an exception inside Great Expectations, e.g. a regex on a number column). Local lakehouse
-paths (or ``file://`` URIs) only: Great Expectations keeps its context on the local disk.
+A rule whose column the batch lacks (e.g. a field a later schema version adds, while the
+table has only seen earlier versions) is skipped: its result has ``success = False`` and
+``observed_value = "skipped: column(s) ... not in the batch"``, a warning is logged, no row
+moves; the batch fails only when the rule's policy is ``fail`` (``fail_batch``).
+
+Raises :class:`QualityConfigError` when Great Expectations raises while evaluating a rule
+(e.g. a regex on a number column), and at start-up when a configured regular expression is
+not valid for Java's ``java.util.regex`` (Spark's engine). Great Expectations keeps its
+context (and Data Docs) on the local disk: under ``<lakehouse>/quality`` for a local lakehouse
+(or ``file://`` URI), in a local temporary folder otherwise (the results table is still in the
+lakehouse).
 """
 
 from __future__ import annotations
@@ -35,9 +47,11 @@ import html
 import logging
 import re
 import shutil
+import tempfile
 import threading
+from copy import copy
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +78,11 @@ from quality.results import QualityResult, format_observed, results_path, write_
 from quality.rules import (
     KAFKA_KEY,
     TIMESTAMP_MAX_PARAMETER,
+    TIMESTAMP_MAX_SLACK,
     ExpectationRule,
     QualityConfigError,
     format_expectation_id,
+    java_regex_error,
     suite_rules,
 )
 
@@ -78,6 +94,11 @@ DOCS_SITE = "protolake"
 DATASOURCE = "protolake_silver"
 _FLAG = "__dq_flag_{}"
 OVERVIEW_ID = "protolake-overview"
+SKIPPED = "skipped"  # observed_value prefix of a rule whose columns a batch lacks
+# GE's BASIC result (verdict and counts) without its sample of unexpected values: GE fetches
+# that sample with one Spark job per row-level expectation, passed or not (about two thirds
+# of a validation's jobs); validate() asks for it again for the failed expectations only.
+COUNTS_ONLY = {"result_format": "BASIC", "partial_unexpected_count": 0}
 
 
 class QualityFailed(RuntimeError):  # noqa: N818  (name fixed by the silver contract)
@@ -116,6 +137,8 @@ class _Suite:
     suite: ExpectationSuite
     rules: list[ExpectationRule]
     by_id: dict[str, ExpectationRule] = field(default_factory=dict)
+    # the suite without the rules a batch cannot run (their columns missing), by those rules
+    partial: dict[frozenset[str], ExpectationSuite] = field(default_factory=dict)
 
 
 class QualityChecker:
@@ -131,13 +154,20 @@ class QualityChecker:
         self._lakehouse = lakehouse_path.rstrip("/")
         self._rules = list(rules)
         quality_dir = _local_dir(self._lakehouse) / "quality"
+        _check_java_regexes(spark, self._rules)
         self.docs_dir = quality_dir / "docs"
         quality_dir.mkdir(parents=True, exist_ok=True)
         self._context = gx.get_context(mode="file", project_root_dir=str(quality_dir))
         self._context.variables.progress_bars = ProgressBarsConfig(globally=False)
         self._context.variables.save()
         self._configure_docs_site()
-        self._datasource = self._context.data_sources.add_or_update_spark(name=DATASOURCE)
+        # persist=False: GE's default persists every batch it loads (each validate() and each
+        # _flag_by_keys() call) and never unpersists it; a long-running stream then fills the
+        # executors' memory and disk with every batch it ever checked. The caller persists the
+        # batch when computing it twice is expensive (silver persists its decoded rows).
+        self._datasource = self._context.data_sources.add_or_update_spark(
+            name=DATASOURCE, persist=False
+        )
         self._batch_definitions: dict[str, BatchDefinition] = {}
         self._suites: dict[str, _Suite] = {}
         self._latest: dict[str, tuple[ExpectationSuiteValidationResult, str, int, datetime]] = {}
@@ -159,35 +189,84 @@ class QualityChecker:
     # -- validation ------------------------------------------------------------------------
 
     def validate(
-        self, df: DataFrame, *, message_type: str, table: str, batch_id: int
+        self,
+        df: DataFrame,
+        *,
+        message_type: str,
+        table: str,
+        batch_id: int,
+        reference_time: datetime | None = None,
     ) -> QualityOutcome:
         """Validate one batch of one silver table (see the module docstring).
 
+        Args:
+            reference_time: the batch's "now" for time-relative rules; the same value on every
+                attempt of the batch (silver: its bronze rows' latest ``_ingested_at``). None:
+                the wall clock, for callers that never validate a batch twice.
+
         Raises:
-            QualityConfigError: a rule's column is missing, or GE raised while evaluating it.
+            QualityConfigError: GE raised while evaluating a rule.
         """
         # Great Expectations' Spark execution engine keeps the active batch as state, shared by
         # every asset of the datasource: concurrent streaming queries must take turns.
         with self._lock:
-            return self._validate(df, message_type=message_type, table=table, batch_id=batch_id)
+            return self._validate(
+                df,
+                message_type=message_type,
+                table=table,
+                batch_id=batch_id,
+                reference_time=reference_time,
+            )
 
     def _validate(
-        self, df: DataFrame, *, message_type: str, table: str, batch_id: int
+        self,
+        df: DataFrame,
+        *,
+        message_type: str,
+        table: str,
+        batch_id: int,
+        reference_time: datetime | None,
     ) -> QualityOutcome:
         entry = self._suite_for(message_type)
-        _check_columns(entry.rules, df.schema)
+        missing = _missing_columns(entry.rules, df.schema)
+        for rule in entry.rules:
+            if rule.expectation_id in missing:
+                log.warning(
+                    "%s on %s batch %s: skipped, column(s) %s not in the batch%s",
+                    rule.describe(),
+                    table,
+                    batch_id,
+                    ", ".join(missing[rule.expectation_id]),
+                    " (policy fail: the batch fails)" if rule.policy == "fail" else "",
+                )
         validated_at = datetime.now(UTC)
-        parameters = {TIMESTAMP_MAX_PARAMETER: validated_at + timedelta(days=1)}
+        reference = reference_time if reference_time is not None else validated_at
+        parameters = {TIMESTAMP_MAX_PARAMETER: reference + TIMESTAMP_MAX_SLACK}
         batch = self._batch_definition(table).get_batch(batch_parameters={"dataframe": df})
         suite_result = batch.validate(
-            entry.suite, result_format="BASIC", expectation_parameters=parameters
+            self._runnable_suite(entry, frozenset(missing)),
+            result_format=COUNTS_ONLY,
+            expectation_parameters=parameters,
         )
-        verdicts = self._match_results(entry, suite_result)
+        verdicts = self._match_results(entry, suite_result, frozenset(missing))
+        for rule, verdict in verdicts:
+            if not verdict.success and verdict.result.get("unexpected_count"):
+                # the sample COUNTS_ONLY left out, for the failures only (results, Data Docs)
+                sample = batch.validate(
+                    self._expectation(rule),
+                    result_format={"result_format": "BASIC", "partial_unexpected_count": 5},
+                    expectation_parameters=parameters,
+                )
+                verdict.result["partial_unexpected_list"] = sample.result.get(
+                    "partial_unexpected_list", []
+                )
         rows_checked = max((v.result.get("element_count") or 0 for _, v in verdicts), default=None)
         to_quarantine = [
             (rule, v) for rule, v in verdicts if rule.policy == "quarantine" and not v.success
         ]
-        fail_batch = any(rule.policy == "fail" and not v.success for rule, v in verdicts)
+        fail_batch = any(rule.policy == "fail" and not v.success for rule, v in verdicts) or any(
+            rule.policy == "fail" for rule in entry.rules if rule.expectation_id in missing
+        )
         if to_quarantine:
             passed, failed, rows_quarantined = self._split(df, batch, to_quarantine, parameters)
         else:
@@ -214,6 +293,28 @@ class QualityChecker:
             )
             for rule, v in verdicts
         ]
+        results.extend(
+            QualityResult(
+                batch_id=int(batch_id),
+                table=table,
+                message_type=message_type,
+                expectation=rule.expectation_id,
+                expectation_type=rule.expectation,
+                policy=rule.policy,
+                success=False,
+                element_count=None,
+                unexpected_count=None,
+                observed_value=f"{SKIPPED}: column(s) {', '.join(missing[rule.expectation_id])} "
+                "not in the batch",
+                validated_at=validated_at,
+                rows_checked=rows_checked,
+                rows_quarantined=rows_quarantined,
+            )
+            for rule in entry.rules
+            if rule.expectation_id in missing
+        )
+        order = {rule.expectation_id: i for i, rule in enumerate(entry.rules)}
+        results.sort(key=lambda r: order[r.expectation])
         self._latest[message_type] = (suite_result, table, int(batch_id), validated_at)
         return QualityOutcome(
             table=table,
@@ -227,8 +328,30 @@ class QualityChecker:
             rows_quarantined=rows_quarantined,
         )
 
+    def _runnable_suite(self, entry: _Suite, skipped: frozenset[str]) -> ExpectationSuite:
+        """The suite, or a copy without the ``skipped`` rules (by expectation id)."""
+        if not skipped:
+            return entry.suite
+        found = entry.partial.get(skipped)
+        if found is None:
+            kept = [
+                e
+                for e in entry.suite.expectations
+                if entry.by_id[str(e.id)].expectation_id not in skipped
+            ]
+            # not stored: Data Docs show the full suite. GE binds only id-less copies to a
+            # suite; the copies get the ids back so that their results find their rules.
+            found = ExpectationSuite(name=entry.suite.name, expectations=[copy(e) for e in kept])
+            for bound, original in zip(found.expectations, kept, strict=True):
+                bound.id = original.id
+            entry.partial[skipped] = found
+        return found
+
     def _match_results(
-        self, entry: _Suite, suite_result: ExpectationSuiteValidationResult
+        self,
+        entry: _Suite,
+        suite_result: ExpectationSuiteValidationResult,
+        skipped: frozenset[str] = frozenset(),
     ) -> list[tuple[ExpectationRule, ExpectationValidationResult]]:
         by_rule: dict[str, ExpectationValidationResult] = {}
         for v in suite_result.results:
@@ -240,7 +363,11 @@ class QualityChecker:
             if message is not None:
                 raise QualityConfigError(f"{rule.describe()}: Great Expectations raised: {message}")
             by_rule[rule.expectation_id] = v
-        return [(rule, by_rule[rule.expectation_id]) for rule in entry.rules]
+        return [
+            (rule, by_rule[rule.expectation_id])
+            for rule in entry.rules
+            if rule.expectation_id not in skipped
+        ]
 
     def _split(
         self,
@@ -505,15 +632,30 @@ def _insert_overview(index: Path, rows: list[dict[str, Any]]) -> None:
     index.write_text(text[:at] + "\n".join(lines) + text[at:], encoding="utf-8")
 
 
-def _check_columns(rules: list[ExpectationRule], schema: StructType) -> None:
+def _missing_columns(rules: list[ExpectationRule], schema: StructType) -> dict[str, list[str]]:
+    """The columns each rule reads that the batch lacks, by expectation id (only rules with some)."""
     present = set(schema.fieldNames())
+    out: dict[str, list[str]] = {}
     for rule in rules:
         missing = [c for c in rule.columns() if c not in present]
         if missing:
-            raise QualityConfigError(
-                f"{rule.describe()}: column(s) {', '.join(missing)} not in the batch "
-                f"(columns: {', '.join(schema.fieldNames())})"
-            )
+            out[rule.expectation_id] = missing
+    return out
+
+
+def _check_java_regexes(spark: SparkSession, rules: list[ExpectationRule]) -> None:
+    """Compile every configured regular expression with Java's engine, the one Spark uses."""
+    jvm = getattr(spark.sparkContext, "_jvm", None) if hasattr(spark, "sparkContext") else None
+    if jvm is None:  # Spark Connect: no JVM in this process; the Python pre-check stands
+        return
+    for rule in rules:
+        for pattern in rule.regexes():
+            error = java_regex_error(jvm, pattern)
+            if error is not None:
+                raise QualityConfigError(
+                    f"{rule.describe()}: invalid regular expression {pattern!r} for Java's "
+                    f"java.util.regex (Spark's engine): {error}"
+                )
 
 
 def _reason(rule: ExpectationRule, verdict: ExpectationValidationResult) -> str:
@@ -560,7 +702,12 @@ def _local_dir(lakehouse_path: str) -> Path:
     if lakehouse_path.startswith("file://"):
         return Path(lakehouse_path[len("file://") :])
     if "://" in lakehouse_path:
-        raise QualityConfigError(
-            f"quality needs a local lakehouse path for Great Expectations, got {lakehouse_path!r}"
+        local = Path(tempfile.mkdtemp(prefix="protolake-gx-"))
+        log.warning(
+            "quality: the lakehouse %s is not on the local disk: Great Expectations' context and "
+            "Data Docs go to %s (the results table stays in the lakehouse)",
+            lakehouse_path,
+            local,
         )
+        return local
     return Path(lakehouse_path).expanduser().resolve()

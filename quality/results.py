@@ -5,24 +5,39 @@ rule's id ``name(key=value, ...)`` (unique within a suite), ``expectation_type``
 name. ``rows_checked`` and ``rows_quarantined`` describe the whole batch of the table and are
 repeated on each of its records, so a summary needs no second table.
 
-Writes are idempotent: :func:`write_results` replaces the records of ``(batch_id, table)``
-atomically (one Delta commit with ``replaceWhere``), so a retried micro-batch leaves exactly one
-record per ``(batch_id, table, expectation)``. A new streaming checkpoint restarts batch ids at
-0 and then replaces the older run's records of the same batch id: the table holds the latest
-verdict per batch id, not a history of retries.
+Writes are idempotent: :func:`write_results` replaces the records of ``(source, batch_id,
+table)`` atomically (one Delta commit with ``replaceWhere``), so a retried micro-batch leaves
+exactly one record per ``(source, batch_id, table, expectation)``. A new streaming checkpoint
+restarts batch ids at 0 and then replaces the older run's records of the same batch id: the table
+holds the latest verdict per batch id, not a history of retries.
+
+Writes are conflict-safe: the table is not partitioned, so Delta's conflict check cannot tell
+that two streams' ``replaceWhere`` commits touch different rows and one of two concurrent
+commits fails (``ConcurrentAppendException`` and kin; silver's processing-time mode runs one
+query per bronze table, each writing results). Such a commit is retried, with a jittered
+backoff: the write is idempotent, so a retry is the same commit against the newer version.
+
+:func:`summarize` aggregates in Spark and brings only one row per table and per failing
+expectation to the driver. :func:`prune_results` deletes records older than a retention
+(``quality.results_retention_days``, applied by silver at start-up); OPTIMIZE and VACUUM of the
+table are ``protolake maintain --table-group quality``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
-from collections import defaultdict
+import random
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import (
     BooleanType,
     LongType,
@@ -31,6 +46,19 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+log = logging.getLogger(__name__)
+
+# Delta's exceptions for a commit that lost a race with a concurrent one; the write is retried.
+RETRYABLE_CONFLICTS = (
+    "ConcurrentAppendException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentTransactionException",
+    "MetadataChangedException",
+    "ProtocolChangedException",
+)
+WRITE_ATTEMPTS = 10
 
 RESULTS_SCHEMA = StructType(
     [
@@ -104,19 +132,46 @@ def write_results(
     tables = sorted({r.table for r in results})
     frame = spark.createDataFrame([r.as_row(source) for r in results], schema=RESULTS_SCHEMA)
     path = results_path(lakehouse_path)
-    _add_source_column(spark, path)
     condition = (
         f"batch_id = {int(batch_id)} AND `table` IN ({', '.join(_sql_str(t) for t in tables)})"
         f" AND coalesce(source, '') = {_sql_str(source)}"
     )
-    (
-        frame.coalesce(1)
-        .write.format("delta")
-        .mode("overwrite")
-        .option("replaceWhere", condition)
-        .save(path)
-    )
+
+    def commit() -> None:
+        _add_source_column(spark, path)
+        (
+            frame.coalesce(1)
+            .write.format("delta")
+            .mode("overwrite")
+            .option("replaceWhere", condition)
+            .save(path)
+        )
+
+    retry_conflicts(commit, f"quality results of batch {batch_id} ({source or 'no source'})")
     return len(results)
+
+
+def retry_conflicts(commit: Callable[[], None], what: str, attempts: int = WRITE_ATTEMPTS) -> None:
+    """Run an idempotent Delta commit, again after a conflict with a concurrent commit.
+
+    Raises:
+        Exception: the commit's own error when it is no conflict, or on the last attempt.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            commit()
+            return
+        except Exception as exc:
+            if attempt == attempts or not any(name in str(exc) for name in RETRYABLE_CONFLICTS):
+                raise
+            log.warning(
+                "quality: concurrent commit on the results table, retrying %s (%d/%d)",
+                what,
+                attempt,
+                attempts,
+            )
+            # jittered, so that writers that collided do not collide again in lockstep
+            time.sleep(random.uniform(0.1, min(4.0, 0.25 * 2**attempt)))
 
 
 def _add_source_column(spark: SparkSession, path: str) -> None:
@@ -144,55 +199,84 @@ def summarize(spark: SparkSession, lakehouse_path: str) -> list[dict[str, Any]]:
     path = results_path(lakehouse_path)
     if not _is_delta_table(path):
         return []
-    rows = spark.read.format("delta").load(path).select(*RESULTS_SCHEMA.fieldNames()).collect()
-    per_batch: dict[tuple[str, str, int], dict[str, Any]] = {}
-    by_table: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        table = row["table"]
-        summary = by_table.setdefault(
-            table,
-            {"table": table, "message_type": row["message_type"], "failed_by_expectation": {}},
-        )
-        # A batch is one stream's (`source`) micro-batch: several silver streams (one per
-        # bronze table) validate the same silver table under the same batch ids.
-        batch = per_batch.setdefault(
-            (table, row["source"] or "", row["batch_id"]),
-            {
-                "checked": row["rows_checked"] or 0,
-                "quarantined": row["rows_quarantined"] or 0,
-                "rejected": False,
-            },
-        )
-        if not row["success"]:
-            if row["policy"] == "fail":
-                batch["rejected"] = True
-            entry = summary["failed_by_expectation"].setdefault(
-                row["expectation"],
-                {"policy": row["policy"], "failed_batches": 0, "unexpected_rows": 0},
-            )
-            entry["failed_batches"] += 1
-            entry["unexpected_rows"] += row["unexpected_count"] or 0
-    totals: dict[str, dict[str, int]] = defaultdict(
-        lambda: {"batches": 0, "checked": 0, "passed": 0, "quarantined": 0, "failed_batches": 0}
+    results = spark.read.format("delta").load(path)
+    if "source" not in results.columns:  # written before the column existed
+        results = results.withColumn("source", F.lit(None).cast("string"))
+    failed = ~F.col("success")
+    # A batch is one stream's (`source`) micro-batch: several silver streams (one per bronze
+    # table) validate the same silver table under the same batch ids. Its counts are repeated
+    # on each of its records.
+    batches = results.groupBy("table", F.coalesce("source", F.lit("")), "batch_id").agg(
+        F.max("message_type").alias("message_type"),
+        F.coalesce(F.max("rows_checked"), F.lit(0)).alias("checked"),
+        F.coalesce(F.max("rows_quarantined"), F.lit(0)).alias("quarantined"),
+        F.max(failed & (F.col("policy") == "fail")).alias("rejected"),
     )
-    for (table, _, _), batch in per_batch.items():
-        if batch["checked"] == 0 and not batch["rejected"]:
-            continue  # a stream whose batch held no record of this table: nothing was checked
-        t = totals[table]
-        t["batches"] += 1
-        t["checked"] += batch["checked"]
-        if batch["rejected"]:
-            t["failed_batches"] += 1
-        else:
-            t["quarantined"] += batch["quarantined"]
-            t["passed"] += batch["checked"] - batch["quarantined"]
+    # a stream whose batch held no record of this table checked nothing: not a batch of it
+    counted = (F.col("checked") > 0) | F.col("rejected")
+    kept = counted & ~F.col("rejected")
+
+    def total(value: Column, when: Column) -> Column:
+        return F.coalesce(F.sum(F.when(when, value)), F.lit(0))
+
+    tables = batches.groupBy("table").agg(
+        F.max("message_type").alias("message_type"),
+        total(F.lit(1), counted).alias("batches"),
+        total(F.col("checked"), counted).alias("checked"),
+        total(F.col("checked") - F.col("quarantined"), kept).alias("passed"),
+        total(F.col("quarantined"), kept).alias("quarantined"),
+        total(F.lit(1), F.col("rejected")).alias("failed_batches"),
+    )
+    failures = (
+        results.where(failed)
+        .groupBy("table", "expectation")
+        .agg(
+            F.max("policy").alias("policy"),
+            F.count(F.lit(1)).alias("failed_batches"),
+            F.coalesce(F.sum("unexpected_count"), F.lit(0)).alias("unexpected_rows"),
+        )
+    )
+    by_expectation: dict[str, dict[str, Any]] = {}
+    for row in failures.collect():
+        by_expectation.setdefault(row["table"], {})[row["expectation"]] = {
+            "policy": row["policy"],
+            "failed_batches": int(row["failed_batches"]),
+            "unexpected_rows": int(row["unexpected_rows"]),
+        }
     out = []
-    for table in sorted(by_table):
-        summary = by_table[table]
-        summary.update(totals[table])
-        summary["failed_by_expectation"] = dict(sorted(summary["failed_by_expectation"].items()))
-        out.append(summary)
+    for row in sorted(tables.collect(), key=lambda r: r["table"]):
+        out.append(
+            {
+                "table": row["table"],
+                "message_type": row["message_type"],
+                "failed_by_expectation": dict(sorted(by_expectation.get(row["table"], {}).items())),
+                **{
+                    k: int(row[k])
+                    for k in ("batches", "checked", "passed", "quarantined", "failed_batches")
+                },
+            }
+        )
     return out
+
+
+def prune_results(spark: SparkSession, lakehouse_path: str, older_than: datetime) -> int:
+    """Delete the records validated before ``older_than``; returns how many were deleted.
+
+    A no-op (0) when the results table does not exist yet.
+    """
+    path = results_path(lakehouse_path)
+    if not _is_delta_table(path):
+        return 0
+    from delta.tables import DeltaTable
+
+    condition = F.col("validated_at") < F.lit(older_than).cast("timestamp")
+    doomed = spark.read.format("delta").load(path).where(condition).count()
+    if doomed:
+        retry_conflicts(
+            lambda: DeltaTable.forPath(spark, path).delete(condition),
+            f"deleting results before {older_than.isoformat()}",
+        )
+    return int(doomed)
 
 
 def format_observed(result: dict[str, Any]) -> str | None:

@@ -9,22 +9,40 @@ A rule is one table of ``[[quality.expectations]]`` in the pipeline configuratio
 policy (``warn`` | ``quarantine`` | ``fail``), that Great Expectations 1.x knows the expectation
 and accepts its arguments (GE's own pydantic model validates them), that a ``quarantine`` rule
 has a row-level meaning (a column-map, column-pair-map or multicolumn-map expectation), and
-that no rule is declared twice. Any problem raises :class:`QualityConfigError` naming the rule
-by index, message type and expectation.
+that no rule is declared twice, and that its regular expressions (``regex``, ``regex_list``)
+compile. Any problem raises :class:`QualityConfigError` naming the rule by index, message type
+and expectation.
+
+Spark evaluates regular expressions with Java's ``java.util.regex``, not Python's ``re``. The
+check here compiles them with Python's ``re`` after replacing constructs only Java has
+(``\\p{Alpha}``, ``\\Q...\\E``, ``(?<name>...)``, ``\\h``, ``\\z``, ...), so it catches what is
+broken in both (unbalanced brackets, a quantifier with nothing to repeat) without rejecting
+valid Java; ``QualityChecker`` compiles them again with Java's own engine when it starts
+(:func:`java_regex_error`), before the first batch.
 
 Every silver table also gets :func:`default_rules`: its lineage columns are not null (``fail``),
 its Kafka coordinates are unique (``fail``: a duplicate means a pipeline bug, not bad data) and
-its Kafka timestamp lies between 2000-01-01 and now + 1 day (``quarantine``). A configured rule
-with the same expectation and arguments as a default replaces the default (its policy wins).
+its Kafka timestamp lies between 2000-01-01 and the batch's reference time + 1 day
+(``quarantine``). A configured rule with the same expectation and arguments as a default
+replaces the default (its policy wins).
+
+Every decision is a function of the batch alone, so a retried batch splits exactly as its first
+attempt did (silver's writes rely on it: a retry skips the tables the first attempt committed).
+Hence "now" is not the wall clock but the batch's reference time, which the caller passes to
+``QualityChecker.validate`` (silver: the latest ``_ingested_at`` of the batch's bronze rows), and
+a configured rule may read ``_processed_at`` (the wall clock of the attempt) only to check it is
+(not) null.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -53,9 +71,47 @@ LINEAGE_NOT_NULL = (
 KAFKA_KEY = ("_kafka_topic", "_kafka_partition", "_kafka_offset")
 TIMESTAMP_COLUMN = "_kafka_timestamp"
 TIMESTAMP_MIN = datetime(2000, 1, 1, tzinfo=UTC)
-# Suite parameter (GE's ``$PARAMETER``) set to now + 1 day on every validation, so a suite built
-# at start-up still has a current upper bound days later.
+# Suite parameter (GE's ``$PARAMETER``) set on every validation to the batch's reference time
+# + TIMESTAMP_MAX_SLACK: a suite built at start-up still has a current bound days later, and a
+# retried batch gets the bound of its first attempt.
 TIMESTAMP_MAX_PARAMETER = "protolake_max_kafka_timestamp"
+TIMESTAMP_MAX_SLACK = timedelta(days=1)
+# Set from the wall clock of each attempt (silver's lineage): rules may only check for nulls.
+WALL_CLOCK_COLUMNS = frozenset({"_processed_at"})
+_NULL_CHECKS = frozenset({"expect_column_values_to_not_be_null", "expect_column_values_to_be_null"})
+
+# Arguments that hold regular expressions (Java's syntax: Spark's ``rlike``).
+REGEX_ARGUMENTS = ("regex", "regex_list")
+# Java-only regex constructs, rewritten before the Python pre-check (java.util.regex.Pattern's
+# documentation lists them). Scanned left to right with any other escape as one token, so that
+# an escaped backslash followed by a letter is never mistaken for an escape.
+_JAVA_TOKENS = re.compile(
+    r"\\Q.*?(?:\\E|$)"  # \Q...\E quotes literally
+    r"|\\[pP](?:\{[^}]*\}|[A-Za-z])"  # \p{Alpha}, \pL: character classes
+    r"|\\x\{[0-9A-Fa-f]+\}"  # \x{1F600}
+    r"|\\c."  # control character
+    r"|\\k<\w+>"  # named back reference
+    r"|\\."  # any other escape: as it is
+    r"|\(\?<(?=[A-Za-z])"  # named group (not a look-behind)
+    r"|\(\?[idmsuxU]*(?:-[idmsuxU]*)?[:)]",  # flags: Java's may stand anywhere, has d and U
+    re.S,
+)
+
+
+def _python_spelling(token: re.Match[str]) -> str:
+    t = token.group()
+    if t.startswith("(?<"):
+        return "(?P<"
+    if t.startswith("(?"):
+        return "(?:" if t.endswith(":") else ""
+    if t.startswith("\\k<"):
+        return f"(?P={t[3:-1]})"
+    if t == "\\z":
+        return "\\Z"
+    if len(t) == 2 and t[1] not in "hHRXGe":
+        return t  # an escape both engines know (or Python's own check will name it)
+    return "x"  # a Java-only construct matching some text
+
 
 # Expectations whose failures are rows: only these can send rows to quarantine.
 _ROW_LEVEL_BASES = (ColumnMapExpectation, ColumnPairMapExpectation, MulticolumnMapExpectation)
@@ -112,6 +168,15 @@ class ExpectationRule:
                 f"{self.describe()}: arguments {dict(self.kwargs)!r} rejected by Great "
                 f"Expectations: {_one_line(exc)}"
             ) from exc
+
+    def regexes(self) -> tuple[str, ...]:
+        """The regular expressions among the arguments (``regex``, ``regex_list``)."""
+        found: list[str] = []
+        for key in REGEX_ARGUMENTS:
+            value = self.kwargs.get(key)
+            values = value if isinstance(value, list) else [value]
+            found.extend(v for v in values if isinstance(v, str))
+        return tuple(found)
 
     def columns(self) -> tuple[str, ...]:
         """Columns the rule reads (for checking them against a batch's schema)."""
@@ -197,6 +262,17 @@ def _parse_rule(index: int, table: Any) -> ExpectationRule:
         raise QualityConfigError(f"{where}: {exc}") from None
     rule = ExpectationRule(message_type, expectation, _plain(dict(kwargs)), policy, index)
     rule.to_expectation()  # raises QualityConfigError on bad arguments
+    for pattern in rule.regexes():
+        error = python_regex_error(pattern)
+        if error is not None:
+            raise QualityConfigError(f"{where}: invalid regular expression {pattern!r}: {error}")
+    clocked = sorted(WALL_CLOCK_COLUMNS.intersection(rule.columns()))
+    if clocked and expectation not in _NULL_CHECKS:
+        raise QualityConfigError(
+            f"{where}: {', '.join(clocked)} is the wall clock of the attempt that wrote the "
+            "row: a retried batch would be judged differently (only null checks may read it; "
+            "check _kafka_timestamp instead)"
+        )
     if policy == "quarantine" and not rule.row_level:
         raise QualityConfigError(
             f"{where}: policy 'quarantine' needs a row-level expectation (column map, column "
@@ -204,6 +280,35 @@ def _parse_rule(index: int, table: Any) -> ExpectationRule:
             f"'warn' or 'fail'"
         )
     return rule
+
+
+def python_regex_error(pattern: str) -> str | None:
+    """Why ``pattern`` cannot be a regular expression (Python's ``re``, Java-only constructs
+    allowed; see the module docstring), or None."""
+    neutral = _JAVA_TOKENS.sub(_python_spelling, pattern)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # FutureWarning for Java's [a-z&&[^b]] and kin
+            re.compile(neutral)
+    except re.error as exc:
+        # a position in the rewritten text would point at the wrong place of the user's
+        return exc.msg if neutral != pattern else str(exc)
+    return None
+
+
+def java_regex_error(jvm: Any, pattern: str) -> str | None:
+    """Why Java's ``java.util.regex.Pattern`` (Spark's engine) rejects ``pattern``, or None.
+
+    Args:
+        jvm: py4j's JVM view (``spark.sparkContext._jvm``).
+    """
+    try:
+        jvm.java.util.regex.Pattern.compile(pattern)
+    except Exception as exc:  # py4j's Py4JJavaError wrapping a PatternSyntaxException
+        java = getattr(exc, "java_exception", None)
+        message = java.getMessage() if java is not None else str(exc)
+        return " ".join(str(message).split())
+    return None
 
 
 def default_rules(message_type: str) -> list[ExpectationRule]:

@@ -13,7 +13,12 @@ so ``spark-submit ... pipelines/jobs/run.py bronze --config FILE`` and
   ``infra/fetch_jars.sh``'s cache);
 - the zip holds the ``codec``, ``pipelines`` and ``quality`` packages; it is rebuilt only when
   their content changes, under ``$PROTOLAKE_CACHE_DIR/py-files`` (default
-  ``infra/.cache/py-files`` in a checkout, else ``~/.cache/protolake/py-files``).
+  ``infra/.cache/py-files`` in a checkout, else ``~/.cache/protolake/py-files``);
+- local-master settings (``pipelines.spark.LOCAL_CONF``: loopback driver address, no UI) and
+  this interpreter as the default Python go only to a local master. Without ``master``, the
+  master is the one spark-submit will use (:func:`default_master`: ``spark.master`` in
+  ``conf``, else in ``spark-defaults.conf``, else ``$MASTER``, else ``local[*]``); when that
+  file cannot be read the master is unknown and the local settings are left out.
 
 This module imports neither pyspark nor Airflow, so a DAG file may call it at parse time.
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import sys
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -104,6 +110,44 @@ def build_py_files(target_dir: str | os.PathLike[str] | None = None) -> str:
     return str(target)
 
 
+def spark_conf_dir() -> Path:
+    """The folder whose ``spark-defaults.conf`` spark-submit reads: ``$SPARK_CONF_DIR``, else
+    ``conf/`` of the Spark installation :func:`spark_submit_path` belongs to."""
+    env = os.environ.get("SPARK_CONF_DIR")
+    if env:
+        return Path(env)
+    return Path(spark_submit_path()).parent.parent / "conf"
+
+
+_PROPERTY = re.compile(r"^\s*([^\s=:]+)\s*[=:\s]\s*(.*?)\s*$")
+
+
+def default_master(conf: Mapping[str, str] | None = None) -> str | None:
+    """The master spark-submit uses when no ``--master`` is given, or None if unknown.
+
+    spark-submit takes ``spark.master`` from ``--conf``, then from ``spark-defaults.conf`` (in
+    :func:`spark_conf_dir`), then ``$MASTER``, and defaults to ``local[*]``. None: the file
+    exists but cannot be read.
+    """
+    if conf and conf.get("spark.master"):
+        return conf["spark.master"]
+    defaults = spark_conf_dir() / "spark-defaults.conf"
+    found = None
+    try:
+        lines = defaults.read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        lines = []
+    except OSError:
+        return None
+    for line in lines:  # java.util.Properties: "key value", "key=value" or "key: value"
+        if line.lstrip().startswith(("#", "!")):
+            continue
+        match = _PROPERTY.match(line)
+        if match and match.group(1) == "spark.master" and match.group(2):
+            found = match.group(2)  # the last one wins, as in Properties.load
+    return found or os.environ.get("MASTER") or "local[*]"
+
+
 def submit_command(
     subcommand: str,
     config: str | os.PathLike[str],
@@ -118,23 +162,24 @@ def submit_command(
     Args:
         subcommand: a ``protolake`` command (``bronze``, ``silver``, ...).
         config: the TOML configuration file (a path the driver can read: client deploy mode).
-        master: ``--master`` URL; None leaves it to spark-submit (``spark-defaults.conf``).
+        master: ``--master`` URL; None leaves it to spark-submit (:func:`default_master`).
         args: extra arguments for the subcommand (``["--trigger", "available-now"]``).
         conf: extra ``--conf key=value`` settings (with a local master, on top of
-            ``pipelines.spark.LOCAL_CONF``: small machine, no UI).
+            ``pipelines.spark.LOCAL_CONF``: small machine, no UI, loopback driver address).
         python: the Python for driver and executors; default: this interpreter when the
-            master is local (or unset), else whatever the cluster is configured with.
+            master is local, else whatever the cluster is configured with.
 
     Raises:
         FileNotFoundError: spark-submit, the cached jars or a package cannot be found.
     """
-    from pipelines.spark import LOCAL_CONF, find_spark_jars
+    from pipelines.spark import LOCAL_CONF, find_spark_jars, is_local_master
 
     cmd = [spark_submit_path()]
     if master:
         cmd += ["--master", master]
     cmd += ["--jars", ",".join(find_spark_jars()), "--py-files", build_py_files()]
-    local = master is None or master.startswith("local")
+    effective = master or default_master(conf)
+    local = effective is not None and is_local_master(effective)
     if python is None and local:
         python = sys.executable
     settings = {**(LOCAL_CONF if local else {}), **(conf or {})}

@@ -19,9 +19,15 @@ Its quarantine output is not appended; instead each selected quarantine row is u
   stays quarantined with its new reason; ``reason_code`` keeps the original reason);
 - unchanged otherwise.
 
-Raw bytes are never deleted. Idempotence: silver writes use ``txnAppId = "replay-<hash of the
-selected keys>"``, so re-running after a crash between the silver write and the quarantine
-update writes nothing twice; a second replay of the same filter selects only records that
+Raw bytes are never deleted. Exactly once, whatever happens between two runs: before writing,
+the selected records that a silver table already holds (by ``(topic, partition, offset)``, the
+key of the invariant) are set aside: an earlier replay wrote them and died before marking them.
+They are marked ``replayed`` with the others and never written again, even when the selection
+has changed since (a record quarantined meanwhile, another filter). The rest is written with
+``txnAppId = "replay-<hash of their keys and of the silver versions checked>"``, so two runs
+that checked the same silver state and write the same records commit them once; any commit
+since (an interrupted replay's included) gives a new id, so Delta never skips a write whose
+records are not in silver yet. A second replay of the same filter selects only records that
 still fail. A registry outage fails the command (``RegistryUnavailable``) and changes nothing.
 Exit code 0 (records that still fail are an outcome, not an error: the maintenance DAG runs
 this daily); with ``--strict``, 1 when some selected records still fail.
@@ -41,7 +47,13 @@ from typing import Any
 
 from pipelines.config import ProtolakeConfig, load_config
 from pipelines.ops.common import effective_reason, emit, open_session, parse_time, progress, table
-from pipelines.quarantine import RECORD_KEY, REPLAYED, list_delta_tables, quarantine_path
+from pipelines.quarantine import (
+    RECORD_KEY,
+    REPLAYED,
+    list_delta_tables,
+    quarantine_path,
+    still_quarantined,
+)
 
 log = logging.getLogger("pipelines.ops.replay")
 
@@ -74,6 +86,7 @@ class ReplayReport:
     replayed: int = 0
     still_failing: dict[str, int] = field(default_factory=dict)  # new reason -> records
     unchanged: int = 0  # neither in silver nor failing (left for a later replay)
+    already_in_silver: int = 0  # in silver before this run (an interrupted replay): marked only
     selected_by_reason: dict[str, int] = field(default_factory=dict)
     silver_tables: dict[str, int] = field(default_factory=dict)  # table -> rows written
     quarantine_version: int | None = None
@@ -89,6 +102,7 @@ class ReplayReport:
             "replayed": self.replayed,
             "still_failing": dict(sorted(self.still_failing.items())),
             "unchanged": self.unchanged,
+            "already_in_silver": self.already_in_silver,
             "silver_tables": dict(sorted(self.silver_tables.items())),
             "quarantine_version": self.quarantine_version,
             "app_id": self.app_id,
@@ -107,8 +121,7 @@ def select_pending(spark: Any, lakehouse_path: str, flt: ReplayFilter, version: 
         .option("versionAsOf", version)
         .load(quarantine_path(lakehouse_path))
     )
-    outcome = F.col("replay_outcome")
-    q = q.filter(outcome.isNull() | (outcome != REPLAYED))
+    q = q.filter(still_quarantined())
     q = q.withColumn("_current_reason", effective_reason())
     if flt.reasons:
         q = q.filter(F.col("_current_reason").isin(list(flt.reasons)))
@@ -124,7 +137,13 @@ def select_pending(spark: Any, lakehouse_path: str, flt: ReplayFilter, version: 
 
 
 def as_bronze(pending: Any) -> Any:
-    """Quarantine rows shaped like bronze rows (what silver's batch function reads)."""
+    """Quarantine rows shaped like bronze rows (what silver's batch function reads).
+
+    ``_quarantined_at`` stands in for bronze's ``_ingested_at`` (quarantine does not keep it), so
+    the quality rules' reference time is the latest ``_quarantined_at`` of the selection: a
+    Kafka timestamp is judged against when the lakehouse had the records, the same on every
+    run of the selection, not against the day of the replay.
+    """
     from pyspark.sql import functions as F  # noqa: N812
 
     return pending.select(
@@ -135,12 +154,19 @@ def as_bronze(pending: Any) -> Any:
         F.col("_kafka_offset").alias("offset"),
         F.col("_kafka_timestamp").alias("timestamp"),
         "headers",
+        F.col("_quarantined_at").alias("_ingested_at"),
     )
 
 
-def selection_id(count: int, key_hash_sum: int) -> tuple[str, int]:
-    """The app id and batch id (txnVersion) of a selection: equal selections, equal ids."""
-    digest = hashlib.sha256(f"{count}:{key_hash_sum}".encode()).hexdigest()
+def selection_id(
+    count: int, key_hash_sum: int, silver_versions: Sequence[tuple[str, int]] = ()
+) -> tuple[str, int]:
+    """The app id and batch id (txnVersion) of the records a replay writes.
+
+    Equal records checked against equal silver versions give equal ids (module docstring).
+    """
+    state = ",".join(f"{path}@{version}" for path, version in sorted(silver_versions))
+    digest = hashlib.sha256(f"{count}:{key_hash_sum}:{state}".encode()).hexdigest()
     # a large batch id keeps replays apart from streaming batch ids in quality results
     return f"replay-{digest[:32]}", int(digest[32:45], 16)
 
@@ -177,23 +203,38 @@ def replay(
             pending = select_pending(spark, root, flt, version).persist(
                 StorageLevel.MEMORY_AND_DISK
             )
+        to_write = None
         try:
-            stats = pending.agg(
-                F.count(F.lit(1)).alias("n"),
-                F.sum(F.xxhash64(*RECORD_KEY).cast("decimal(38,0)")).alias("h"),
-            ).first()
-            report.selected = int(stats["n"])
             for row in pending.groupBy("_current_reason").count().collect():
                 report.selected_by_reason[row["_current_reason"]] = int(row["count"])
+            report.selected = sum(report.selected_by_reason.values())
             if report.selected == 0 or dry_run:
                 return report
-            app_id, batch_id = selection_id(report.selected, int(stats["h"] or 0))
-            report.app_id = app_id
-            failures = _run_silver(spark, cfg, pending, app_id, batch_id, resolver, steps, report)
+            with steps.step("checking silver for records already written"):
+                versions = silver_versions(spark, root)
+                done = keys_in_silver(spark, versions, pending)
+                to_write = pending.join(done, list(RECORD_KEY), "left_anti").persist(
+                    StorageLevel.MEMORY_AND_DISK
+                )
+                stats = to_write.agg(
+                    F.count(F.lit(1)).alias("n"),
+                    F.sum(F.xxhash64(*RECORD_KEY).cast("decimal(38,0)")).alias("h"),
+                ).first()
+            report.already_in_silver = report.selected - int(stats["n"])
+            if int(stats["n"]):
+                app_id, batch_id = selection_id(int(stats["n"]), int(stats["h"] or 0), versions)
+                report.app_id = app_id
+                failures = _run_silver(
+                    spark, cfg, to_write, app_id, batch_id, resolver, steps, report
+                )
+            else:
+                failures = _no_failures(spark)
             with steps.step("marking quarantine rows"):
                 _mark(spark, root, pending, failures, report)
             failures.unpersist()
         finally:
+            if to_write is not None:
+                to_write.unpersist()
             pending.unpersist()
             report.seconds = round(time.monotonic() - t0, 3)
     log.info("replay: %s", report.to_dict())
@@ -238,15 +279,50 @@ def _run_silver(
         quality_types=quality_types,
         quarantine_writer=keep_failures,
     )
-    with steps.step(f"re-decoding {report.selected} records into silver"):
+    with steps.step(f"re-decoding {report.selected - report.already_in_silver} records"):
         batch(as_bronze(pending), batch_id)
     if batch.history:
         report.silver_tables = dict(batch.history[-1].silver)
     if not captured:  # silver returned early (nothing to do)
-        return spark.createDataFrame(
-            [], "_kafka_topic string, _kafka_partition int, _kafka_offset long, reason_code string"
-        ).persist()
+        return _no_failures(spark)
     return captured[0]
+
+
+def _no_failures(spark: Any) -> Any:
+    return spark.createDataFrame(
+        [], "_kafka_topic string, _kafka_partition int, _kafka_offset long, reason_code string"
+    ).persist()
+
+
+def silver_versions(spark: Any, root: str) -> list[tuple[str, int]]:
+    """Each silver table's path and latest version (what :func:`keys_in_silver` reads)."""
+    from delta.tables import DeltaTable
+
+    return [
+        (path, int(DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]))
+        for path in list_delta_tables(spark, f"{root.rstrip('/')}/silver")
+    ]
+
+
+def keys_in_silver(spark: Any, versions: Sequence[tuple[str, int]], rows: Any) -> Any:
+    """The record keys of ``rows`` that a silver table holds (each read at its given version)."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    keys = rows.select(*RECORD_KEY)
+    topics = [r[0] for r in keys.select("_kafka_topic").distinct().collect()]
+    in_silver = None
+    for path, version in versions:
+        s = (
+            spark.read.format("delta")
+            .option("versionAsOf", version)
+            .load(path)
+            .select(*RECORD_KEY)
+            .filter(F.col("_kafka_topic").isin(topics))
+        )
+        in_silver = s if in_silver is None else in_silver.unionByName(s)
+    if in_silver is None:
+        return keys.limit(0)
+    return keys.join(in_silver.distinct(), list(RECORD_KEY), "left_semi")
 
 
 def _mark(spark: Any, root: str, pending: Any, failures: Any, report: ReplayReport) -> None:
@@ -254,19 +330,7 @@ def _mark(spark: Any, root: str, pending: Any, failures: Any, report: ReplayRepo
     from pyspark.sql import functions as F  # noqa: N812
 
     keys = pending.select(*RECORD_KEY)
-    topics = [r[0] for r in keys.select("_kafka_topic").distinct().collect()]
-    in_silver = None
-    for path in list_delta_tables(spark, f"{root.rstrip('/')}/silver"):
-        s = (
-            spark.read.format("delta")
-            .load(path)
-            .select(*RECORD_KEY)
-            .filter(F.col("_kafka_topic").isin(topics))
-        )
-        in_silver = s if in_silver is None else in_silver.unionByName(s)
-    if in_silver is None:
-        in_silver = keys.limit(0)
-    found = keys.join(in_silver.distinct(), list(RECORD_KEY), "left_semi").withColumn(
+    found = keys_in_silver(spark, silver_versions(spark, root), keys).withColumn(
         "_in_silver", F.lit(True)
     )
     fails = failures.groupBy(*RECORD_KEY).agg(F.first("reason_code").alias("_new_reason"))
@@ -387,6 +451,8 @@ def render(console: Any, report: ReplayReport) -> None:
     if report.dry_run or not report.selected:
         return
     rows: list[list[Any]] = [["replayed (now in silver)", report.replayed]]
+    if report.already_in_silver:
+        rows.append(["  of which already in silver (not written again)", report.already_in_silver])
     rows += [[f"still failing: {k}", v] for k, v in sorted(report.still_failing.items())]
     if report.unchanged:
         rows.append(["unchanged (retry later)", report.unchanged])

@@ -40,7 +40,7 @@ from pipelines.ops.common import (
     progress,
     table,
 )
-from pipelines.quarantine import REPLAYED, list_delta_tables, quarantine_path
+from pipelines.quarantine import list_delta_tables, quarantine_path, still_quarantined
 
 log = logging.getLogger("pipelines.ops.status")
 
@@ -103,7 +103,6 @@ def bronze_progress(spark: Any, root: str) -> dict[tuple[str, int], dict[str, in
 
 def processed_counts(spark: Any, root: str) -> dict[tuple[str, int], int]:
     """Per topic partition: records in silver tables plus records (still) in quarantine."""
-    from pyspark.sql import functions as F  # noqa: N812
 
     frames = [
         spark.read.format("delta").load(p).select("_kafka_topic", "_kafka_partition")
@@ -112,10 +111,7 @@ def processed_counts(spark: Any, root: str) -> dict[tuple[str, int], int]:
     qpath = quarantine_path(root)
     if is_delta_table(spark, qpath):
         q = spark.read.format("delta").load(qpath)
-        out_ = F.col("replay_outcome")
-        frames.append(
-            q.filter(out_.isNull() | (out_ != REPLAYED)).select("_kafka_topic", "_kafka_partition")
-        )
+        frames.append(q.filter(still_quarantined()).select("_kafka_topic", "_kafka_partition"))
     if not frames:
         return {}
     df = frames[0]
@@ -129,13 +125,12 @@ def processed_counts(spark: Any, root: str) -> dict[tuple[str, int], int]:
 
 def quarantine_summary(spark: Any, root: str) -> dict[str, Any]:
     """Records per current reason, and replayed ones."""
-    from pyspark.sql import functions as F  # noqa: N812
 
     qpath = quarantine_path(root)
     if not is_delta_table(spark, qpath):
         return {"by_reason": {}, "active": 0, "replayed": 0}
     q = spark.read.format("delta").load(qpath)
-    replayed = F.coalesce(F.col("replay_outcome") == REPLAYED, F.lit(False))
+    replayed = ~still_quarantined()
     by_reason: dict[str, int] = {}
     n_replayed = 0
     for r in (

@@ -20,9 +20,18 @@ Each micro-batch runs in ONE ``foreachBatch`` (:class:`SilverBatch`):
    it (bad frames, failed resolutions, schema conflicts, quality checks);
 4. schema evolution per table (``tables``): compatible versions are merged, others go to
    quarantine with ``SCHEMA_CONFLICT``;
-5. quality checks for message types with configured expectations (``quality``): failed rows
-   go to quarantine (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
+5. quality checks on every table (``quality``: the default suite of every silver table plus the
+   configured expectations of its message type, one validation per table per batch): failed
+   rows go to quarantine (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
 6. writes: every silver table, then the quarantine, each with ``txnAppId``/``txnVersion``.
+
+A batch that fails after some of its writes committed is run again with the same batch id and
+the same bronze rows (Spark's offset log), and Delta skips the writes already committed. That
+is only safe because every step decides the same way on a retry: in particular the quality
+rules' "now" is the batch's reference time, the latest ``_ingested_at`` of its bronze rows
+(:func:`batch_reference_time`), never the wall clock. With the wall clock, a record quarantined
+on the first attempt (silver appended without it, then a crash before the quarantine append)
+could pass on the retry and go into a silver append Delta skips: lost.
 
 Every bronze record ends in exactly one silver table or in quarantine
 (:func:`pipelines.quarantine.check_invariant` checks it).
@@ -79,6 +88,7 @@ log = logging.getLogger("pipelines.silver")
 _DRIVER_LOCK = threading.RLock()
 JOB = "silver"
 SCHEMA_CONFLICT = "SCHEMA_CONFLICT"
+INGESTED_AT = "_ingested_at"  # bronze's column: when bronze wrote the row
 
 
 def silver_root(lakehouse_path: str) -> str:
@@ -152,8 +162,10 @@ class SilverBatch:
             Spark's ``numInputRows`` counts every pass (protolake's metrics count records
             once, see ``pipelines.metrics``). On: one read, one cache.
         database: catalog database to register tables in ("" = do not register).
-        checker: a ``quality.QualityChecker`` or None.
-        quality_types: message types with configured expectations.
+        checker: a ``quality.QualityChecker`` (validates every table of every batch) or None
+            (no checks: the quality extra is not installed).
+        quality_types: message types with configured expectations (informational: every
+            table is checked, configured expectations or not).
     """
 
     def __init__(
@@ -227,7 +239,8 @@ class SilverBatch:
         processed_at = datetime.now(UTC)
         if self.cache_bronze:
             # read once: the keys pass and every decode pass below read the batch again
-            bronze = bronze.select(*BRONZE_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
+            columns = [*BRONZE_COLUMNS, *([INGESTED_AT] if INGESTED_AT in bronze.columns else [])]
+            bronze = bronze.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
             persisted.append(bronze)
         # (2) distinct schema keys of values and keys, with their counts: a handful of rows
         # to the driver, whatever the number of records (one Spark job; only key, value and
@@ -257,7 +270,7 @@ class SilverBatch:
             for message_type in sorted(by_type)
         }
         bad_frames = any(r["_schema_key"] is None for r in key_rows)
-        checked = self.checker is not None and any(t in self.quality_types for t in plans)
+        checked = self.checker is not None and bool(plans)
 
         # (1) the framed batch (raw bytes beside the framing columns) feeds the quarantine rows
         # of bad frames, failed resolutions, schema conflicts and quality failures; decoding
@@ -368,16 +381,24 @@ class SilverBatch:
         to_write: list[tuple[_TablePlan, DataFrame]] = []
         quality_results: list[Any] = []
         failed_outcome: Any = None
+        reference_time = batch_reference_time(bronze, processed_at) if checked else None
         for plan, table_df in table_frames:
-            if self.checker is not None and plan.message_type in self.quality_types:
+            if self.checker is not None:
                 outcome = self.checker.validate(
-                    table_df, message_type=plan.message_type, table=plan.table, batch_id=batch_id
+                    table_df,
+                    message_type=plan.message_type,
+                    table=plan.table,
+                    batch_id=batch_id,
+                    reference_time=reference_time,
                 )
                 quality_results.extend(outcome.results)
                 if outcome.fail_batch and failed_outcome is None:
                     failed_outcome = outcome
                 to_write.append((plan, outcome.passed))
-                quarantine_parts.append(self._quarantine_dq(outcome.failed, framed, plan, q_time))
+                if outcome.rows_quarantined:
+                    quarantine_parts.append(
+                        self._quarantine_dq(outcome.failed, framed, plan, q_time)
+                    )
             else:
                 to_write.append((plan, table_df))
         if failed_outcome is not None:
@@ -511,6 +532,23 @@ class SilverBatch:
             self._registered.add(plan.table)
 
 
+def batch_reference_time(bronze: DataFrame, default: datetime) -> datetime:
+    """A micro-batch's "now" for the quality rules: the latest ``_ingested_at`` of its rows.
+
+    Stable across attempts: a retried batch reads the same bronze rows, whose ``_ingested_at``
+    bronze wrote once (see the module docstring for why the wall clock would lose records).
+    ``default`` when the rows have no ``_ingested_at`` column or only nulls.
+    """
+    if INGESTED_AT not in bronze.columns:
+        return default
+    row = bronze.agg(F.max(INGESTED_AT)).first()
+    latest = row[0] if row is not None else None
+    if latest is None:
+        return default
+    # Spark gives a naive datetime in this process's local time; make it an instant
+    return latest.astimezone(UTC) if isinstance(latest, datetime) else default
+
+
 def _table_schema(message: T.StructType) -> T.StructType:
     return T.StructType([*message.fields, *LINEAGE_FIELDS])
 
@@ -596,15 +634,47 @@ class SilverRun:
 
 
 def make_checker(spark: SparkSession, cfg: ProtolakeConfig) -> tuple[Any, frozenset[str]]:
-    """The quality checker (None without configured expectations) and the types it checks."""
-    if not cfg.quality.expectations:
-        return None, frozenset()
-    from quality import QualityChecker, parse_rules
+    """The quality checker and the message types with configured expectations.
 
-    rules = parse_rules(cfg.quality.expectations)
-    return QualityChecker(spark, cfg.lakehouse_path, rules), frozenset(
-        r.message_type for r in rules
-    )
+    The checker validates every silver table, configured expectations or not (the default suite:
+    lineage not null, Kafka coordinates unique, Kafka timestamps within bounds). None only when
+    the quality extra (Great Expectations) is not installed and no expectation is configured;
+    configured expectations without it are a :class:`ConfigError`.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("great_expectations") is None:
+        if cfg.quality.expectations:
+            raise ConfigError(
+                "quality.expectations: Great Expectations is not installed "
+                "(pip install protolake[quality])"
+            )
+        log.warning(
+            "silver: Great Expectations is not installed (protolake[quality]): "
+            "the silver tables are NOT checked"
+        )
+        return None, frozenset()
+    from quality import QualityChecker, QualityConfigError, parse_rules
+
+    try:
+        rules = parse_rules(cfg.quality.expectations)
+        checker = QualityChecker(spark, cfg.lakehouse_path, rules)
+    except QualityConfigError as exc:
+        raise ConfigError(str(exc)) from exc
+    return checker, frozenset(r.message_type for r in rules)
+
+
+def prune_quality_results(spark: SparkSession, cfg: ProtolakeConfig) -> int:
+    """Delete quality results older than ``quality.results_retention_days``; how many went."""
+    from datetime import timedelta
+
+    from quality.results import prune_results
+
+    days = cfg.quality.results_retention_days
+    deleted = prune_results(spark, cfg.lakehouse_path, datetime.now(UTC) - timedelta(days=days))
+    if deleted:
+        log.info("silver: deleted %d quality results older than %d days", deleted, days)
+    return deleted
 
 
 def run(
@@ -645,6 +715,8 @@ def run(
 
     install_metrics(spark, cfg)
     checker, quality_types = make_checker(spark, cfg)
+    if checker is not None and cfg.quality.results_retention_days > 0:
+        prune_quality_results(spark, cfg)
     if cfg.silver.catalog_database:
         # the catalog of this session may be new (in-memory, or another metastore): make every
         # existing table selectable by name, not only those this run writes to

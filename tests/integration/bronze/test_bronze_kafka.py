@@ -120,3 +120,49 @@ def test_max_offsets_per_trigger_splits_batches(spark: Any, kafka: Kafka, tmp_pa
     assert summary["batches"] == 3 and summary["records"] == 50
     got, count = read_bronze(spark, lake / "bronze" / bronze.bronze_table_of_topic(topic))
     assert count == 50 and got == kafka.expected
+
+
+def test_aborted_transactions_never_reach_bronze(spark: Any, kafka: Kafka, tmp_path: Path) -> None:
+    """A transactional producer commits some records and aborts others: bronze (with the
+    default isolation level) holds exactly the committed ones and the plain ones, although the
+    aborted records and the transaction markers leave offset gaps in every partition."""
+    from confluent_kafka import Producer
+
+    topic = unique_prefix("tx")
+    kafka.create_topics(topic, partitions=2)
+    aborted = Kafka(kafka.bootstrap)  # remembers what was written, then aborted
+    tx = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": f"it-{topic}"})
+    tx.init_transactions(30)
+    start = 0
+
+    def transaction(count: int, commit: bool) -> None:
+        nonlocal start
+        tx.begin_transaction()
+        (kafka if commit else aborted).produce(topic, count, start=start, producer=tx)
+        start += count
+        if commit:
+            tx.commit_transaction(30)
+        else:
+            tx.abort_transaction(30)
+
+    for count, commit in ((5, True), (4, False), (6, True), (3, False)):
+        transaction(count, commit)
+    kafka.produce(topic, 4, start=start)  # plain records after the transactions
+    start += 4
+    assert len(aborted.expected) == 7
+
+    lake = tmp_path / "lake"
+    cfg_file = write_config(tmp_path / "c.toml", lake, kafka.bootstrap, topics=[topic])
+    table = lake / "bronze" / bronze.bronze_table_of_topic(topic)
+    assert run_available_now(spark, cfg_file)["records"] == 15
+    got, count = read_bronze(spark, table)
+    assert count == 15 and got == only(kafka.expected, topic)
+    assert not set(aborted.expected) & set(got)
+
+    # the next run starts after the markers and gaps: only the new committed records land
+    transaction(2, False)
+    transaction(3, True)
+    assert run_available_now(spark, cfg_file)["records"] == 3
+    got, count = read_bronze(spark, table)
+    assert count == 18 and got == only(kafka.expected, topic)
+    assert not set(aborted.expected) & set(got)

@@ -1,6 +1,7 @@
 """protolake_streaming's task function against the real broker and registry: it starts the
 continuous bronze and silver streams (spark-submit, processing-time, detached), judges them
-healthy and caught up from their checkpoints, and starts bronze again after it was killed."""
+healthy and caught up from their checkpoints, and starts bronze again after it was killed,
+failing that check (a stream that died is a failed task, not a green restart)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,11 @@ pytestmark = pytest.mark.integration
 RECORDS = 60
 ENSURE = """
 import json
-from protolake_support import ensure_stream
-print(json.dumps(ensure_stream({job!r}, 600.0)))
+from protolake_support import StreamDiedError, ensure_stream
+try:
+    print(json.dumps(ensure_stream({job!r}, 600.0)))
+except StreamDiedError as exc:
+    print(json.dumps({{"error": str(exc)}}))
 """
 COUNTS = """
 import json
@@ -101,7 +105,9 @@ def test_streams_are_started_judged_and_restarted_after_a_kill(
         os.killpg(first_pid, signal.SIGKILL)
         wait_for(lambda: (not Path(f"/proc/{first_pid}").exists(), first_pid), 60, "killed")
         restarted = airflow.python(ENSURE.format(job="bronze"))
-        assert (restarted["verdict"], restarted["action"]) == ("dead", "started"), restarted
+        assert f"bronze stream (pid {first_pid}," in restarted["error"], restarted
+        assert "died since the previous check" in restarted["error"]
+        assert "started again as pid" in restarted["error"]
         assert int((state / "bronze.pid").read_text()) != first_pid
         assert "=== " in (state / "bronze.log").read_text()  # the log of both starts
     finally:

@@ -131,8 +131,13 @@ def test_first_run_produces_the_stream_and_every_check_passes(first_run, bootstr
         "quarantine by reason as the stream predicts",
         "the example query runs",
         "quality results count every DQ_FAILED row",
+        "every silver table has quality results",
     }
     assert all(report["checks"].values())
+    # the default suite checks every table, configured expectations or not (3 of the 6 types)
+    checked = {q["table"] for q in report["quality"]}
+    assert checked == {t["table"] for t in report["tables"] if t["layer"] == "silver"}
+    assert len(checked) == 6
     assert report["stages"]["bronze"].startswith("ran") and report["stages"]["silver"].startswith(
         "ran"
     )

@@ -195,8 +195,11 @@ def test_replay_after_registering_the_missing_schema(
     assert _version(spark, qpath) == version  # quarantine untouched so far
 
     # the re-run writes nothing twice and marks the rows
+    late_table = f"{lake.root}/silver/{table_name_for(LATE_TYPE)}"
+    silver_version = _version(spark, late_table)
     report = replay_mod.replay(spark, lake.cfg, flt, show_progress=False)
-    assert report.app_id == app_id
+    assert report.already_in_silver == LATE_RECORDS and report.app_id == ""  # nothing written
+    assert _version(spark, late_table) == silver_version
     assert report.selected == LATE_RECORDS and report.replayed == LATE_RECORDS
     assert report.still_failing == {} and report.unchanged == 0
     silver = _silver(spark, lake, LATE_TYPE)
@@ -280,6 +283,55 @@ def test_replay_of_records_that_still_fail_records_the_new_reason(
         "--dry-run",
     )
     assert again["selected"] == expected[sorted(expected)[0]]
+
+
+DAG_SUMMARY = """
+import json, sys
+from protolake_support import format_counts, lakehouse_counts
+counts = lakehouse_counts(sys.argv[1])
+print(json.dumps({"counts": counts, "text": format_counts(counts)}))
+"""
+
+
+def test_ingest_dag_summary_counts_replayed_records_once(
+    lake: Lakehouse, spark: Any, tmp_path: Path
+) -> None:
+    """After the replays above, quarantine holds replayed rows, rows whose replay failed and
+    rows never replayed: the DAG's summary (Delta logs, no Spark) counts as status does."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    q = _quarantine(spark, lake)
+    outcomes = {r[0] for r in q.select("replay_outcome").distinct().collect()}
+    assert {None, "replayed"} < outcomes  # and at least one failure reason
+    active = q.filter(F.col("replay_outcome").isNull() | (F.col("replay_outcome") != "replayed"))
+    assert q.count() - active.count() == LATE_RECORDS
+    status = status_mod.status(spark, lake.cfg, check_kafka=False, show_progress=False)
+    assert sum(status["quarantine"]["by_reason"].values()) == active.count()
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PROTOLAKE_"))}
+    env |= {
+        "AIRFLOW_HOME": str(tmp_path / "airflow"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "dags"), str(ROOT)]),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", DAG_SUMMARY, str(lake.config_file)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["counts"]["quarantine"] == {"records": active.count()}
+    bronze = sum(seen["counts"]["bronze"].values())
+    silver = sum(seen["counts"]["silver"].values())
+    assert bronze == silver + active.count()
+    assert (
+        f"bronze {bronze} vs silver {silver} + quarantine {active.count()}: matches"
+        in (seen["text"])
+    )
 
 
 def _copy(lake: Lakehouse, spark: Any, tmp_path: Path) -> Any:

@@ -122,6 +122,7 @@ def test_quarantine_moves_exactly_the_failing_rows_with_reasons(spark, tmp_path)
         outcome, "expect_column_values_to_be_in_set(column=qty, value_set=[1, 2, 3, 4, 5])"
     )
     assert (warned.success, warned.unexpected_count) == (False, 1)
+    assert warned.observed_value == "unexpected e.g. [99]"  # the sample, for failures only
 
 
 def test_quarantine_rule_that_passes_thanks_to_mostly_moves_nothing(spark, tmp_path):
@@ -214,13 +215,75 @@ def test_unmodelled_row_expectation_quarantines_through_ge_row_list(spark, tmp_p
     )
 
 
-def test_missing_column_is_a_config_error_naming_the_rule(spark, tmp_path):
-    checker = checker_for(spark, tmp_path, not_null("order_id", "warn"), not_null("coupon", "warn"))
-    batch = make_batch(spark, [order_row(0)])
-    with pytest.raises(
-        QualityConfigError, match=r"quality.expectations\[1\].*coupon not in the batch"
-    ):
-        checker.validate(batch, message_type=ORDER, table=TABLE, batch_id=0)
+def test_a_rule_on_a_missing_column_is_skipped_and_reported(spark, tmp_path, caplog):
+    # e.g. a field a later schema version adds, while the table has only seen earlier ones
+    checker = checker_for(
+        spark,
+        tmp_path,
+        not_null("order_id", "quarantine"),
+        not_null("coupon", "quarantine"),
+        in_set("channel", ["web"], "warn"),
+    )
+    rows = [order_row(i, order_id=None if i == 1 else f"o-{i}") for i in range(4)]
+    batch = make_batch(spark, rows)
+    with caplog.at_level("WARNING", logger="quality.checker"):
+        outcome = checker.validate(batch, message_type=ORDER, table=TABLE, batch_id=0)
+    assert not outcome.fail_batch
+    assert keys(outcome.failed) == {("shop.orders", 1, 1)}  # the rules that could run did
+    assert_partition(batch, outcome)
+    skipped = result_of(outcome, "expect_column_values_to_not_be_null(column=coupon)")
+    assert (skipped.success, skipped.policy, skipped.unexpected_count) == (
+        False,
+        "quarantine",
+        None,
+    )
+    assert skipped.observed_value == "skipped: column(s) coupon not in the batch"
+    assert result_of(
+        outcome, 'expect_column_values_to_be_in_set(column=channel, value_set=["web"])'
+    )
+    assert [r.expectation for r in outcome.results] == [
+        r.expectation_id for r in checker.rules_for(ORDER)
+    ]
+    assert "quality.expectations[1]" in caplog.text and "coupon not in the batch" in caplog.text
+    checker.write_results(outcome.results, 0)
+    (summary,) = summarize(spark, str(tmp_path / "lakehouse"))
+    assert summary["failed_by_expectation"][
+        "expect_column_values_to_not_be_null(column=coupon)"
+    ] == {"policy": "quarantine", "failed_batches": 1, "unexpected_rows": 0}
+
+
+def test_a_fail_rule_on_a_missing_column_fails_the_batch(spark, tmp_path):
+    checker = checker_for(spark, tmp_path, not_null("coupon", "fail"))
+    outcome = checker.validate(
+        make_batch(spark, [order_row(0)]), message_type=ORDER, table=TABLE, batch_id=0
+    )
+    assert outcome.fail_batch
+    assert "expect_column_values_to_not_be_null(column=coupon)" in str(QualityFailed(outcome))
+
+
+def test_a_regex_java_rejects_is_refused_when_the_checker_starts(spark, tmp_path):
+    rule = {
+        "message_type": ORDER,
+        "expectation": "expect_column_values_to_match_regex",
+        "kwargs": {"column": "email", "regex": "x{"},  # Python: a literal brace; Java: an error
+        "policy": "warn",
+    }
+    parse_rules([rule])  # passes Python's pre-check
+    with pytest.raises(QualityConfigError, match=r"quality.expectations\[0\].*java.util.regex"):
+        checker_for(spark, tmp_path, rule)
+
+
+def test_regexes_in_java_syntax_run_in_spark(spark, tmp_path):
+    rule = {
+        "message_type": ORDER,
+        "expectation": "expect_column_values_to_match_regex",
+        "kwargs": {"column": "email", "regex": r"^(?<user>\p{Alnum}+)@\Qexample.com\E\z"},
+        "policy": "quarantine",
+    }
+    checker = checker_for(spark, tmp_path, rule)
+    rows = [order_row(i) for i in range(3)] + [order_row(3, email="a.b@example.com")]
+    outcome = checker.validate(make_batch(spark, rows), message_type=ORDER, table=TABLE, batch_id=0)
+    assert keys(outcome.failed) == {("shop.orders", 1, 3)}
 
 
 def test_error_inside_great_expectations_is_a_config_error(spark, tmp_path):

@@ -10,6 +10,7 @@ import sys
 import types
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -172,3 +173,45 @@ def test_py_files_zip_holds_the_packages_and_is_reused(tmp_path: Path) -> None:
         assert "codec/__init__.py" in names and "quality/__init__.py" in names
         assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
         assert zf.read("pipelines/bronze.py") == (ROOT / "pipelines" / "bronze.py").read_bytes()
+
+
+def test_a_broken_quality_rule_is_a_one_line_error_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "protolake.toml"
+    config.write_text(
+        '[lakehouse]\npath = "lake"\n[kafka]\nbootstrap_servers = "127.0.0.1:1"\n'
+        'topics = ["t"]\n[[quality.expectations]]\nmessage_type = "a.B"\n'
+        'expectation = "expect_column_values_to_match_regex"\n'
+        'kwargs = { column = "c", regex = "([" }\n',
+        encoding="utf-8",
+    )
+    assert cli.main(["bronze", "--config", str(config)]) == 2  # refused before Spark starts
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("protolake bronze: configuration error: quality.expectations[0]"), err
+    assert "\n" not in err and "Traceback" not in err
+
+
+def test_a_quality_config_error_from_a_command_is_a_one_line_error_with_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QualityConfigError is no ConfigError (quality must not import pipelines)."""
+    from quality import QualityConfigError
+
+    module = types.ModuleType("pipelines._rule_cmd")
+
+    def add_parser(subparsers: Any) -> None:
+        def run(args: argparse.Namespace) -> int:
+            raise QualityConfigError("quality.expectations[2] (...): column(s) x not in the batch")
+
+        subparsers.add_parser("rulecmd").set_defaults(func=run)
+
+    module.add_parser = add_parser  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pipelines._rule_cmd", module)
+    monkeypatch.setitem(cli.COMMANDS, "rulecmd", ("pipelines._rule_cmd", "raises"))
+    assert cli.main(["rulecmd", "--config", "x.toml"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "protolake rulecmd: configuration error: "
+        "quality.expectations[2] (...): column(s) x not in the batch"
+    )

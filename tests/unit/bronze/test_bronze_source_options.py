@@ -30,6 +30,7 @@ def test_topic_list_defaults() -> None:
         "startingOffsets": "earliest",
         "failOnDataLoss": "true",
         "includeHeaders": "true",
+        "kafka.isolation.level": "read_committed",
     }
 
 
@@ -52,6 +53,12 @@ def test_pattern_limits_and_pass_through_options() -> None:
     assert opts["failOnDataLoss"] == "false"
     assert opts["kafka.security.protocol"] == "SASL_SSL"
     assert opts["kafka.sasl.jaas.config"] == "secret-jaas"
+
+
+def test_isolation_level_defaults_to_read_committed_and_can_be_overridden() -> None:
+    assert kafka_source_options(config())["kafka.isolation.level"] == "read_committed"
+    cfg = config(kafka={"options": {"isolation.level": "read_uncommitted"}})
+    assert kafka_source_options(cfg)["kafka.isolation.level"] == "read_uncommitted"
 
 
 def test_unlimited_offsets_per_trigger_sets_no_option() -> None:

@@ -145,12 +145,13 @@ def test_maintenance_maintains_each_table_group_in_turn_with_the_retention(run_p
         "maintain_bronze": [],
         "maintain_silver": ["maintain_bronze"],
         "maintain_quarantine": ["maintain_silver"],
-        "replay": ["maintain_quarantine"],
+        "maintain_quality": ["maintain_quarantine"],
+        "replay": ["maintain_quality"],
     }
     assert tasks["replay"]["subcommand"] == "replay"
     assert tasks["replay"]["args"] == ["--reason", "UNKNOWN_SCHEMA"]
     assert tasks["replay"]["outlets"] == ["AssetAlias(name='protolake-silver', group='asset')"]
-    for group in ("bronze", "silver", "quarantine"):
+    for group in ("bronze", "silver", "quarantine", "quality"):
         t = tasks[f"maintain_{group}"]
         assert t["subcommand"] == "maintain"
         assert t["args"] == ["--table-group", group, "--retention-hours", "240"]

@@ -5,11 +5,14 @@ was given), the streams' pid handling, and the health verdicts."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pyspark
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
@@ -231,3 +234,59 @@ def test_health_verdicts():
     assert never.verdict == "stale" and "new: lag 3, last batch never" in never.reason
     unknown = judge_stream("bronze", 42, [("t", progress(9999), None)], 600, 9999)
     assert unknown.verdict == "healthy" and unknown.lag is None
+
+
+# Spark's own default (SECRET_REDACTION_PATTERN): what a job without our setting gets
+SPARK_DEFAULT_REDACTION = r"(?i)secret|password|token|access[.]?key"
+
+
+def test_registry_secrets_in_yarn_or_kubernetes_driver_env_settings_are_redacted_by_spark(
+    airflow_env, fake_spark, tmp_path
+):
+    # on YARN and Kubernetes the provider turns the job's environment into Spark settings
+    # (spark.yarn.appMasterEnv.* / spark.kubernetes.driverEnv.*; the same code path, and a
+    # k8s:// master needs the `kubernetes` package in Airflow's environment, not installed here)
+    conns = {
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "yarn"}),
+        "AIRFLOW_CONN_PROTOLAKE_REGISTRY": json.dumps(
+            {
+                "conn_type": "http",
+                "host": "registry.internal",
+                "login": "svc",
+                "password": "pa55-w0rd-xyz",
+                "extra": {"bearer_token": "t0k3n-abc"},
+            }
+        ),
+    }
+    proc = run_execute(airflow_env, {**fake_spark, **conns})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    argv = json.loads(Path(fake_spark["FAKE_OUT"]).read_text())["argv"]
+    conf = conf_of(argv)
+    carrying = {k: v for k, v in conf.items() if "pa55-w0rd-xyz" in v or "t0k3n-abc" in v}
+    assert set(carrying) == {
+        "spark.yarn.appMasterEnv.PROTOLAKE_REGISTRY_AUTH",
+        "spark.yarn.appMasterEnv.PROTOLAKE_REGISTRY_TOKEN",
+    }
+    # Spark redacts a setting when its regex finds a match in the key or the value
+    regex = conf.get("spark.redaction.regex", SPARK_DEFAULT_REDACTION)
+    for key, value in carrying.items():
+        assert re.search(regex, key) or re.search(regex, value), key
+
+    # and Spark itself: spark-submit --verbose prints its settings through the same redaction
+    app = tmp_path / "app.py"
+    app.write_text("print('app ran')\n")
+    spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    confs = [x for k, v in conf.items() for x in ("--conf", f"{k}={v}")]
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}
+    shown = subprocess.run(
+        [str(spark_submit), "--verbose", "--master", "local[1]", *confs, str(app)],
+        env={**env, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    out = shown.stdout + shown.stderr
+    assert shown.returncode == 0 and "app ran" in out, out[-3000:]
+    assert "(spark.yarn.appMasterEnv.PROTOLAKE_REGISTRY_AUTH,*********(redacted))" in out
+    assert "pa55-w0rd-xyz" not in out and "t0k3n-abc" not in out

@@ -243,6 +243,21 @@ def test_quality_results_must_agree_with_the_quarantine():
     assert not lost.ok and not lost.checks["quality results count every DQ_FAILED row"]
 
 
+def test_every_silver_table_must_have_quality_results():
+    silver = [
+        {"layer": "silver", "table": name, "path": f"file:/lh/silver/{name}", "rows": 1}
+        for name in ("orders", "customers")
+    ]
+    quality = [{"table": "orders", "checked": 1, "passed": 1, "quarantined": 0}]
+    tables = _report().tables + silver
+    partial = _report(tables=tables, quality=quality)
+    assert not partial.ok and not partial.checks["every silver table has quality results"]
+    assert "[FAILED] every silver table has quality results" in demo.format_report(partial)
+    complete = _report(tables=tables, quality=[*quality, {**quality[0], "table": "customers"}])
+    assert complete.checks["every silver table has quality results"]
+    assert "every silver table has quality results" not in _report().checks  # no quality
+
+
 def test_the_demo_refuses_a_trigger_that_would_never_return():
     parser = build_parser("demo")
     assert parser.parse_args(["demo"]).trigger == "available-now"

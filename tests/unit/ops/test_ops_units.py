@@ -59,10 +59,14 @@ def test_to_jsonable() -> None:
     json.dumps(doc)
 
 
-def test_selection_id_depends_on_the_selection_only() -> None:
+def test_selection_id_depends_on_the_records_and_the_silver_state_only() -> None:
     a = selection_id(6, 12345)
     assert a == selection_id(6, 12345)
     assert a != selection_id(6, 12346) and a != selection_id(7, 12345)
+    state = [("/lh/silver/b", 3), ("/lh/silver/a", 7)]
+    assert selection_id(6, 12345, state) == selection_id(6, 12345, list(reversed(state)))
+    assert selection_id(6, 12345, state) != selection_id(6, 12345, [("/lh/silver/b", 4)])
+    assert selection_id(6, 12345, state) != a
     app_id, batch_id = a
     assert app_id.startswith("replay-") and 0 <= batch_id < 2**63
 

@@ -190,3 +190,29 @@ def test_type_errors_do_not_echo_env_values(tmp_path: Path, line: str) -> None:
         load_config(write(tmp_path, MINIMAL + line + "\n"), env=SECRETS)
     assert str(err.value).startswith("kafka." + line.split(" ")[0] + ": must be")
     assert SECRETS["PL_JAAS"] not in str(err.value)
+
+
+BROKEN_RULE = """
+[[quality.expectations]]
+message_type = "shop.v1.Customer"
+expectation = "expect_column_values_to_match_regex"
+kwargs = { column = "email", regex = "([" }
+"""
+
+
+def test_quality_rules_are_checked_when_the_config_is_loaded(tmp_path: Path) -> None:
+    # bronze loads the same file: a rule silver cannot run must stop it as well
+    with pytest.raises(ConfigError, match=r"quality.expectations\[0\].*invalid regular expression"):
+        load_config(write(tmp_path, MINIMAL + BROKEN_RULE))
+    with pytest.raises(ConfigError, match="unknown Great Expectations expectation"):
+        load_config(write(tmp_path, MINIMAL + BROKEN_RULE.replace("match_regex", "match_regexp")))
+    good = BROKEN_RULE.replace('"(["', r'"^[^@\\s]+@.+$"')
+    assert len(load_config(write(tmp_path, MINIMAL + good)).quality.expectations) == 1
+
+
+def test_quality_results_retention(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, MINIMAL)).quality.results_retention_days == 0
+    cfg = load_config(write(tmp_path, MINIMAL + "[quality]\nresults_retention_days = 30\n"))
+    assert cfg.quality.results_retention_days == 30
+    with pytest.raises(ConfigError, match="quality.results_retention_days"):
+        load_config(write(tmp_path, MINIMAL + "[quality]\nresults_retention_days = -1\n"))

@@ -49,3 +49,11 @@ def test_the_callers_environment_is_left_as_it_was(spark: Any) -> None:
     before = os.environ.get("PYSPARK_PYTHON")
     build_session("spark-session-unit-tests")
     assert os.environ.get("PYSPARK_PYTHON") == before
+
+
+def test_a_local_master_keeps_its_loopback_and_small_machine_settings(spark: Any) -> None:
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.master").startswith("local")
+    assert conf.get("spark.driver.host") == "127.0.0.1"
+    assert conf.get("spark.ui.enabled") == "false"
+    assert os.environ.get("SPARK_LOCAL_IP")

@@ -163,3 +163,61 @@ def test_rule_describe_names_index_type_and_expectation():
         "quality.expectations[3] (message_type='shop.v1.Order', "
         "expectation='expect_column_values_to_be_unique')"
     )
+
+
+def test_rules_may_not_judge_the_wall_clock_of_processing():
+    # _processed_at differs between two attempts of one batch: only null checks are stable
+    with pytest.raises(QualityConfigError, match=r"quality.expectations\[0\].*_processed_at"):
+        parse_rules(
+            [
+                rule(
+                    expectation="expect_column_values_to_be_between",
+                    kwargs={"column": "_processed_at", "min_value": "2026-01-01"},
+                )
+            ]
+        )
+    assert parse_rules([rule(kwargs={"column": "_processed_at"})])[0].policy == "quarantine"
+
+
+def _regex_rule(regex, expectation="expect_column_values_to_match_regex"):
+    key, value = ("regex_list", [regex]) if expectation.endswith("_list") else ("regex", regex)
+    return rule(expectation=expectation, kwargs={"column": "email", key: value}, policy="warn")
+
+
+@pytest.mark.parametrize(
+    "expectation",
+    [
+        "expect_column_values_to_match_regex",
+        "expect_column_values_to_not_match_regex",
+        "expect_column_values_to_match_regex_list",
+        "expect_column_values_to_not_match_regex_list",
+    ],
+)
+def test_an_invalid_regex_is_refused_at_parse_time(expectation):
+    with pytest.raises(QualityConfigError) as info:
+        parse_rules([_regex_rule("([", expectation)])
+    message = str(info.value)
+    assert "quality.expectations[0]" in message and "invalid regular expression '(['" in message
+
+
+@pytest.mark.parametrize(
+    "regex",
+    [
+        r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$",  # both engines
+        r"\p{Alpha}+\P{Digit}\pL",  # Java's character classes
+        r"(?<user>\w+)@\k<user>",  # Java's named groups and back references
+        r"\QA(B\E-\h\z",  # Java's quoting, horizontal space, end of input
+        r"a(?i)b(?U:c)",  # Java's flags may stand anywhere, and has U
+        r"[a-z&&[^aeiou]]",  # Java's class intersection
+        r"\\pX",  # an escaped backslash, then letters
+        r"(?<=a)b(?<!c)",  # look-behinds are no named groups
+    ],
+)
+def test_valid_java_regexes_are_accepted(regex):
+    assert parse_rules([_regex_rule(regex)])[0].regexes() == (regex,)
+
+
+@pytest.mark.parametrize("regex", ["*a", "a)", "(?<name", r"\y", "a{2,1}"])
+def test_regexes_broken_in_both_engines_are_refused(regex):
+    with pytest.raises(QualityConfigError, match="invalid regular expression"):
+        parse_rules([_regex_rule(regex)])

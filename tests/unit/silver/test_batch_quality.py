@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -78,3 +79,159 @@ def test_fail_policy_commits_nothing(spark: Any, tmp_path: Any, registry: Any, p
         _batch(spark, lake, registry, [rule])(spark.read.format("delta").load(bronze), 0)
     assert list_delta_tables(spark, f"{lake}/silver") == []
     assert list_delta_tables(spark, f"{lake}/quarantine") == []
+
+
+# -- the same decision on every attempt of a batch ------------------------------------------
+
+INGESTED = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def _frozen_clock(at: dt.datetime) -> type[dt.datetime]:
+    class Clock(dt.datetime):
+        @classmethod
+        def now(cls, tz: dt.tzinfo | None = None) -> Clock:  # type: ignore[override]
+            return at if tz is None else at.astimezone(tz)  # type: ignore[return-value]
+
+    return Clock
+
+
+@pytest.fixture(scope="module")
+def early_ping(producer: Any, versions: Any) -> list[tuple[Any, ...]]:
+    """Three pings, and one (offset 3) whose Kafka timestamp is two days after bronze had it."""
+    v1 = versions["v1"]
+    rows = [bronze_row(producer.frame(v1.Ping(id=f"p-{n}"), TOPIC), TOPIC, n) for n in range(4)]
+    future = list(rows[3])
+    future[5] = INGESTED + dt.timedelta(days=2)  # timestamp
+    rows[3] = tuple(future)
+    return rows
+
+
+KEEP_ALL = {
+    "message_type": PING,
+    "expectation": "expect_column_values_to_not_be_null",
+    "kwargs": {"column": "id"},
+    "policy": "warn",
+}
+
+
+def test_a_batch_splits_the_same_whatever_the_wall_clock(
+    spark: Any, tmp_path: Any, registry: Any, early_ping: Any, monkeypatch: Any
+) -> None:
+    import quality.checker
+
+    quarantined = {}
+    for days in (0, 5):  # the same batch, validated now and five days later
+        monkeypatch.setattr(
+            quality.checker, "datetime", _frozen_clock(INGESTED + dt.timedelta(days=days))
+        )
+        lake = str(tmp_path / f"lake{days}")
+        write_bronze(spark, f"{lake}/bronze/ut_pings", early_ping)
+        bronze = spark.read.format("delta").load(f"{lake}/bronze/ut_pings")
+        _batch(spark, lake, registry, [KEEP_ALL])(bronze, 0)
+        q = spark.read.format("delta").load(quarantine_path(lake)).collect()
+        quarantined[days] = sorted((r["_kafka_offset"], r["reason_code"]) for r in q)
+    assert quarantined[0] == quarantined[5] == [(3, "DQ_FAILED")]
+
+
+def test_a_retried_batch_loses_nothing_when_the_clock_moved(
+    spark: Any, tmp_path: Any, registry: Any, early_ping: Any, monkeypatch: Any
+) -> None:
+    """Attempt 1 quarantines offset 3, appends silver, dies before the quarantine append;
+    attempt 2 (same batch id and app id, days later) must not let it pass into the silver
+    append that Delta skips."""
+    import quality.checker
+    from pipelines.silver import job
+
+    lake = str(tmp_path / "lake")
+    write_bronze(spark, f"{lake}/bronze/ut_pings", early_ping)
+    bronze = spark.read.format("delta").load(f"{lake}/bronze/ut_pings")
+    real_append = job.append_idempotent
+
+    def crash_on_quarantine(df: Any, path: str, *args: Any, **kwargs: Any) -> None:
+        if path == quarantine_path(lake):
+            raise RuntimeError("killed before the quarantine append")
+        real_append(df, path, *args, **kwargs)
+
+    monkeypatch.setattr(quality.checker, "datetime", _frozen_clock(INGESTED))
+    monkeypatch.setattr(job, "append_idempotent", crash_on_quarantine)
+    with pytest.raises(RuntimeError, match="killed"):
+        _batch(spark, lake, registry, [KEEP_ALL])(bronze, 0)
+    silver = f"{lake}/silver/{table_name_for(PING)}"
+    kept = spark.read.format("delta").load(silver).collect()
+    assert sorted(r["_kafka_offset"] for r in kept) == [0, 1, 2]
+
+    monkeypatch.setattr(job, "append_idempotent", real_append)
+    monkeypatch.setattr(quality.checker, "datetime", _frozen_clock(INGESTED + dt.timedelta(days=5)))
+    _batch(spark, lake, registry, [KEEP_ALL])(bronze, 0)  # the retry: same batch, same app id
+    q = spark.read.format("delta").load(quarantine_path(lake)).collect()
+    assert [(r["_kafka_offset"], r["reason_code"]) for r in q] == [(3, "DQ_FAILED")]
+    report = check_invariant(spark, lake)
+    assert report.holds, report.summary()
+    assert report.bronze_records == 4 and report.silver_records == 3
+
+
+# -- the default suite on every table, configured expectations or not ------------------------
+
+ORDER = "silvertest.v1.Order"
+
+
+@pytest.fixture(scope="module")
+def two_types(producer: Any, versions: Any) -> list[tuple[Any, ...]]:
+    """Two orders and three pings; the last ping's Kafka timestamp is two days after bronze
+    had it (the default timestamp bound quarantines it)."""
+    from silver_testkit import make_order
+
+    v1 = versions["v1"]
+    frames = [producer.frame(make_order(v1, i), TOPIC) for i in range(2)]
+    frames += [producer.frame(v1.Ping(id=f"p-{i}"), TOPIC) for i in range(3)]
+    rows = [bronze_row(frame, TOPIC, n) for n, frame in enumerate(frames)]
+    future = list(rows[4])
+    future[5] = future[8] + dt.timedelta(days=2)  # timestamp = _ingested_at + 2 days
+    rows[4] = tuple(future)
+    return rows
+
+
+@pytest.mark.parametrize("configured", [[], [KEEP_ALL]], ids=["no-rules", "rules-for-pings"])
+def test_every_table_gets_the_default_suite(
+    spark: Any, tmp_path: Any, registry: Any, two_types: Any, configured: Any
+) -> None:
+    from pipelines.config import parse_config
+    from pipelines.silver.job import make_checker
+    from quality import default_rules
+
+    lake = str(tmp_path / "lake")
+    cfg = parse_config(
+        {
+            "lakehouse": {"path": lake},
+            "kafka": {"bootstrap_servers": "127.0.0.1:1", "topics": [TOPIC]},
+            "quality": {"expectations": configured},
+        }
+    )
+    checker, quality_types = make_checker(spark, cfg)
+    assert checker is not None
+    write_bronze(spark, f"{lake}/bronze/ut_pings", two_types)
+    batch = SilverBatch(
+        spark,
+        lake,
+        "88888888-8888-8888-8888-888888888888",
+        SchemaResolver(open_registry(registry.url)),
+        checker=checker,
+        quality_types=quality_types,
+    )
+    batch(spark.read.format("delta").load(f"{lake}/bronze/ut_pings"), 0)
+
+    results = spark.read.format("delta").load(f"{lake}/quality/results")
+    found: dict[str, set[str]] = {}
+    for r in results.select("table", "expectation").collect():
+        found.setdefault(r["table"], set()).add(r["expectation"])
+    configured_ids = {
+        f"expect_column_values_to_not_be_null(column={r['kwargs']['column']})" for r in configured
+    }
+    assert found == {
+        table_name_for(ORDER): {r.expectation_id for r in default_rules(ORDER)},
+        table_name_for(PING): {r.expectation_id for r in default_rules(PING)} | configured_ids,
+    }
+    q = spark.read.format("delta").load(quarantine_path(lake)).collect()
+    assert [(r["_kafka_offset"], r["reason_code"]) for r in q] == [(4, "DQ_FAILED")]
+    assert "_kafka_timestamp" in q[0]["reason"]
+    assert check_invariant(spark, lake).holds

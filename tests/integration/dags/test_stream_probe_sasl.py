@@ -1,0 +1,84 @@
+"""The streaming DAG's health probe through Kafka security settings, for real: the stack's
+broker has a SASL_PLAINTEXT listener (mechanism PLAIN, infra/stack.sh). With the credentials
+in ``sasl.jaas.config`` (``${env:...}``, as bronze reads them), the probe's librdkafka client
+must log in and measure the bronze lag; an unknown lag would never make a hung stream stale.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from conftest import BOOTSTRAP, make_airflow  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+SASL_PORT = int(os.environ.get("PROTOLAKE_KAFKA_SASL_PORT", int(BOOTSTRAP.rsplit(":", 1)[1]) + 2))
+# The stack's fixed test credential (infra/stack.sh); a loopback test broker, not a secret.
+USER, PASSWORD = "protolake", "protolake-test"
+PROBE = """
+import json, logging, sys
+logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+from protolake_support import config_path, judge_stream, stream_parts
+parts = stream_parts("bronze", config_path())
+stuck = judge_stream("bronze", 12345, parts, 60.0, running_seconds=3600)
+print(json.dumps({"lag": [lag for _, _, lag in parts], "verdict": stuck.verdict}))
+"""
+
+
+@pytest.mark.timeout(600)
+def test_the_bronze_lag_is_measured_through_sasl_with_jaas_credentials(
+    bootstrap: str, registry_url: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    topic = f"{topic_prefix}sasl"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(timeout=60)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(7):
+        producer.produce(topic, value=f"r{i}".encode())
+    assert producer.flush(30) == 0
+
+    # a bronze checkpoint whose last planned batch starts at offset 2 (Spark's offset log:
+    # version, metadata, one JSON line per source): 5 records are waiting
+    lake = tmp_path / "lake"
+    offsets = lake / "_checkpoints" / "bronze" / "per_topic" / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / "0").write_text(
+        'v1\n{"batchWatermarkMs":0,"batchTimestampMs":0}\n' + json.dumps({topic: {"0": 2}})
+    )
+    config = tmp_path / "protolake.toml"
+    config.write_text(
+        f'[lakehouse]\npath = "{lake}"\n'
+        f'[kafka]\nbootstrap_servers = "127.0.0.1:{SASL_PORT}"\ntopics = ["{topic}"]\n'
+        '[kafka.options]\n"security.protocol" = "SASL_PLAINTEXT"\n"sasl.mechanism" = "PLAIN"\n'
+        '"sasl.jaas.config" = "${env:PROTOLAKE_IT_KAFKA_JAAS}"\n'
+        '[registry]\nurl = "${env:PROTOLAKE_REGISTRY_URL}"\n'
+    )
+    airflow = make_airflow(tmp_path / "airflow", config, registry_url, tmp_path / "streams")
+    airflow.env["PROTOLAKE_IT_KAFKA_JAAS"] = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{USER}" password="{PASSWORD}";'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        env=airflow.env,
+        cwd=airflow.home,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen == {"lag": [5], "verdict": "stale"}, proc.stderr[-5000:]
+    assert PASSWORD not in proc.stdout + proc.stderr  # DEBUG logging included
