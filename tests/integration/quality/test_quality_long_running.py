@@ -41,8 +41,8 @@ def test_validated_batches_are_not_left_cached(spark, tmp_path):
     ]
     checker = QualityChecker(spark, str(tmp_path / "lakehouse"), parse_rules(rules))
     spark.catalog.clearCache()
-    before = _cached(spark)
-    assert before == (0, True)
+    before = _cached(spark)  # Delta keeps its log states as persistent RDDs: not zero
+    assert before[1], "Spark SQL's cache holds plans already"
     batches = []
     for batch_id in range(4):
         rows = [order_row(i) for i in range(8)]
