@@ -174,7 +174,8 @@ def _packed_error(message: Message, allow_unknown_fields: bool, path: str) -> Co
     if message.DESCRIPTOR.full_name == _ANY:
         return _check_packed(message, allow_unknown_fields, path or "the top")
     for name, child in child_messages(message):
-        if child is not None:
+        # only into sub-messages whose type can hold an Any (a Timestamp, a line item ... not)
+        if child is not None and _facts_of(type(child)).has_any:
             error = _packed_error(child, allow_unknown_fields, f"{path}.{name}" if path else name)
             if error is not None:
                 return error

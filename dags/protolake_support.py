@@ -186,7 +186,7 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> None:
         from pipelines.jobs import RUN_SCRIPT, build_py_files
-        from pipelines.spark import LOCAL_CONF, REDACTION_REGEX, find_spark_jars
+        from pipelines.spark import LOCAL_CONF, REDACTION_REGEX, find_spark_jars, is_local_master
 
         config = config_path()
         if self.refuse_when_streaming:
@@ -198,7 +198,7 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
                     "checkpoints. Stop them or pause this DAG."
                 )
         master = str(self._get_hook()._connection["master"])  # the connection's master URL
-        local = master.startswith("local")
+        local = is_local_master(master)
         python = os.environ.get("PYSPARK_PYTHON") or (sys.executable if local else "")
         conf: dict[str, Any] = dict(LOCAL_CONF) if local else {}
         conf["spark.redaction.regex"] = REDACTION_REGEX

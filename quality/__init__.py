@@ -16,15 +16,44 @@ Policies: ``warn`` records the verdict; ``quarantine`` moves the unexpected rows
 ``fail_batch``. This package never imports ``pipelines`` or Airflow.
 """
 
-from quality.checker import QualityChecker, QualityFailed, QualityOutcome
-from quality.results import RESULTS_SCHEMA, QualityResult, summarize
-from quality.rules import (
-    POLICIES,
-    ExpectationRule,
-    QualityConfigError,
-    default_rules,
-    parse_rules,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from quality.checker import QualityChecker, QualityFailed, QualityOutcome
+    from quality.results import RESULTS_SCHEMA, QualityResult, summarize
+    from quality.rules import (
+        POLICIES,
+        ExpectationRule,
+        QualityConfigError,
+        default_rules,
+        parse_rules,
+    )
+
+# Loaded on first use: `quality.results` (also used by the pipelines for Delta commit retries)
+# must not pull in Great Expectations, whose import alone takes seconds.
+_HOME = {
+    "QualityChecker": "quality.checker",
+    "QualityFailed": "quality.checker",
+    "QualityOutcome": "quality.checker",
+    "RESULTS_SCHEMA": "quality.results",
+    "QualityResult": "quality.results",
+    "summarize": "quality.results",
+    "POLICIES": "quality.rules",
+    "ExpectationRule": "quality.rules",
+    "QualityConfigError": "quality.rules",
+    "default_rules": "quality.rules",
+    "parse_rules": "quality.rules",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'quality' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(home), name)
+
 
 __all__ = [
     "POLICIES",

@@ -275,46 +275,34 @@ class QualityChecker:
                 _with_reason(df.where(F.lit(False)), F.lit("")),
                 0,
             )
-        results = [
-            QualityResult(
+        verdict_of = {rule.expectation_id: v for rule, v in verdicts}
+
+        def result(rule: ExpectationRule) -> QualityResult:
+            v = verdict_of.get(rule.expectation_id)  # None: skipped, its columns missing
+            return QualityResult(
                 batch_id=int(batch_id),
                 table=table,
                 message_type=message_type,
                 expectation=rule.expectation_id,
                 expectation_type=rule.expectation,
                 policy=rule.policy,
-                success=bool(v.success),
-                element_count=_int_or_none(v.result.get("element_count")),
-                unexpected_count=_int_or_none(v.result.get("unexpected_count")),
-                observed_value=format_observed(v.result),
-                validated_at=validated_at,
-                rows_checked=rows_checked,
-                rows_quarantined=rows_quarantined,
-            )
-            for rule, v in verdicts
-        ]
-        results.extend(
-            QualityResult(
-                batch_id=int(batch_id),
-                table=table,
-                message_type=message_type,
-                expectation=rule.expectation_id,
-                expectation_type=rule.expectation,
-                policy=rule.policy,
-                success=False,
-                element_count=None,
-                unexpected_count=None,
-                observed_value=f"{SKIPPED}: column(s) {', '.join(missing[rule.expectation_id])} "
+                success=bool(v.success) if v is not None else False,
+                element_count=_int_or_none(v.result.get("element_count"))
+                if v is not None
+                else None,
+                unexpected_count=_int_or_none(v.result.get("unexpected_count"))
+                if v is not None
+                else None,
+                observed_value=format_observed(v.result)
+                if v is not None
+                else f"{SKIPPED}: column(s) {', '.join(missing[rule.expectation_id])} "
                 "not in the batch",
                 validated_at=validated_at,
                 rows_checked=rows_checked,
                 rows_quarantined=rows_quarantined,
             )
-            for rule in entry.rules
-            if rule.expectation_id in missing
-        )
-        order = {rule.expectation_id: i for i, rule in enumerate(entry.rules)}
-        results.sort(key=lambda r: order[r.expectation])
+
+        results = [result(rule) for rule in entry.rules]  # in the suite's order
         self._latest[message_type] = (suite_result, table, int(batch_id), validated_at)
         return QualityOutcome(
             table=table,

@@ -58,7 +58,35 @@ RETRYABLE_CONFLICTS = (
     "MetadataChangedException",
     "ProtocolChangedException",
 )
+# The same races as Delta's error conditions (what pyspark shows once delta.exceptions has
+# converted the Java exception: its text then names the condition, not the class).
+RETRYABLE_CONDITIONS = (
+    "DELTA_CONCURRENT_APPEND",
+    "DELTA_CONCURRENT_DELETE_READ",
+    "DELTA_CONCURRENT_DELETE_DELETE",
+    "DELTA_CONCURRENT_TRANSACTION",
+    "DELTA_METADATA_CHANGED",
+    "DELTA_PROTOCOL_CHANGED",
+)
 WRITE_ATTEMPTS = 10
+
+
+def is_delta_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Delta commit that lost a race with a concurrent commit.
+
+    Recognised by class (the Python classes of ``delta.exceptions``, which have the Java
+    names), by Delta's error condition, or by the Java class named in a Py4J error's text.
+    """
+    if any(cls.__name__ in RETRYABLE_CONFLICTS for cls in type(exc).__mro__):
+        return True
+    condition = getattr(exc, "getCondition", None)
+    try:
+        named = condition() if callable(condition) else None
+    except Exception:  # noqa: BLE001 - a condition we cannot read is not one we retry on
+        named = None
+    text = f"{named or ''} {exc}"
+    return any(name in text for name in RETRYABLE_CONFLICTS + RETRYABLE_CONDITIONS)
+
 
 RESULTS_SCHEMA = StructType(
     [
@@ -151,7 +179,13 @@ def write_results(
     return len(results)
 
 
-def retry_conflicts(commit: Callable[[], None], what: str, attempts: int = WRITE_ATTEMPTS) -> None:
+def retry_conflicts(
+    commit: Callable[[], None],
+    what: str,
+    attempts: int = WRITE_ATTEMPTS,
+    *,
+    logger: logging.Logger | None = None,
+) -> None:
     """Run an idempotent Delta commit, again after a conflict with a concurrent commit.
 
     Raises:
@@ -162,10 +196,10 @@ def retry_conflicts(commit: Callable[[], None], what: str, attempts: int = WRITE
             commit()
             return
         except Exception as exc:
-            if attempt == attempts or not any(name in str(exc) for name in RETRYABLE_CONFLICTS):
+            if attempt == attempts or not is_delta_conflict(exc):
                 raise
-            log.warning(
-                "quality: concurrent commit on the results table, retrying %s (%d/%d)",
+            (logger or log).warning(
+                "concurrent Delta commit, retrying %s (%d/%d)",
                 what,
                 attempt,
                 attempts,

@@ -256,7 +256,7 @@ def _run_silver(
 
     from pipelines.silver.job import SilverBatch, make_checker, open_resolver
 
-    checker, quality_types = make_checker(spark, cfg)
+    checker = make_checker(spark, cfg)
     captured: list[Any] = []
 
     def keep_failures(quarantine: Any, _batch_id: int) -> None:
@@ -276,7 +276,6 @@ def _run_silver(
         cache_bronze=cfg.silver.cache_bronze,
         database=cfg.silver.catalog_database,
         checker=checker,
-        quality_types=quality_types,
         quarantine_writer=keep_failures,
     )
     with steps.step(f"re-decoding {report.selected - report.already_in_silver} records"):
@@ -366,25 +365,23 @@ def merge_outcomes(spark: Any, qpath: str, source: Any, attempts: int = 5) -> No
     """
     from delta.tables import DeltaTable
 
+    from quality.results import retry_conflicts
+
     cond = " AND ".join(f"t.{c} = s.{c}" for c in RECORD_KEY)
     cond += f" AND (t.replay_outcome IS NULL OR t.replay_outcome <> '{REPLAYED}')"
-    for attempt in range(1, attempts + 1):
-        try:
-            (
-                DeltaTable.forPath(spark, qpath)
-                .alias("t")
-                .merge(source.alias("s"), cond)
-                .whenMatchedUpdate(
-                    set={"replayed_at": "s._replayed_at", "replay_outcome": "s._outcome"}
-                )
-                .execute()
+
+    def commit() -> None:
+        (
+            DeltaTable.forPath(spark, qpath)
+            .alias("t")
+            .merge(source.alias("s"), cond)
+            .whenMatchedUpdate(
+                set={"replayed_at": "s._replayed_at", "replay_outcome": "s._outcome"}
             )
-            return
-        except Exception as exc:
-            if attempt == attempts or "Concurrent" not in str(exc):
-                raise
-            log.warning("replay: concurrent commit on %s, retrying (%d)", qpath, attempt)
-            time.sleep(attempt)
+            .execute()
+        )
+
+    retry_conflicts(commit, f"the replay outcomes on {qpath}", attempts, logger=log)
 
 
 # --- command line ---------------------------------------------------------------------------

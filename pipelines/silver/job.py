@@ -164,8 +164,6 @@ class SilverBatch:
         database: catalog database to register tables in ("" = do not register).
         checker: a ``quality.QualityChecker`` (validates every table of every batch) or None
             (no checks: the quality extra is not installed).
-        quality_types: message types with configured expectations (informational: every
-            table is checked, configured expectations or not).
     """
 
     def __init__(
@@ -181,7 +179,6 @@ class SilverBatch:
         cache_bronze: bool = False,
         database: str = "",
         checker: Any = None,
-        quality_types: frozenset[str] = frozenset(),
         quarantine_writer: Callable[[DataFrame, int], None] | None = None,
     ) -> None:
         self.spark = spark
@@ -198,7 +195,6 @@ class SilverBatch:
         self.cache_bronze = cache_bronze
         self.database = database
         self.checker = checker
-        self.quality_types = quality_types
         self.history: list[BatchStats] = []
         self._registered: set[str] = set()
         # message columns of each table as this query last wrote it: saves reading the Delta
@@ -579,7 +575,6 @@ def start_query(
     trigger: str,
     resolver: SchemaResolver,
     checker: Any = None,
-    quality_types: frozenset[str] = frozenset(),
 ) -> tuple[StreamingQuery, SilverBatch]:
     """Start the silver query of one bronze table."""
     from pipelines.bronze import load_app_id
@@ -597,7 +592,6 @@ def start_query(
         cache_bronze=cfg.silver.cache_bronze,
         database=cfg.silver.catalog_database,
         checker=checker,
-        quality_types=quality_types,
     )
     from pipelines.metrics import silver_batch_hook
 
@@ -633,8 +627,8 @@ class SilverRun:
     batches: list[SilverBatch] = field(default_factory=list)
 
 
-def make_checker(spark: SparkSession, cfg: ProtolakeConfig) -> tuple[Any, frozenset[str]]:
-    """The quality checker and the message types with configured expectations.
+def make_checker(spark: SparkSession, cfg: ProtolakeConfig) -> Any:
+    """The quality checker (a ``quality.QualityChecker``).
 
     The checker validates every silver table, configured expectations or not (the default suite:
     lineage not null, Kafka coordinates unique, Kafka timestamps within bounds). None only when
@@ -653,7 +647,7 @@ def make_checker(spark: SparkSession, cfg: ProtolakeConfig) -> tuple[Any, frozen
             "silver: Great Expectations is not installed (protolake[quality]): "
             "the silver tables are NOT checked"
         )
-        return None, frozenset()
+        return None
     from quality import QualityChecker, QualityConfigError, parse_rules
 
     try:
@@ -661,7 +655,7 @@ def make_checker(spark: SparkSession, cfg: ProtolakeConfig) -> tuple[Any, frozen
         checker = QualityChecker(spark, cfg.lakehouse_path, rules)
     except QualityConfigError as exc:
         raise ConfigError(str(exc)) from exc
-    return checker, frozenset(r.message_type for r in rules)
+    return checker
 
 
 def prune_quality_results(spark: SparkSession, cfg: ProtolakeConfig) -> int:
@@ -714,7 +708,7 @@ def run(
     from pipelines.metrics import install_metrics
 
     install_metrics(spark, cfg)
-    checker, quality_types = make_checker(spark, cfg)
+    checker = make_checker(spark, cfg)
     if checker is not None and cfg.quality.results_retention_days > 0:
         prune_quality_results(spark, cfg)
     if cfg.silver.catalog_database:
@@ -728,7 +722,7 @@ def run(
         return out
     sequential = trigger == "available-now" and await_termination
     for path in paths:
-        query, batch = start_query(spark, cfg, path, trigger, resolver, checker, quality_types)
+        query, batch = start_query(spark, cfg, path, trigger, resolver, checker)
         out.queries.append(query)
         out.batches.append(batch)
         if sequential:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -199,14 +198,6 @@ def register_tables(spark: SparkSession, lakehouse_path: str, database: str) -> 
     return names
 
 
-_RETRYABLE = (
-    "ConcurrentAppendException",
-    "MetadataChangedException",
-    "ConcurrentTransactionException",
-    "ProtocolChangedException",
-)
-
-
 def append_idempotent(
     df: DataFrame,
     path: str,
@@ -220,7 +211,9 @@ def append_idempotent(
 
     A conflicting concurrent commit is retried (the write is idempotent, so retrying is safe).
     """
-    for attempt in range(1, attempts + 1):
+    from quality.results import retry_conflicts
+
+    def commit() -> None:
         writer = (
             df.write.format("delta")
             .mode("append")
@@ -229,16 +222,9 @@ def append_idempotent(
         )
         if merge_schema:
             writer = writer.option("mergeSchema", "true")
-        try:
-            writer.save(path)
-            return
-        except Exception as exc:
-            if attempt == attempts or not any(name in str(exc) for name in _RETRYABLE):
-                raise
-            log.warning(
-                "silver: concurrent commit on %s, retrying (%d/%d)", path, attempt, attempts
-            )
-            time.sleep(0.5 * attempt)
+        writer.save(path)
+
+    retry_conflicts(commit, f"the append to {path}", attempts, logger=log)
 
 
 def union_all(frames: Sequence[DataFrame]) -> DataFrame | None:

@@ -105,6 +105,10 @@ class Airflow:
 
     def python(self, code: str) -> Any:
         """Run a snippet with the DAGs' environment; it prints JSON as its last line."""
+        return self.python_run(code)[0]
+
+    def python_run(self, code: str) -> tuple[Any, subprocess.CompletedProcess[str]]:
+        """:meth:`python`, and the finished process (its output, to search)."""
         proc = subprocess.run(
             [sys.executable, "-c", code],
             env=self.env,
@@ -115,7 +119,7 @@ class Airflow:
             check=False,
         )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        return json.loads(proc.stdout.strip().splitlines()[-1]), proc
 
 
 def make_airflow(home: Path, config: Path, registry_url: str, state_dir: Path) -> Airflow:

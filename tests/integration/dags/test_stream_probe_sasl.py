@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -69,16 +68,6 @@ def test_the_bronze_lag_is_measured_through_sasl_with_jaas_credentials(
         "org.apache.kafka.common.security.plain.PlainLoginModule required "
         f'username="{USER}" password="{PASSWORD}";'
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE],
-        env=airflow.env,
-        cwd=airflow.home,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    seen, proc = airflow.python_run(PROBE)
     assert seen == {"lag": [5], "verdict": "stale"}, proc.stderr[-5000:]
     assert PASSWORD not in proc.stdout + proc.stderr  # DEBUG logging included

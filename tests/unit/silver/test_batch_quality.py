@@ -27,7 +27,6 @@ def _batch(spark: Any, lake: str, registry: Any, rules: list[dict[str, Any]]) ->
         "77777777-7777-7777-7777-777777777777",
         SchemaResolver(open_registry(registry.url)),
         checker=QualityChecker(spark, lake, parsed),
-        quality_types=frozenset(r.message_type for r in parsed),
     )
 
 
@@ -207,7 +206,7 @@ def test_every_table_gets_the_default_suite(
             "quality": {"expectations": configured},
         }
     )
-    checker, quality_types = make_checker(spark, cfg)
+    checker = make_checker(spark, cfg)
     assert checker is not None
     write_bronze(spark, f"{lake}/bronze/ut_pings", two_types)
     batch = SilverBatch(
@@ -216,7 +215,6 @@ def test_every_table_gets_the_default_suite(
         "88888888-8888-8888-8888-888888888888",
         SchemaResolver(open_registry(registry.url)),
         checker=checker,
-        quality_types=quality_types,
     )
     batch(spark.read.format("delta").load(f"{lake}/bronze/ut_pings"), 0)
 
