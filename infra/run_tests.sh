@@ -43,5 +43,5 @@ for arg in "$@"; do
   case "$arg" in -*) ;; *) if [ -e "${arg%%::*}" ]; then targets=(); break; fi ;; esac
 done
 echo "== pytest ${targets[*]} $*"
-"$venv/bin/python" -m pytest "${targets[@]}" -q "$@"
+"$venv/bin/python" -m pytest "${targets[@]}" -q --durations=30 "$@"
 exit $?
