@@ -7,7 +7,7 @@ when ``metrics.prometheus_port`` > 0, serves :data:`REGISTRY` on that port
 one JSON line on the ``pipelines.metrics`` logger (INFO), e.g.::
 
     {"event": "batch", "query": "silver_shop_orders", "batch_id": 3, "records_in": 120,
-     "decoded": {"shop_v1_order": 118}, "quarantined": {"UNKNOWN_SCHEMA": 2},
+     "decoded": {"shop_v1_order_6b2c0c80": 118}, "quarantined": {"UNKNOWN_SCHEMA": 2},
      "duration_seconds": 2.4, "input_rows_per_second": 50.0, "processed_rows_per_second": 49.8,
      "lag_records": {"shop.orders": 0}, "files_outstanding": null}
 

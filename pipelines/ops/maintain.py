@@ -7,7 +7,8 @@
 This command line is stable: the maintenance DAG (dags/protolake_maintenance.py) calls it.
 
 - Groups: every Delta table directly under ``bronze/``, ``silver/``, ``quarantine/``,
-  ``quality/`` (``all``: the four).
+  ``quality/`` (``all``: the four). For ``quality`` and ``all``, quality results older than
+  ``[quality] results_retention_days`` are deleted first (not in a dry run; 0 keeps all).
 - OPTIMIZE compacts small files (streaming micro-batches write many). Its commits are
   ``dataChange = false``, so the silver stream reading bronze does not see them as new data.
 - VACUUM deletes files no longer referenced for longer than ``--retention-hours`` (default
@@ -219,6 +220,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         )
         return 2
     spark = open_session(cfg, "protolake-maintain")
+    pruned = prune_results_of(spark, cfg, args.table_group, dry_run=args.dry_run)
     data = maintain(
         spark,
         cfg.lakehouse_path,
@@ -229,8 +231,22 @@ def run_from_args(args: argparse.Namespace) -> int:
         vacuum=not args.no_vacuum,
         dry_run=args.dry_run,
     )
+    if pruned is not None:
+        data["quality_results_pruned"] = pruned
     emit(args.json, data, lambda console: render(console, data))
     return 1 if data["failed"] else 0
+
+
+def prune_results_of(spark: Any, cfg: Any, group: str, *, dry_run: bool) -> int | None:
+    """For the quality group (or all): delete quality results older than the configured
+    ``quality.results_retention_days`` before compaction, as silver does when it starts (a
+    long-running stream would otherwise keep them until its next restart). None when not
+    applied (another group, a dry run, or retention 0 = keep everything)."""
+    if group not in ("quality", "all") or dry_run or cfg.quality.results_retention_days <= 0:
+        return None
+    from pipelines.silver.job import prune_quality_results
+
+    return prune_quality_results(spark, cfg)
 
 
 def render(console: Any, data: dict[str, Any]) -> None:
@@ -240,6 +256,10 @@ def render(console: Any, data: dict[str, Any]) -> None:
         f"maintain: {verb} {len(data['tables'])} tables of group {data['group']} "
         f"(retention {data['retention_hours']:g} h, {data['seconds']} s)"
     )
+    if "quality_results_pruned" in data:
+        console.print(
+            f"quality results older than the retention deleted: {data['quality_results_pruned']}"
+        )
     rows = []
     for t in data["tables"]:
         opt = t.get("optimize") or {}

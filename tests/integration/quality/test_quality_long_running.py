@@ -210,3 +210,37 @@ def test_old_results_are_pruned_by_the_configured_retention(spark, tmp_path):
     table = spark.read.format("delta").load(results_path(lake))
     assert sorted({r["batch_id"] for r in table.collect()}) == [2, 3]
     assert prune_quality_results(spark, cfg) == 0
+
+
+def test_maintain_of_the_quality_group_prunes_results_too(spark, tmp_path):
+    """A stream that runs for months never restarts silver: `protolake maintain` prunes too."""
+    from dataclasses import replace
+    from datetime import timedelta
+
+    from pipelines.config import parse_config
+    from pipelines.ops.maintain import prune_results_of
+    from quality.results import write_results
+
+    lake = str(tmp_path / "lakehouse")
+    for batch_id, age in enumerate((45, 1)):
+        rows = [replace(r, validated_at=NOW - timedelta(days=age)) for r in _results(2, 0, TABLE)]
+        write_results(spark, lake, [replace(r, batch_id=batch_id) for r in rows], batch_id)
+
+    def config(days: int):
+        return parse_config(
+            {
+                "lakehouse": {"path": lake},
+                "kafka": {"bootstrap_servers": "127.0.0.1:1", "topics": ["t"]},
+                "quality": {"results_retention_days": days},
+            }
+        )
+
+    cfg = config(30)
+    assert prune_results_of(spark, cfg, "bronze", dry_run=False) is None
+    assert prune_results_of(spark, cfg, "quality", dry_run=True) is None
+    assert prune_results_of(spark, config(0), "all", dry_run=False) is None
+    assert spark.read.format("delta").load(results_path(lake)).count() == 4
+    assert prune_results_of(spark, cfg, "quality", dry_run=False) == 2
+    table = spark.read.format("delta").load(results_path(lake))
+    assert sorted({r["batch_id"] for r in table.collect()}) == [1]
+    assert prune_results_of(spark, cfg, "all", dry_run=False) == 0
