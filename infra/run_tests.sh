@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Run the whole suite against the local stack: lint-imports, then pytest (unit + integration).
 #   infra/run_tests.sh [pytest args...]      e.g. infra/run_tests.sh -k registry -x
-#   PROTOLAKE_TEST_WORKERS=0 infra/run_tests.sh   one process, no xdist workers
 # Starts what of the stack is not running (infra/stack.sh up) and, on exit, stops only what it
 # started: a stack that was already up before stays up. Exits with pytest's code (or
 # lint-imports' code when the import contracts are broken, without running pytest).
@@ -43,10 +42,6 @@ targets=(tests)
 for arg in "$@"; do
   case "$arg" in -*) ;; *) if [ -e "${arg%%::*}" ]; then targets=(); break; fi ;; esac
 done
-# Two pytest-xdist workers by default (PROTOLAKE_TEST_WORKERS; 0 = one process): the suite
-# waits on JVM start-ups, brokers and streams much of the time. Each test folder stays on one
-# worker (tests/conftest.py), so its session fixtures are built once.
-workers="${PROTOLAKE_TEST_WORKERS:-2}"
-echo "== pytest ${targets[*]} -n $workers $*"
-"$venv/bin/python" -m pytest "${targets[@]}" -q --durations=30 -n "$workers" --dist loadgroup "$@"
+echo "== pytest ${targets[*]} $*"
+"$venv/bin/python" -m pytest "${targets[@]}" -q --durations=30 "$@"
 exit $?
