@@ -242,9 +242,9 @@ def prune_results_of(spark: Any, cfg: Any, group: str, *, dry_run: bool) -> int 
     ``quality.results_retention_days`` before compaction, as silver does when it starts (a
     long-running stream would otherwise keep them until its next restart). None when not
     applied (another group, a dry run, or retention 0 = keep everything)."""
-    if group not in ("quality", "all") or dry_run or cfg.quality.results_retention_days <= 0:
+    if group not in ("quality", "all") or dry_run:
         return None
-    from pipelines.silver.job import prune_quality_results
+    from pipelines.quality_retention import prune_quality_results
 
     return prune_quality_results(spark, cfg)
 

@@ -60,6 +60,7 @@ from pyspark.sql.streaming import StreamingQuery
 from codec import SchemaResolver
 from pipelines.config import TRIGGERS, ConfigError, ProtolakeConfig, load_config
 from pipelines.naming import table_name_for
+from pipelines.quality_retention import prune_quality_results
 from pipelines.quarantine import (
     list_delta_tables,
     quarantine_path,
@@ -658,19 +659,6 @@ def make_checker(spark: SparkSession, cfg: ProtolakeConfig) -> Any:
     return checker
 
 
-def prune_quality_results(spark: SparkSession, cfg: ProtolakeConfig) -> int:
-    """Delete quality results older than ``quality.results_retention_days``; how many went."""
-    from datetime import timedelta
-
-    from quality.results import prune_results
-
-    days = cfg.quality.results_retention_days
-    deleted = prune_results(spark, cfg.lakehouse_path, datetime.now(UTC) - timedelta(days=days))
-    if deleted:
-        log.info("silver: deleted %d quality results older than %d days", deleted, days)
-    return deleted
-
-
 def run(
     cfg: ProtolakeConfig,
     trigger: str | None = None,
@@ -709,7 +697,7 @@ def run(
 
     install_metrics(spark, cfg)
     checker = make_checker(spark, cfg)
-    if checker is not None and cfg.quality.results_retention_days > 0:
+    if checker is not None:
         prune_quality_results(spark, cfg)
     if cfg.silver.catalog_database:
         # the catalog of this session may be new (in-memory, or another metastore): make every

@@ -192,7 +192,7 @@ def test_old_results_are_pruned_by_the_configured_retention(spark, tmp_path):
     from datetime import timedelta
 
     from pipelines.config import parse_config
-    from pipelines.silver.job import prune_quality_results
+    from pipelines.quality_retention import prune_quality_results
     from quality.results import write_results
 
     lake = str(tmp_path / "lakehouse")
