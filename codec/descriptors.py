@@ -39,23 +39,14 @@ Raises: NotProtobuf, SchemaInvalid, UnknownMessage, plus what the registry raise
 
 from __future__ import annotations
 
-import atexit
 import base64
 import binascii
-import importlib.resources
-import importlib.util
-import os
 import posixpath
-import shutil
-import subprocess
-import sys
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -64,57 +55,17 @@ from google.protobuf.message import DecodeError, Message
 from .errors import (
     CodecError,
     NotProtobuf,
-    SchemaCompilerUnavailable,
     SchemaInvalid,
     UnknownMessage,
     UnknownSchema,
 )
 from .framing import Frame
+from .protoc import grpc_tools_include_dir, run_protoc, shipped_proto_dir
 from .registry import RegisteredSchema, SchemaRegistry
 
 #: Bound on the files one schema may pull in through references.
 MAX_REFERENCED_FILES = 500
-PROTOC_TIMEOUT_SECONDS = 120
 ROOT_FILE_PREFIX = "protolake/schema-"
-
-
-@cache
-def shipped_proto_dir() -> Path:
-    """The folder of the .proto files shipped with the codec (`codec/_proto`).
-
-    protoc reads include folders from disk. Imported from a zip (spark-submit's
-    ``--py-files`` puts one first on the driver's and the executors' path), the package has
-    no such folder: its files are then copied once per process into a private temporary
-    folder, removed at exit.
-    """
-    here = Path(__file__).resolve().parent / "_proto"
-    if here.is_dir():
-        return here
-    folder = Path(tempfile.mkdtemp(prefix="protolake-proto-"))
-    atexit.register(shutil.rmtree, folder, True)
-    _copy_tree(importlib.resources.files(__package__) / "_proto", folder)
-    return folder
-
-
-def _copy_tree(source: Traversable, target: Path) -> None:
-    for entry in source.iterdir():
-        if entry.is_dir():
-            (target / entry.name).mkdir()
-            _copy_tree(entry, target / entry.name)
-        elif entry.name.endswith(".proto"):
-            (target / entry.name).write_bytes(entry.read_bytes())
-
-
-@cache
-def grpc_tools_include_dir() -> Path:
-    """The well-known-types include directory bundled with grpcio-tools.
-
-    Raises:
-        SchemaCompilerUnavailable: grpcio-tools is not installed here.
-    """
-    if importlib.util.find_spec("grpc_tools") is None:
-        raise SchemaCompilerUnavailable("grpcio-tools (protoc) is not installed here")
-    return Path(str(importlib.resources.files("grpc_tools") / "_proto"))
 
 
 def _proto_files_under(root: Path) -> set[str]:
@@ -134,73 +85,6 @@ def builtin_file_names() -> frozenset[str]:
 def is_builtin(name: str) -> bool:
     """True when `name` is a well-known or shipped file the codec resolves by itself."""
     return name in builtin_file_names()
-
-
-def _include_args() -> list[str]:
-    return [f"-I{shipped_proto_dir()}", f"-I{grpc_tools_include_dir()}"]
-
-
-def run_protoc(
-    sources: dict[str, str],
-    targets: Iterable[str],
-    *,
-    descriptor_set_in: bytes | None = None,
-) -> bytes:
-    """Compile .proto texts with protoc; return a FileDescriptorSet with all imports.
-
-    Args:
-        sources: file name -> .proto text, written under a temporary include directory.
-        targets: the names to compile (their imports are included in the result).
-        descriptor_set_in: a serialized FileDescriptorSet of already-compiled imports.
-
-    Raises:
-        SchemaInvalid: protoc rejects the files (its diagnostics are in the message).
-        SchemaCompilerUnavailable: protoc could not run (not installed, killed, too slow).
-    """
-    with tempfile.TemporaryDirectory(prefix="protolake-protoc-") as tmp:
-        src = Path(tmp, "src")
-        src.mkdir()
-        for name, text in sources.items():
-            path = src / name
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
-            except OSError:  # "a" and "a/b.proto": one name is the other's folder
-                others = sorted(
-                    n
-                    for n in sources
-                    if n != name and (n.startswith(name + "/") or name.startswith(n + "/"))
-                )
-                raise SchemaInvalid(
-                    f"file names clash: {name!r} and {others[0] if others else 'another file'!r}"
-                    " (one would be the other's folder)"
-                ) from None
-        out = Path(tmp, "out.pb")
-        args = [sys.executable, "-m", "grpc_tools.protoc", f"-I{src}", *_include_args()]
-        if descriptor_set_in is not None:
-            set_in = Path(tmp, "in.pb")
-            set_in.write_bytes(descriptor_set_in)
-            args.append(f"--descriptor_set_in={set_in}")
-        # Source info carries the .proto comments, which become silver column comments.
-        args += ["--include_imports", "--include_source_info", f"--descriptor_set_out={out}"]
-        args += targets
-        try:
-            done = subprocess.run(
-                args, capture_output=True, text=True, timeout=PROTOC_TIMEOUT_SECONDS, check=False
-            )
-        except subprocess.TimeoutExpired:
-            raise SchemaCompilerUnavailable(
-                f"protoc did not finish within {PROTOC_TIMEOUT_SECONDS} s"
-            ) from None
-        except OSError as exc:
-            raise SchemaCompilerUnavailable(f"protoc could not be started: {exc}") from None
-        if done.returncode < 0:  # killed by a signal (out of memory, ...): no answer
-            raise SchemaCompilerUnavailable(f"protoc was killed by signal {-done.returncode}")
-        if done.returncode != 0 or not out.exists():
-            diagnostics = (done.stderr or done.stdout).replace(str(src) + os.sep, "").strip()
-            lines = diagnostics.splitlines()[:8]
-            raise SchemaInvalid("schema does not compile: " + " | ".join(lines))
-        return out.read_bytes()
 
 
 @cache

@@ -8,7 +8,6 @@ name or one package clash: every test file uses its own proto package names.
 from __future__ import annotations
 
 import importlib
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,9 @@ from confluent_kafka.schema_registry import SchemaRegistryClient, header_schema_
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from codec.descriptors import grpc_tools_include_dir, shipped_proto_dir
 from codec.errors import UnknownSchema
 from codec.http_registry import detect_schema_format
+from codec.protoc import generate_python
 from codec.registry import RegisteredSchema, SchemaReference
 
 
@@ -30,17 +29,7 @@ def compile_protos(protos: dict[str, str], out_dir: Path) -> None:
         path = out_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    cmd = [
-        sys.executable,
-        "-m",
-        "grpc_tools.protoc",
-        f"-I{out_dir}",
-        f"-I{shipped_proto_dir()}",
-        f"-I{grpc_tools_include_dir()}",
-        f"--python_out={out_dir}",
-        *protos,
-    ]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    generate_python(out_dir, list(protos), out_dir)
     if str(out_dir) not in sys.path:
         sys.path.insert(0, str(out_dir))
     importlib.invalidate_caches()

@@ -20,7 +20,8 @@ from codec import (
     UnknownMessage,
     message_class_for,
 )
-from codec.descriptors import ResolvedSchema, builtin_file_descriptor_set, is_builtin, run_protoc
+from codec.descriptors import ResolvedSchema, builtin_file_descriptor_set, is_builtin
+from codec.protoc import run_protoc
 
 COMMON = 'syntax = "proto3";\npackage dsc.shop;\nmessage Money { string currency = 1; int64 units = 2; }\n'
 ADDRESS = (
@@ -434,7 +435,8 @@ def test_shipped_protos_compile_when_codec_is_imported_from_a_zip(tmp_path):
         f"""
         import codec
         from codec import SchemaResolver, RegisteredSchema
-        from codec.descriptors import builtin_file_names, shipped_proto_dir
+        from codec.descriptors import builtin_file_names
+        from codec.protoc import shipped_proto_dir
 
         class One:
             def get_schema_by_id(self, schema_id):
@@ -476,13 +478,13 @@ def test_protoc_out_of_time_fails_the_batch_and_is_not_remembered(monkeypatch):
         Decoder,
         RegistryUnavailable,
         SchemaCompilerUnavailable,
-        descriptors,
+        protoc,
         write_frame,
     )
 
     reg = _schema_with_text(21, "message A { string s = 1; }\n")
     resolver = SchemaResolver(reg)
-    monkeypatch.setattr(descriptors, "PROTOC_TIMEOUT_SECONDS", 0.001)
+    monkeypatch.setattr(protoc, "PROTOC_TIMEOUT_SECONDS", 0.001)
     with pytest.raises(SchemaCompilerUnavailable, match="did not finish within") as info:
         resolver.resolve_id(21)
     assert isinstance(info.value, RegistryUnavailable) and not info.value.record_fault
@@ -492,7 +494,7 @@ def test_protoc_out_of_time_fails_the_batch_and_is_not_remembered(monkeypatch):
         decoder.decode(frame)
     with pytest.raises(SchemaCompilerUnavailable):
         decoder.decode_many([frame, frame])  # the whole batch fails: nobody is quarantined
-    monkeypatch.setattr(descriptors, "PROTOC_TIMEOUT_SECONDS", 120)
+    monkeypatch.setattr(protoc, "PROTOC_TIMEOUT_SECONDS", 120)
     assert resolver.resolve_id(21).message_type_for([0]) == "dsc.env21.A"
     assert decoder.decode(frame).message.s == "x"
 
@@ -511,7 +513,7 @@ def test_protoc_killed_by_a_signal_is_not_the_schemas_fault(monkeypatch, tmp_pat
 def test_missing_grpc_tools_is_not_the_schemas_fault(monkeypatch):
     import importlib.util
 
-    from codec import SchemaCompilerUnavailable, descriptors
+    from codec import SchemaCompilerUnavailable, protoc
 
     real = importlib.util.find_spec
     monkeypatch.setattr(
@@ -519,13 +521,13 @@ def test_missing_grpc_tools_is_not_the_schemas_fault(monkeypatch):
         "find_spec",
         lambda name, *a: None if name == "grpc_tools" else real(name, *a),
     )
-    descriptors.grpc_tools_include_dir.cache_clear()
+    protoc.grpc_tools_include_dir.cache_clear()
     try:
         with pytest.raises(SchemaCompilerUnavailable, match="grpcio-tools"):
             SchemaResolver(_schema_with_text(23, "message A {}\n")).resolve_id(23)
     finally:
         monkeypatch.undo()
-        descriptors.grpc_tools_include_dir.cache_clear()
+        protoc.grpc_tools_include_dir.cache_clear()
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,164 @@
+"""The one protoc runner of the project: grpcio-tools' protoc with the bundled includes.
+
+Every caller that compiles .proto files (the codec's schema resolution, the registry test
+server, the demo, benches and tests) goes through this module, so the include folders
+(``codec/_proto`` for Confluent's and Google's extra types, grpcio-tools' well-known types),
+the time limit and the error mapping are spelled once.
+
+protoc runs as ``python -m grpc_tools.protoc`` in a subprocess, so its diagnostics can be
+captured and a crash of protoc cannot take the caller down.
+
+Raises (every function): `SchemaInvalid` when protoc rejects the files (its first lines of
+diagnostics are in the message), `SchemaCompilerUnavailable` when protoc could not run
+(grpcio-tools missing, killed, slower than `PROTOC_TIMEOUT_SECONDS`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.resources
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from functools import cache
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+from .errors import SchemaCompilerUnavailable, SchemaInvalid
+
+PROTOC_TIMEOUT_SECONDS = 120
+
+
+@cache
+def shipped_proto_dir() -> Path:
+    """The folder of the .proto files shipped with the codec (`codec/_proto`).
+
+    protoc reads include folders from disk. Imported from a zip (spark-submit's
+    ``--py-files`` puts one first on the driver's and the executors' path), the package has
+    no such folder: its files are then copied once per process into a private temporary
+    folder, removed at exit.
+    """
+    here = Path(__file__).resolve().parent / "_proto"
+    if here.is_dir():
+        return here
+    folder = Path(tempfile.mkdtemp(prefix="protolake-proto-"))
+    atexit.register(shutil.rmtree, folder, True)
+    _copy_tree(importlib.resources.files(__package__) / "_proto", folder)
+    return folder
+
+
+def _copy_tree(source: Traversable, target: Path) -> None:
+    for entry in source.iterdir():
+        if entry.is_dir():
+            (target / entry.name).mkdir()
+            _copy_tree(entry, target / entry.name)
+        elif entry.name.endswith(".proto"):
+            (target / entry.name).write_bytes(entry.read_bytes())
+
+
+@cache
+def grpc_tools_include_dir() -> Path:
+    """The well-known-types include directory bundled with grpcio-tools.
+
+    Raises:
+        SchemaCompilerUnavailable: grpcio-tools is not installed here.
+    """
+    if importlib.util.find_spec("grpc_tools") is None:
+        raise SchemaCompilerUnavailable("grpcio-tools (protoc) is not installed here")
+    return Path(str(importlib.resources.files("grpc_tools") / "_proto"))
+
+
+def include_args() -> list[str]:
+    """The ``-I`` arguments every compilation gets: shipped types, then well-known types."""
+    return [f"-I{shipped_proto_dir()}", f"-I{grpc_tools_include_dir()}"]
+
+
+def run_protoc(
+    sources: dict[str, str],
+    targets: Iterable[str],
+    *,
+    descriptor_set_in: bytes | None = None,
+) -> bytes:
+    """Compile .proto texts with protoc; return a FileDescriptorSet with all imports.
+
+    Args:
+        sources: file name -> .proto text, written under a temporary include directory.
+        targets: the names to compile (their imports are included in the result).
+        descriptor_set_in: a serialized FileDescriptorSet of already-compiled imports.
+    """
+    with tempfile.TemporaryDirectory(prefix="protolake-protoc-") as tmp:
+        src = Path(tmp, "src")
+        src.mkdir()
+        _write_sources(src, sources)
+        extra = []
+        if descriptor_set_in is not None:
+            set_in = Path(tmp, "in.pb")
+            set_in.write_bytes(descriptor_set_in)
+            extra.append(f"--descriptor_set_in={set_in}")
+        return compile_descriptor_set(src, targets, extra_args=extra)
+
+
+def compile_descriptor_set(
+    proto_dir: Path | str,
+    targets: Iterable[str],
+    *,
+    extra_args: Sequence[str] = (),
+) -> bytes:
+    """Compile the files `targets` (names relative to `proto_dir`) into a FileDescriptorSet.
+
+    The set holds every import (``--include_imports``) and the source info that carries the
+    .proto comments (silver turns them into column comments).
+    """
+    with tempfile.TemporaryDirectory(prefix="protolake-protoc-") as tmp:
+        out = Path(tmp, "out.pb")
+        flags = ["--include_imports", "--include_source_info", f"--descriptor_set_out={out}"]
+        _invoke(Path(proto_dir), [*extra_args, *flags], targets)
+        if not out.exists():
+            raise SchemaInvalid("schema does not compile: protoc wrote no descriptor set")
+        return out.read_bytes()
+
+
+def generate_python(proto_dir: Path | str, targets: Iterable[str], out_dir: Path | str) -> None:
+    """Generate ``*_pb2.py`` modules for `targets` (relative to `proto_dir`) into `out_dir`."""
+    _invoke(Path(proto_dir), [f"--python_out={out_dir}"], targets)
+
+
+def _write_sources(src: Path, sources: dict[str, str]) -> None:
+    for name, text in sources.items():
+        path = src / name
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        except OSError:  # "a" and "a/b.proto": one name is the other's folder
+            others = sorted(
+                n for n in sources if n != name and (n.startswith(name + "/") or name.startswith(n + "/"))
+            )
+            raise SchemaInvalid(
+                f"file names clash: {name!r} and {others[0] if others else 'another file'!r}"
+                " (one would be the other's folder)"
+            ) from None
+
+
+def _invoke(proto_dir: Path, flags: Sequence[str], targets: Iterable[str]) -> None:
+    args = [sys.executable, "-m", "grpc_tools.protoc", f"-I{proto_dir}", *include_args()]
+    args += [*flags, *targets]
+    try:
+        done = subprocess.run(
+            args, capture_output=True, text=True, timeout=PROTOC_TIMEOUT_SECONDS, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise SchemaCompilerUnavailable(
+            f"protoc did not finish within {PROTOC_TIMEOUT_SECONDS} s"
+        ) from None
+    except OSError as exc:
+        raise SchemaCompilerUnavailable(f"protoc could not be started: {exc}") from None
+    if done.returncode < 0:  # killed by a signal (out of memory, ...): no answer
+        raise SchemaCompilerUnavailable(f"protoc was killed by signal {-done.returncode}")
+    if done.returncode != 0:
+        diagnostics = (done.stderr or done.stdout).replace(str(proto_dir) + os.sep, "").strip()
+        lines = diagnostics.splitlines()[:8]
+        raise SchemaInvalid("schema does not compile: " + " | ".join(lines))
