@@ -40,9 +40,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -93,28 +91,9 @@ STAND_IN = "(a') from_json (JVM stand-in)"
 
 
 def compile_proto() -> bytes:
-    import grpc_tools
+    from codec.protoc import run_protoc
 
-    include = Path(grpc_tools.__file__).parent / "_proto"
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "bench" / "v1"
-        src.mkdir(parents=True)
-        (src / "order.proto").write_text(PROTO)
-        out = Path(tmp) / "fds.bin"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "grpc_tools.protoc",
-                f"-I{tmp}",
-                f"-I{include}",
-                "--include_imports",
-                f"--descriptor_set_out={out}",
-                "bench/v1/order.proto",
-            ],
-            check=True,
-        )
-        return out.read_bytes()
+    return run_protoc({"bench/v1/order.proto": PROTO}, ["bench/v1/order.proto"])
 
 
 def make_messages(fds: bytes) -> tuple[Any, list[Any]]:
