@@ -5,7 +5,7 @@
 Input: ``--records`` Confluent-framed records of a realistic message (``bench.v1.Order``: 14
 fields, a nested message, repeated strings and messages, a map, an enum, a uint64 and a
 Timestamp), framed by confluent-kafka's real ProtobufSerializer against the registry test
-server (infra/registry_server.py). 1,000 distinct messages are serialized once and repeated
+server (infra/registry_server/). 1,000 distinct messages are serialized once and repeated
 by Spark (``range(N)`` joined to them), so every method reads the same in-memory input;
 every method ends in Spark's ``noop`` sink, so no disk writes are timed.
 

@@ -3,7 +3,7 @@
 Message classes are built from .proto files compiled by protoc (codec.protoc) into a fresh
 descriptor pool per schema version (two versions of ``silvertest.v1.Order`` cannot share the
 default pool); confluent-kafka's serializer registers them (and their references) with a real
-registry server (infra/registry_server.py) and writes the real Confluent framing.
+registry server (infra/registry_server/) and writes the real Confluent framing.
 """
 
 from __future__ import annotations
