@@ -53,7 +53,7 @@ message Order {
 
 def order_class() -> type[Message]:
     """Compile ORDER_PROTO with protoc and return the message class."""
-    raw = run_protoc({"order.proto": ORDER_PROTO}, ["order.proto"])
+    raw = run_protoc({"order.proto": ORDER_PROTO}, ["order.proto"], source_info=False)
     fds = descriptor_pb2.FileDescriptorSet.FromString(raw)
     pool = descriptor_pool.DescriptorPool()
     for file in fds.file:

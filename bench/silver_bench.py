@@ -93,7 +93,7 @@ STAND_IN = "(a') from_json (JVM stand-in)"
 def compile_proto() -> bytes:
     from codec.protoc import run_protoc
 
-    return run_protoc({"bench/v1/order.proto": PROTO}, ["bench/v1/order.proto"])
+    return run_protoc({"bench/v1/order.proto": PROTO}, ["bench/v1/order.proto"], source_info=False)
 
 
 def make_messages(fds: bytes) -> tuple[Any, list[Any]]:
