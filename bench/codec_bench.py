@@ -29,7 +29,6 @@ fixed per-record cost amortizes. Run: `.venv/bin/python bench/codec_bench.py`.
 from __future__ import annotations
 
 import importlib
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,6 +55,7 @@ from codec import (
 from codec.gcpause import paused_gc
 from codec.http_registry import detect_schema_format
 from codec.payload import _batch_class
+from codec.protoc import generate_python
 from codec.varint import write_uvarint64
 
 N = 20_000
@@ -117,17 +117,7 @@ class MockAdapter:
 def load_generated(tmp: Path) -> Any:
     (tmp / "benchshop").mkdir()
     (tmp / "benchshop/order.proto").write_text(SCHEMA)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "grpc_tools.protoc",
-            f"-I{tmp}",
-            f"--python_out={tmp}",
-            "benchshop/order.proto",
-        ],
-        check=True,
-    )
+    generate_python(tmp, ["benchshop/order.proto"], tmp)
     sys.path.insert(0, str(tmp))
     return importlib.import_module("benchshop.order_pb2")
 

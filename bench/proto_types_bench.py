@@ -15,18 +15,14 @@ from __future__ import annotations
 
 import argparse
 import random
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-import grpc_tools
 import pyarrow as pa
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.message import Message
 
+from codec.protoc import run_protoc
 from pipelines.proto_types import RowConverter
 
 ORDER_PROTO = """
@@ -57,24 +53,8 @@ message Order {
 
 def order_class() -> type[Message]:
     """Compile ORDER_PROTO with protoc and return the message class."""
-    include = Path(grpc_tools.__file__).parent / "_proto"
-    with tempfile.TemporaryDirectory() as tmp:
-        Path(tmp, "order.proto").write_text(ORDER_PROTO)
-        out = Path(tmp, "order.pb")
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "grpc_tools.protoc",
-                f"-I{tmp}",
-                f"-I{include}",
-                "--include_imports",
-                f"--descriptor_set_out={out}",
-                "order.proto",
-            ],
-            check=True,
-        )
-        fds = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
+    raw = run_protoc({"order.proto": ORDER_PROTO}, ["order.proto"], source_info=False)
+    fds = descriptor_pb2.FileDescriptorSet.FromString(raw)
     pool = descriptor_pool.DescriptorPool()
     for file in fds.file:
         pool.Add(file)

@@ -5,7 +5,7 @@
 Input: ``--records`` Confluent-framed records of a realistic message (``bench.v1.Order``: 14
 fields, a nested message, repeated strings and messages, a map, an enum, a uint64 and a
 Timestamp), framed by confluent-kafka's real ProtobufSerializer against the registry test
-server (infra/registry_server.py). 1,000 distinct messages are serialized once and repeated
+server (infra/registry_server/). 1,000 distinct messages are serialized once and repeated
 by Spark (``range(N)`` joined to them), so every method reads the same in-memory input;
 every method ends in Spark's ``noop`` sink, so no disk writes are timed.
 
@@ -40,9 +40,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -93,28 +91,9 @@ STAND_IN = "(a') from_json (JVM stand-in)"
 
 
 def compile_proto() -> bytes:
-    import grpc_tools
+    from codec.protoc import run_protoc
 
-    include = Path(grpc_tools.__file__).parent / "_proto"
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "bench" / "v1"
-        src.mkdir(parents=True)
-        (src / "order.proto").write_text(PROTO)
-        out = Path(tmp) / "fds.bin"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "grpc_tools.protoc",
-                f"-I{tmp}",
-                f"-I{include}",
-                "--include_imports",
-                f"--descriptor_set_out={out}",
-                "bench/v1/order.proto",
-            ],
-            check=True,
-        )
-        return out.read_bytes()
+    return run_protoc({"bench/v1/order.proto": PROTO}, ["bench/v1/order.proto"], source_info=False)
 
 
 def make_messages(fds: bytes) -> tuple[Any, list[Any]]:

@@ -67,9 +67,14 @@ def grpc_tools_include_dir() -> Path:
     Raises:
         SchemaCompilerUnavailable: grpcio-tools is not installed here.
     """
-    if importlib.util.find_spec("grpc_tools") is None:
+    if not protoc_available():
         raise SchemaCompilerUnavailable("grpcio-tools (protoc) is not installed here")
     return Path(str(importlib.resources.files("grpc_tools") / "_proto"))
+
+
+def protoc_available() -> bool:
+    """Whether protoc (grpcio-tools) is installed here; callers that can do without it ask."""
+    return importlib.util.find_spec("grpc_tools") is not None
 
 
 def include_args() -> list[str]:
@@ -82,6 +87,7 @@ def run_protoc(
     targets: Iterable[str],
     *,
     descriptor_set_in: bytes | None = None,
+    source_info: bool = True,
 ) -> bytes:
     """Compile .proto texts with protoc; return a FileDescriptorSet with all imports.
 
@@ -89,6 +95,7 @@ def run_protoc(
         sources: file name -> .proto text, written under a temporary include directory.
         targets: the names to compile (their imports are included in the result).
         descriptor_set_in: a serialized FileDescriptorSet of already-compiled imports.
+        source_info: keep the source info (see `compile_descriptor_set`).
     """
     with tempfile.TemporaryDirectory(prefix="protolake-protoc-") as tmp:
         src = Path(tmp, "src")
@@ -99,7 +106,7 @@ def run_protoc(
             set_in = Path(tmp, "in.pb")
             set_in.write_bytes(descriptor_set_in)
             extra.append(f"--descriptor_set_in={set_in}")
-        return compile_descriptor_set(src, targets, extra_args=extra)
+        return compile_descriptor_set(src, targets, extra_args=extra, source_info=source_info)
 
 
 def compile_descriptor_set(
@@ -107,15 +114,21 @@ def compile_descriptor_set(
     targets: Iterable[str],
     *,
     extra_args: Sequence[str] = (),
+    source_info: bool = True,
 ) -> bytes:
     """Compile the files `targets` (names relative to `proto_dir`) into a FileDescriptorSet.
 
-    The set holds every import (``--include_imports``) and the source info that carries the
-    .proto comments (silver turns them into column comments).
+    The set holds every import (``--include_imports``) and, unless `source_info` is False,
+    the source info that carries the .proto comments (silver turns them into column
+    comments). Without it a descriptor is what a registry or a generated module holds, so it
+    compares equal to theirs. `extra_args` go to protoc before the output flags (more ``-I``
+    folders, ``--descriptor_set_in``).
     """
     with tempfile.TemporaryDirectory(prefix="protolake-protoc-") as tmp:
         out = Path(tmp, "out.pb")
-        flags = ["--include_imports", "--include_source_info", f"--descriptor_set_out={out}"]
+        flags = ["--include_imports", f"--descriptor_set_out={out}"]
+        if source_info:
+            flags.append("--include_source_info")
         _invoke(Path(proto_dir), [*extra_args, *flags], targets)
         if not out.exists():
             raise SchemaInvalid("schema does not compile: protoc wrote no descriptor set")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The local stack: a single-node Apache Kafka broker (KRaft, combined broker+controller, from
 # the jars infra/fetch_jars.sh caches), a Confluent-compatible schema registry test server
-# (infra/registry_server.py) and a real Apicurio Registry (its Confluent-compatible API,
+# (infra/registry_server/) and a real Apicurio Registry (its Confluent-compatible API,
 # in-memory storage, from Maven Central), all on 127.0.0.1, no Docker.
 #
 #   infra/stack.sh up       start kafka and registry when not running, wait until healthy, print the endpoints
@@ -260,7 +260,9 @@ kafka_up() {
 kafka_down() { service_down kafka "$kafka_marker"; }
 
 # ---------------------------------------------------------------- schema registry
-registry_marker="infra/registry_server.py --port $registry_port --data $run/registry.json"
+# The marker is the arguments naming this run folder's data file: only this stack's registry
+# has them, however the program itself is spelled on its command line.
+registry_marker="--port $registry_port --data $run/registry.json"
 
 registry_up() {
   local pid
@@ -271,10 +273,10 @@ registry_up() {
   port_busy "$registry_port" && die "port $registry_port is in use by another process (not this stack's registry); set PROTOLAKE_REGISTRY_URL to a free port"
   echo "starting schema registry on http://127.0.0.1:$registry_port"
   local log_mark; log_mark="$(size_of "$logs/registry.log")"
-  # Run from the repo root so the marker's relative script path matches /proc/PID/cmdline.
+  # Run from the repo root: `-m infra.registry_server` imports the package from there.
   cd "$root"
-  spawn registry "$registry_marker" "$logs/registry.log" "$python" infra/registry_server.py --port "$registry_port" \
-    --data "$run/registry.json"
+  spawn registry "$registry_marker" "$logs/registry.log" "$python" -m infra.registry_server \
+    --port "$registry_port" --data "$run/registry.json"
   await_start registry registry "http://127.0.0.1:$registry_port" 30 "registry failed to start" \
     "$logs/registry.log:$log_mark"
 }

@@ -1,4 +1,4 @@
-"""infra/registry_server.py driven by confluent-kafka's real SchemaRegistryClient and serdes."""
+"""infra/registry_server driven by confluent-kafka's real SchemaRegistryClient and serdes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2
-from registry_server import compile_proto_text, start_registry_server
+from registry_server import start_registry_server
+from registry_server.protobuf import compile_proto_text
 
 pytestmark = pytest.mark.integration
 

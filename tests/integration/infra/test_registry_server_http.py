@@ -1,4 +1,4 @@
-"""infra/registry_server.py at the HTTP level: response shapes, encodings, options."""
+"""infra/registry_server at the HTTP level: response shapes, encodings, options."""
 
 from __future__ import annotations
 
@@ -195,13 +195,14 @@ def test_script_runs_and_persists(tmp_path):
     import time
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[3] / "infra" / "registry_server.py"
+    root = Path(__file__).resolve().parents[3]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     data = tmp_path / "r.json"
     proc = subprocess.Popen(
-        [sys.executable, str(script), "--port", str(port), "--data", str(data)],
+        [sys.executable, "-m", "infra.registry_server", "--port", str(port), "--data", str(data)],
+        cwd=root,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )

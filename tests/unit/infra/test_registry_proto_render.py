@@ -1,6 +1,6 @@
-"""registry_server.render_proto: descriptor -> .proto text that protoc compiles back to it.
+"""registry_server.proto_text.render_proto: descriptor -> .proto text protoc compiles back.
 
-Each case is compiled by protoc (grpc_tools), rendered, compiled again, and the two
+Each case is compiled by protoc, rendered, compiled again, and the two
 FileDescriptorProtos must be equal: the text a registry answers loses nothing.
 """
 
@@ -10,13 +10,10 @@ import base64
 
 import pytest
 from google.protobuf import descriptor_pb2, timestamp_pb2
-from registry_server import (
-    RegistryError,
-    SchemaStore,
-    compile_proto_text,
-    parse_serialized,
-    render_proto,
-)
+from registry_server.errors import RegistryError
+from registry_server.proto_text import render_proto
+from registry_server.protobuf import compile_proto_text, parse_serialized
+from registry_server.store import SchemaStore
 
 PROTO3 = r"""
 syntax = "proto3";

@@ -2,37 +2,24 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-import grpc_tools
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor
 
+from codec.protoc import compile_descriptor_set
+
 PROTO_DIR = Path(__file__).parent / "protos"
-GRPC_INCLUDE = Path(grpc_tools.__file__).parent / "_proto"
 
 
 def compile_protos(out_dir: Path, *names: str) -> bytes:
-    """Run protoc on the test protos; return the FileDescriptorSet (imports, source info)."""
-    out = out_dir / "set.pb"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "grpc_tools.protoc",
-            f"-I{PROTO_DIR}",
-            f"-I{GRPC_INCLUDE}",
-            "--include_imports",
-            "--include_source_info",
-            f"--descriptor_set_out={out}",
-            *names,
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return out.read_bytes()
+    """Run protoc on the test protos; return the FileDescriptorSet (imports, source info).
+
+    A copy of the set is left in `out_dir` (``set.pb``), to inspect when a test fails.
+    """
+    fds = compile_descriptor_set(PROTO_DIR, names)
+    (out_dir / "set.pb").write_bytes(fds)
+    return fds
 
 
 class Protos:

@@ -1,18 +1,15 @@
 """Test helpers for silver: real frames from confluent-kafka's ProtobufSerializer, bronze tables.
 
-Message classes are built from .proto files compiled by grpc_tools' protoc into a fresh
+Message classes are built from .proto files compiled by protoc (codec.protoc) into a fresh
 descriptor pool per schema version (two versions of ``silvertest.v1.Order`` cannot share the
 default pool); confluent-kafka's serializer registers them (and their references) with a real
-registry server (infra/registry_server.py) and writes the real Confluent framing.
+registry server (infra/registry_server/) and writes the real Confluent framing.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import struct
-import subprocess
-import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,26 +29,15 @@ BRONZE_DDL = (
 
 def compile_version(version: str) -> descriptor_pb2.FileDescriptorSet:
     """Compile protos/<version>/silvertest/v1/order.proto (+ common, + WKT) to a descriptor set."""
-    import grpc_tools
+    from codec.protoc import compile_descriptor_set
 
-    include = Path(grpc_tools.__file__).parent / "_proto"
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "fds.bin"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "grpc_tools.protoc",
-                f"-I{PROTOS / version}",
-                f"-I{PROTOS / 'common'}",
-                f"-I{include}",
-                "--include_imports",
-                f"--descriptor_set_out={out}",
-                "silvertest/v1/order.proto",
-            ],
-            check=True,
-        )
-        return descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
+    raw = compile_descriptor_set(
+        PROTOS / version,
+        ["silvertest/v1/order.proto"],
+        extra_args=[f"-I{PROTOS / 'common'}"],
+        source_info=False,
+    )
+    return descriptor_pb2.FileDescriptorSet.FromString(raw)
 
 
 @dataclass
