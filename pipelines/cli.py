@@ -29,7 +29,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from pipelines.config import TRIGGERS, ConfigError
+from lakehouse.streaming import TRIGGERS
+from pipelines.config import ConfigError
 
 # name -> (module, one-line help). Keep in step with docs/contracts.md ("Command line").
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -123,7 +124,7 @@ def configure_logging(verbose: bool) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    for name in ("pipelines", "codec", "quality"):
+    for name in ("pipelines", "codec", "lakehouse", "quality"):
         logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.INFO)
 
 

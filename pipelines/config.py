@@ -87,9 +87,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from lakehouse.streaming import TRIGGERS
+
 _ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 _SECRET_KEY = re.compile(r"(pass|secret|token|jaas|auth|key|credential)", re.IGNORECASE)
-TRIGGERS = ("available-now", "processing-time")
 
 
 class ConfigError(ValueError):
@@ -349,7 +350,7 @@ def _check_quality_rules(rules: tuple[Mapping[str, Any], ...]) -> None:
 
     if importlib.util.find_spec("great_expectations") is None:
         return  # silver checks them when it starts, and refuses to run without the extra
-    from quality import QualityConfigError, parse_rules
+    from quality.rules import QualityConfigError, parse_rules
 
     try:
         parse_rules(list(rules))
