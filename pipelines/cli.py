@@ -15,7 +15,7 @@ Contract for a subcommand module (listed in :data:`COMMANDS`):
 Modules are imported only when their command runs (Spark and friends load slowly, and a
 command whose module is missing must not break the others); the listing in ``--help`` comes
 from the static table. A missing module is an error naming it, never silently skipped.
-``ConfigError`` and ``quality.QualityConfigError`` (a rule silver or replay found unusable) are
+``ConfigError`` and ``quality.rules.QualityConfigError`` (a rule silver or replay found unusable) are
 reported as one line (exit 2); other failures propagate (exit 1).
 ``pipelines/jobs/run.py`` (spark-submit) calls :func:`main` too: the same code path.
 """

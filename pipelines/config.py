@@ -9,7 +9,7 @@ cluster. Contract:
   an unset variable is an error naming it. Secrets (passwords, tokens, JAAS configs) belong
   there, never in the file. :meth:`ProtolakeConfig.redacted` gives a loggable view.
 - Relative paths (``lakehouse.path``) are resolved against the current directory.
-- ``[[quality.expectations]]`` rules are checked on load as well (``quality.parse_rules``:
+- ``[[quality.expectations]]`` rules are checked on load as well (``quality.rules.parse_rules``:
   names and arguments against Great Expectations, policies, regular expressions), so that no
   job, bronze included, starts with a broken rule. Needs the quality extra; without it the rules
   are checked when silver starts (which then refuses to run).
@@ -147,7 +147,7 @@ class SilverConfig:
 
 @dataclass(frozen=True)
 class QualityConfig:
-    # Raw rule tables; quality.parse_rules validates them against Great Expectations at start-up.
+    # Raw rule tables; quality.rules.parse_rules validates them against Great Expectations at start-up.
     expectations: tuple[Mapping[str, Any], ...] = ()
     # > 0: silver deletes rows of quality/results validated longer ago than this when it starts
     results_retention_days: int = 0
@@ -343,7 +343,7 @@ def _check(cfg: ProtolakeConfig) -> None:
 
 
 def _check_quality_rules(rules: tuple[Mapping[str, Any], ...]) -> None:
-    """The configured expectations, checked the way silver will (``quality.parse_rules``)."""
+    """The configured expectations, checked the way silver will (``quality.rules.parse_rules``)."""
     if not rules:
         return
     import importlib.util

@@ -152,7 +152,7 @@ class SilverBatch:
             Spark's ``numInputRows`` counts every pass (protolake's metrics count records
             once, see ``pipelines.metrics``). On: one read, one cache.
         database: catalog database to register tables in ("" = do not register).
-        checker: a ``quality.QualityChecker`` (validates every table of every batch) or None
+        checker: a ``quality.checker.QualityChecker`` (validates every table of every batch) or None
             (no checks: the quality extra is not installed).
     """
 
@@ -610,7 +610,7 @@ class SilverRun:
 
 
 def make_checker(spark: SparkSession, cfg: ProtolakeConfig) -> Any:
-    """The quality checker (a ``quality.QualityChecker``).
+    """The quality checker (a ``quality.checker.QualityChecker``).
 
     The checker validates every silver table, configured expectations or not (the default suite:
     lineage not null, Kafka coordinates unique, Kafka timestamps within bounds). None only when
