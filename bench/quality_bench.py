@@ -22,7 +22,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
 from pipelines.spark import build_session
-from quality import QualityChecker, parse_rules
+from quality.checker import QualityChecker
+from quality.rules import parse_rules
 
 ORDER = "shop.v1.Order"
 TABLE = "shop_v1__order"

@@ -36,14 +36,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import sys
-import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 from pyspark import StorageLevel
@@ -51,14 +47,23 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark reader knows
 from pyspark.sql.streaming import StreamingQuery
 
-from pipelines.config import TRIGGERS, ConfigError, ProtolakeConfig, load_config
+from lakehouse.delta import append_idempotent
+from lakehouse.layout import Layout
+from lakehouse.streaming import (
+    TRIGGERS,
+    await_queries,
+    load_app_id,
+    read_text_lines,
+    stop_on_signals,
+    with_trigger,
+)
+from pipelines.config import ConfigError, ProtolakeConfig, load_config
 from pipelines.naming import bronze_table_of_topic
 from pipelines.spark import build_session
 
 log = logging.getLogger(__name__)
 
 JOB = "bronze"
-APP_ID_FILE = "_protolake_app_id"
 # The Kafka source's columns, in the order bronze keeps them.
 KAFKA_COLUMNS = (
     "key",
@@ -73,14 +78,9 @@ KAFKA_COLUMNS = (
 BRONZE_COLUMNS = (*KAFKA_COLUMNS, "_ingested_at", "_ingest_date")
 
 
-def bronze_root(cfg: ProtolakeConfig) -> str:
-    """``<lakehouse>/bronze``."""
-    return f"{cfg.lakehouse_path.rstrip('/')}/bronze"
-
-
 def bronze_table_path(cfg: ProtolakeConfig, table: str) -> str:
     """Path of one bronze Delta table."""
-    return f"{bronze_root(cfg)}/{table}"
+    return Layout(cfg.lakehouse_path).bronze_table(table)
 
 
 def bronze_table_for(cfg: ProtolakeConfig, topic: str) -> str:
@@ -97,7 +97,7 @@ def bronze_checkpoint(cfg: ProtolakeConfig) -> str:
     of resuming offsets that were written to other tables.
     """
     name = "per_topic" if cfg.bronze.table_mode == "per_topic" else cfg.bronze.single_table
-    return f"{cfg.lakehouse_path.rstrip('/')}/_checkpoints/{JOB}/{name}"
+    return Layout(cfg.lakehouse_path).checkpoint(JOB, name)
 
 
 def kafka_source_options(cfg: ProtolakeConfig) -> dict[str, str]:
@@ -156,56 +156,6 @@ def to_bronze_rows(df: DataFrame) -> DataFrame:
     ).withColumn("_ingest_date", F.to_date(F.col("_ingested_at")))
 
 
-def load_app_id(spark: SparkSession, checkpoint: str) -> str:
-    """The idempotent-write app id of a checkpoint: created once, kept inside its folder."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-    path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/{APP_ID_FILE}")
-    fs = path.getFileSystem(hadoop_conf)
-    if not fs.exists(path):
-        fs.mkdirs(path.getParent())
-        candidate = str(uuid.uuid4())
-        try:
-            out = fs.create(path, False)  # no overwrite: a concurrent creator wins, we read it
-            try:
-                out.write(bytearray(candidate.encode("ascii")))
-            finally:
-                out.close()
-        except Exception:  # noqa: BLE001 - py4j error when the file appeared meanwhile
-            if not fs.exists(path):
-                raise
-    lines = read_text_lines(spark, f"{checkpoint.rstrip('/')}/{APP_ID_FILE}") or [""]
-    app_id = lines[0].strip()
-    try:
-        uuid.UUID(app_id)
-    except ValueError as exc:
-        raise RuntimeError(
-            f"{checkpoint}/{APP_ID_FILE}: not a UUID; the checkpoint is damaged"
-        ) from exc
-    return app_id
-
-
-def read_text_lines(spark: SparkSession, location: str) -> list[str] | None:
-    """The lines of a small text file on any Hadoop file system; None when it does not exist."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-    path = jvm.org.apache.hadoop.fs.Path(location)
-    fs = path.getFileSystem(hadoop_conf)
-    if not fs.exists(path):
-        return None
-    stream = fs.open(path)
-    try:
-        reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
-        lines: list[str] = []
-        while (line := reader.readLine()) is not None:
-            lines.append(str(line))
-        return lines
-    finally:
-        stream.close()
-
-
 def parse_kafka_offsets(text: str) -> dict[str, dict[str, int]]:
     """Spark's Kafka offset JSON (``{"topic": {"partition": offset}}``).
 
@@ -254,21 +204,6 @@ def topics_in_batch(spark: SparkSession, checkpoint: str, batch_id: int) -> set[
     }
 
 
-def append_idempotent(
-    df: DataFrame, path: str, app_id: str, batch_id: int, partition_by: Sequence[str]
-) -> None:
-    """Append ``df`` to the Delta table at ``path`` unless it already has (app_id, batch_id)."""
-    writer = (
-        df.write.format("delta")
-        .mode("append")
-        .option("txnAppId", app_id)
-        .option("txnVersion", batch_id)
-    )
-    if partition_by:
-        writer = writer.partitionBy(*partition_by)
-    writer.save(path)
-
-
 @dataclass(frozen=True)
 class TopicRouter:
     """The per-topic ``foreachBatch`` function: each topic's rows to its own table.
@@ -281,7 +216,7 @@ class TopicRouter:
     append. When the offset log cannot tell, the topics are listed from the kept batch.
     """
 
-    root: str
+    table_path: Callable[[str], str]  # a bronze table's path, by table name
     app_id: str
     partition_by: tuple[str, ...]
     known_topic: str | None = None
@@ -317,7 +252,14 @@ class TopicRouter:
             kept.unpersist()
 
     def _append(self, rows: DataFrame, table: str, batch_id: int) -> None:
-        append_idempotent(rows, f"{self.root}/{table}", self.app_id, batch_id, self.partition_by)
+        append_idempotent(
+            rows,
+            self.table_path(table),
+            self.app_id,
+            batch_id,
+            partition_by=self.partition_by,
+            logger=log,
+        )
 
 
 def _tables_of(topics: set[str]) -> dict[str, list[str]]:
@@ -370,7 +312,9 @@ def write_bronze(df: DataFrame, cfg: ProtolakeConfig, trigger: str) -> list[Stre
     writer = df.writeStream.queryName(f"protolake-bronze-{cfg.bronze.table_mode}").option(
         "checkpointLocation", checkpoint
     )
-    writer = _with_trigger(writer, trigger, cfg.bronze.processing_interval)
+    if trigger not in TRIGGERS:
+        raise ConfigError(f"trigger: must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
+    writer = with_trigger(writer, trigger, cfg.bronze.processing_interval)
     if cfg.bronze.table_mode == "single":
         path = bronze_table_path(cfg, cfg.bronze.single_table)
         writer = writer.format("delta").outputMode("append")
@@ -379,23 +323,16 @@ def write_bronze(df: DataFrame, cfg: ProtolakeConfig, trigger: str) -> list[Stre
         log.info("bronze: %s -> %s (checkpoint %s)", trigger, path, checkpoint)
         return [writer.start(path)]
     spark = df.sparkSession
+    layout = Layout(cfg.lakehouse_path)
     router = TopicRouter(
-        root=bronze_root(cfg),
+        table_path=layout.bronze_table,
         app_id=load_app_id(spark, checkpoint),
         partition_by=partition_by,
         known_topic=cfg.kafka.topics[0] if len(cfg.kafka.topics) == 1 else None,
         checkpoint=checkpoint,
     )
-    log.info("bronze: %s -> %s/<table> (checkpoint %s)", trigger, router.root, checkpoint)
+    log.info("bronze: %s -> %s/<table> (checkpoint %s)", trigger, layout.bronze, checkpoint)
     return [writer.foreachBatch(router).start()]
-
-
-def _with_trigger(writer: Any, trigger: str, interval: str) -> Any:
-    if trigger == "available-now":
-        return writer.trigger(availableNow=True)
-    if trigger == "processing-time":
-        return writer.trigger(processingTime=interval)
-    raise ConfigError(f"trigger: must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
 
 
 def run(
@@ -431,44 +368,6 @@ def run(
     return queries
 
 
-def await_queries(queries: Sequence[StreamingQuery], poll_seconds: int = 1) -> None:
-    """Wait until every query has ended; raise the first failure.
-
-    Polls instead of blocking in the JVM so that Python signal handlers run meanwhile.
-    """
-    for query in queries:
-        while not query.awaitTermination(poll_seconds):
-            pass
-        error = query.exception()
-        if error is not None:
-            raise error
-
-
-def stop_on_signals(queries: Sequence[StreamingQuery]) -> threading.Event:
-    """On SIGTERM/SIGINT, stop the queries (an unfinished batch is replayed on restart).
-
-    Returns:
-        An event set once a signal asked to stop (only the main thread can install handlers;
-        elsewhere the event is never set).
-    """
-    requested = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        return requested
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        log.warning("bronze: %s received, stopping", signal.Signals(signum).name)
-        requested.set()
-        for query in queries:
-            try:
-                query.stop()
-            except Exception as exc:  # noqa: BLE001 - the JVM may be going down with us
-                log.warning("bronze: stopping %s: %s", query.name, type(exc).__name__)
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-    return requested
-
-
 def summarize(queries: Sequence[StreamingQuery], cfg: ProtolakeConfig) -> dict[str, Any]:
     """What the queries did, from their progress reports (the last 100 batches at most)."""
     batches = [p for q in queries for p in q.recentProgress]
@@ -476,7 +375,7 @@ def summarize(queries: Sequence[StreamingQuery], cfg: ProtolakeConfig) -> dict[s
     return {
         "job": JOB,
         "table_mode": cfg.bronze.table_mode,
-        "tables": bronze_root(cfg),
+        "tables": Layout(cfg.lakehouse_path).bronze,
         "checkpoint": bronze_checkpoint(cfg),
         "batches": len(batches),
         "records": rows,
@@ -501,7 +400,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     t0 = time.monotonic()
     queries = run(cfg, trigger=args.trigger, await_termination=False)
-    stop_requested = stop_on_signals(queries)
+    stop_requested = stop_on_signals(queries, JOB)
     try:
         await_queries(queries)
     except Exception:

@@ -15,7 +15,7 @@ Contract for a subcommand module (listed in :data:`COMMANDS`):
 Modules are imported only when their command runs (Spark and friends load slowly, and a
 command whose module is missing must not break the others); the listing in ``--help`` comes
 from the static table. A missing module is an error naming it, never silently skipped.
-``ConfigError`` and ``quality.QualityConfigError`` (a rule silver or replay found unusable) are
+``ConfigError`` and ``quality.rules.QualityConfigError`` (a rule silver or replay found unusable) are
 reported as one line (exit 2); other failures propagate (exit 1).
 ``pipelines/jobs/run.py`` (spark-submit) calls :func:`main` too: the same code path.
 """
@@ -29,7 +29,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from pipelines.config import TRIGGERS, ConfigError
+from lakehouse.streaming import TRIGGERS
+from pipelines.config import ConfigError
 
 # name -> (module, one-line help). Keep in step with docs/contracts.md ("Command line").
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -123,7 +124,7 @@ def configure_logging(verbose: bool) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    for name in ("pipelines", "codec", "quality"):
+    for name in ("pipelines", "codec", "lakehouse", "quality"):
         logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.INFO)
 
 

@@ -9,7 +9,7 @@ cluster. Contract:
   an unset variable is an error naming it. Secrets (passwords, tokens, JAAS configs) belong
   there, never in the file. :meth:`ProtolakeConfig.redacted` gives a loggable view.
 - Relative paths (``lakehouse.path``) are resolved against the current directory.
-- ``[[quality.expectations]]`` rules are checked on load as well (``quality.parse_rules``:
+- ``[[quality.expectations]]`` rules are checked on load as well (``quality.rules.parse_rules``:
   names and arguments against Great Expectations, policies, regular expressions), so that no
   job, bronze included, starts with a broken rule. Needs the quality extra; without it the rules
   are checked when silver starts (which then refuses to run).
@@ -87,9 +87,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from lakehouse.streaming import TRIGGERS
+
 _ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 _SECRET_KEY = re.compile(r"(pass|secret|token|jaas|auth|key|credential)", re.IGNORECASE)
-TRIGGERS = ("available-now", "processing-time")
 
 
 class ConfigError(ValueError):
@@ -146,7 +147,7 @@ class SilverConfig:
 
 @dataclass(frozen=True)
 class QualityConfig:
-    # Raw rule tables; quality.parse_rules validates them against Great Expectations at start-up.
+    # Raw rule tables; quality.rules.parse_rules validates them against Great Expectations at start-up.
     expectations: tuple[Mapping[str, Any], ...] = ()
     # > 0: silver deletes rows of quality/results validated longer ago than this when it starts
     results_retention_days: int = 0
@@ -342,14 +343,14 @@ def _check(cfg: ProtolakeConfig) -> None:
 
 
 def _check_quality_rules(rules: tuple[Mapping[str, Any], ...]) -> None:
-    """The configured expectations, checked the way silver will (``quality.parse_rules``)."""
+    """The configured expectations, checked the way silver will (``quality.rules.parse_rules``)."""
     if not rules:
         return
     import importlib.util
 
     if importlib.util.find_spec("great_expectations") is None:
         return  # silver checks them when it starts, and refuses to run without the extra
-    from quality import QualityConfigError, parse_rules
+    from quality.rules import QualityConfigError, parse_rules
 
     try:
         parse_rules(list(rules))

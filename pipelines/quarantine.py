@@ -1,6 +1,6 @@
 """The quarantine table and the invariant that nothing is lost.
 
-``lakehouse/quarantine/records`` (Delta) holds every bronze record that could not land in
+The quarantine table (Delta, ``lakehouse.layout.Layout.quarantine``) holds every bronze record that could not land in
 silver, with its raw bytes and a stable reason. Schema (docs/contracts.md), in this order:
 :data:`QUARANTINE_SCHEMA`.
 
@@ -26,9 +26,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
+from lakehouse.delta import is_delta_table, list_delta_tables
+from lakehouse.layout import Layout, table_name
 from pipelines.quarantine_state import OUTCOME_COLUMN, REPLAYED
-
-QUARANTINE_TABLE = "records"
 
 HEADERS_TYPE = T.ArrayType(
     T.StructType([T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())])
@@ -66,11 +66,6 @@ def still_quarantined() -> Column:
     ``replay_outcome`` or a failure reason is true, :data:`REPLAYED` is false.
     """
     return ~F.col(OUTCOME_COLUMN).eqNullSafe(F.lit(REPLAYED))
-
-
-def quarantine_path(lakehouse_path: str) -> str:
-    """Where the quarantine Delta table lives."""
-    return f"{lakehouse_path.rstrip('/')}/quarantine/{QUARANTINE_TABLE}"
 
 
 def to_quarantine_rows(
@@ -131,10 +126,8 @@ def to_quarantine_rows(
 
 def ensure_quarantine_table(spark: SparkSession, lakehouse_path: str) -> str:
     """Create the (empty) quarantine table if it does not exist; return its path."""
-    from delta.tables import DeltaTable
-
-    path = quarantine_path(lakehouse_path)
-    if not DeltaTable.isDeltaTable(spark, path):
+    path = Layout(lakehouse_path).quarantine
+    if not is_delta_table(path, spark):
         spark.createDataFrame([], QUARANTINE_SCHEMA).write.format("delta").mode("append").save(path)
     return path
 
@@ -180,23 +173,6 @@ class InvariantReport:
         )
 
 
-def list_delta_tables(spark: SparkSession, folder: str) -> list[str]:
-    """Paths of the Delta tables directly under ``folder`` (any Hadoop file system)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    hpath = jvm.org.apache.hadoop.fs.Path(folder)
-    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
-    if not fs.exists(hpath):
-        return []
-    out = []
-    for status in fs.listStatus(hpath):
-        if status.isDirectory() and fs.exists(
-            jvm.org.apache.hadoop.fs.Path(status.getPath(), "_delta_log")
-        ):
-            out.append(status.getPath().toString())
-    return sorted(out)
-
-
 def check_invariant(
     spark: SparkSession,
     lakehouse_path: str,
@@ -212,9 +188,9 @@ def check_invariant(
             silver and quarantine rows of topics outside them are then ignored.
         sample: how many offending records to name per kind.
     """
-    root = lakehouse_path.rstrip("/")
+    layout = Layout(lakehouse_path)
     bronze_paths = (
-        bronze_tables if bronze_tables is not None else list_delta_tables(spark, f"{root}/bronze")
+        bronze_tables if bronze_tables is not None else list_delta_tables(layout.bronze, spark)
     )
     key_cols = [F.col("t"), F.col("p"), F.col("o")]
     report = InvariantReport()
@@ -232,7 +208,7 @@ def check_invariant(
         bronze = b if bronze is None else bronze.unionByName(b)
     assert bronze is not None
     dests: list[DataFrame] = []
-    for p in list_delta_tables(spark, f"{root}/silver"):
+    for p in list_delta_tables(layout.silver, spark):
         dests.append(
             spark.read.format("delta")
             .load(p)
@@ -240,14 +216,13 @@ def check_invariant(
                 F.col("_kafka_topic").alias("t"),
                 F.col("_kafka_partition").alias("p"),
                 F.col("_kafka_offset").alias("o"),
-                F.lit(p.rsplit("/", 1)[-1]).alias("where"),
+                F.lit(table_name(p)).alias("where"),
                 F.lit(1).alias("s"),
                 F.lit(0).alias("q"),
             )
         )
-    qpath = quarantine_path(root)
-    if spark.sparkContext._jvm is not None and list_delta_tables(spark, f"{root}/quarantine"):
-        qdf = spark.read.format("delta").load(qpath)
+    if is_delta_table(layout.quarantine, spark):
+        qdf = spark.read.format("delta").load(layout.quarantine)
         active = qdf.filter(still_quarantined())
         dests.append(
             active.select(

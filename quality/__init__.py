@@ -1,6 +1,8 @@
 """Data quality for silver micro-batches, with Great Expectations 1.x on Spark DataFrames.
 
-Contract (called by the silver job inside its ``foreachBatch``, before its writes commit)::
+Contract (called by the silver job inside its ``foreachBatch``, before its writes commit;
+``QualityChecker``/``QualityFailed``/``QualityOutcome`` live in :mod:`quality.checker`, rules in
+:mod:`quality.rules`, the results table in :mod:`quality.results`)::
 
     rules = parse_rules(config.quality.expectations)       # QualityConfigError at start-up
     checker = QualityChecker(spark, lakehouse_path, rules)  # one GE context, one suite per type
@@ -14,57 +16,7 @@ Contract (called by the silver job inside its ``foreachBatch``, before its write
 Policies: ``warn`` records the verdict; ``quarantine`` moves the unexpected rows to
 ``outcome.failed`` (``reason_code = DQ_FAILED``, ``stage = quality``); ``fail`` sets
 ``fail_batch``. This package never imports ``pipelines`` or Airflow.
+
+Importing the package loads nothing: only :mod:`quality.rules` and :mod:`quality.checker`
+import Great Expectations (seconds), so reading results (:mod:`quality.results`) does not.
 """
-
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from quality.checker import QualityChecker, QualityFailed, QualityOutcome
-    from quality.results import RESULTS_SCHEMA, QualityResult, summarize
-    from quality.rules import (
-        POLICIES,
-        ExpectationRule,
-        QualityConfigError,
-        default_rules,
-        parse_rules,
-    )
-
-# Loaded on first use: `quality.results` (also used by the pipelines for Delta commit retries)
-# must not pull in Great Expectations, whose import alone takes seconds.
-_HOME = {
-    "QualityChecker": "quality.checker",
-    "QualityFailed": "quality.checker",
-    "QualityOutcome": "quality.checker",
-    "RESULTS_SCHEMA": "quality.results",
-    "QualityResult": "quality.results",
-    "summarize": "quality.results",
-    "POLICIES": "quality.rules",
-    "ExpectationRule": "quality.rules",
-    "QualityConfigError": "quality.rules",
-    "default_rules": "quality.rules",
-    "parse_rules": "quality.rules",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'quality' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(home), name)
-
-
-__all__ = [
-    "POLICIES",
-    "RESULTS_SCHEMA",
-    "ExpectationRule",
-    "QualityChecker",
-    "QualityConfigError",
-    "QualityFailed",
-    "QualityOutcome",
-    "QualityResult",
-    "default_rules",
-    "parse_rules",
-    "summarize",
-]

@@ -73,8 +73,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import StructType
 
+from lakehouse.layout import Layout
 from quality.predicates import unexpected_predicate
-from quality.results import QualityResult, format_observed, results_path, write_results
+from quality.results import QualityResult, format_observed, write_results
 from quality.rules import (
     KAFKA_KEY,
     TIMESTAMP_MAX_PARAMETER,
@@ -151,11 +152,12 @@ class QualityChecker:
         self, spark: SparkSession, lakehouse_path: str, rules: list[ExpectationRule]
     ) -> None:
         self._spark = spark
-        self._lakehouse = lakehouse_path.rstrip("/")
+        self._layout = Layout(lakehouse_path)
         self._rules = list(rules)
-        quality_dir = _local_dir(self._lakehouse) / "quality"
+        local = _local_layout(self._layout)
+        quality_dir = local.local_quality_dir()
         _check_java_regexes(spark, self._rules)
-        self.docs_dir = quality_dir / "docs"
+        self.docs_dir = local.local_quality_docs()
         quality_dir.mkdir(parents=True, exist_ok=True)
         self._context = gx.get_context(mode="file", project_root_dir=str(quality_dir))
         self._context.variables.progress_bars = ProgressBarsConfig(globally=False)
@@ -570,11 +572,11 @@ class QualityChecker:
 
     def write_results(self, results: list[QualityResult], batch_id: int, source: str = "") -> int:
         """Store results in ``<lakehouse>/quality/results``, idempotently per (source, batch, table)."""
-        return write_results(self._spark, self._lakehouse, results, batch_id, source)
+        return write_results(self._spark, self._layout.root, results, batch_id, source)
 
     @property
     def results_path(self) -> str:
-        return results_path(self._lakehouse)
+        return self._layout.quality_results
 
 
 def _page(kind: str, suite_name: str) -> str:
@@ -686,16 +688,16 @@ def _int_or_none(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def _local_dir(lakehouse_path: str) -> Path:
-    if lakehouse_path.startswith("file://"):
-        return Path(lakehouse_path[len("file://") :])
-    if "://" in lakehouse_path:
-        local = Path(tempfile.mkdtemp(prefix="protolake-gx-"))
-        log.warning(
-            "quality: the lakehouse %s is not on the local disk: Great Expectations' context and "
-            "Data Docs go to %s (the results table stays in the lakehouse)",
-            lakehouse_path,
-            local,
-        )
-        return local
-    return Path(lakehouse_path).expanduser().resolve()
+def _local_layout(layout: Layout) -> Layout:
+    """Where Great Expectations keeps its context and Data Docs: the lakehouse itself when it
+    is a local folder, else a layout rooted in a new temporary folder."""
+    if layout.is_local:
+        return layout
+    local = Layout(tempfile.mkdtemp(prefix="protolake-gx-"))
+    log.warning(
+        "quality: the lakehouse %s is not on the local disk: Great Expectations' context and "
+        "Data Docs go to %s (the results table stays in the lakehouse)",
+        layout.root,
+        local.local_quality_dir(),
+    )
+    return local

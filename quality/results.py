@@ -1,6 +1,6 @@
 """Quality results: one record per expectation per validated batch, kept in Delta.
 
-Table ``<lakehouse>/quality/results`` (schema :data:`RESULTS_SCHEMA`). ``expectation`` is the
+Table :attr:`lakehouse.layout.Layout.quality_results` (schema :data:`RESULTS_SCHEMA`). ``expectation`` is the
 rule's id ``name(key=value, ...)`` (unique within a suite), ``expectation_type`` the bare GE
 name. ``rows_checked`` and ``rows_quarantined`` describe the whole batch of the table and are
 repeated on each of its records, so a summary needs no second table.
@@ -15,7 +15,8 @@ Writes are conflict-safe: the table is not partitioned, so Delta's conflict chec
 that two streams' ``replaceWhere`` commits touch different rows and one of two concurrent
 commits fails (``ConcurrentAppendException`` and kin; silver's processing-time mode runs one
 query per bronze table, each writing results). Such a commit is retried, with a jittered
-backoff: the write is idempotent, so a retry is the same commit against the newer version.
+backoff (:func:`lakehouse.delta.retry_conflicts`): the write is idempotent, so a retry is the
+same commit against the newer version.
 
 :func:`summarize` aggregates in Spark and brings only one row per table and per failing
 expectation to the driver. :func:`prune_results` deletes records older than a retention
@@ -28,12 +29,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-import random
-import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import Column, SparkSession
@@ -47,46 +44,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from lakehouse.delta import is_delta_table, retry_conflicts
+from lakehouse.layout import Layout
+
 log = logging.getLogger(__name__)
-
-# Delta's exceptions for a commit that lost a race with a concurrent one; the write is retried.
-RETRYABLE_CONFLICTS = (
-    "ConcurrentAppendException",
-    "ConcurrentDeleteReadException",
-    "ConcurrentDeleteDeleteException",
-    "ConcurrentTransactionException",
-    "MetadataChangedException",
-    "ProtocolChangedException",
-)
-# The same races as Delta's error conditions (what pyspark shows once delta.exceptions has
-# converted the Java exception: its text then names the condition, not the class).
-RETRYABLE_CONDITIONS = (
-    "DELTA_CONCURRENT_APPEND",
-    "DELTA_CONCURRENT_DELETE_READ",
-    "DELTA_CONCURRENT_DELETE_DELETE",
-    "DELTA_CONCURRENT_TRANSACTION",
-    "DELTA_METADATA_CHANGED",
-    "DELTA_PROTOCOL_CHANGED",
-)
-WRITE_ATTEMPTS = 10
-
-
-def is_delta_conflict(exc: BaseException) -> bool:
-    """Whether ``exc`` is a Delta commit that lost a race with a concurrent commit.
-
-    Recognised by class (the Python classes of ``delta.exceptions``, which have the Java
-    names), by Delta's error condition, or by the Java class named in a Py4J error's text.
-    """
-    if any(cls.__name__ in RETRYABLE_CONFLICTS for cls in type(exc).__mro__):
-        return True
-    condition = getattr(exc, "getCondition", None)
-    try:
-        named = condition() if callable(condition) else None
-    except Exception:  # noqa: BLE001 - a condition we cannot read is not one we retry on
-        named = None
-    text = f"{named or ''} {exc}"
-    return any(name in text for name in RETRYABLE_CONFLICTS + RETRYABLE_CONDITIONS)
-
 
 RESULTS_SCHEMA = StructType(
     [
@@ -133,10 +94,6 @@ class QualityResult:
         return tuple(values[f.name] for f in RESULTS_SCHEMA.fields)
 
 
-def results_path(lakehouse_path: str) -> str:
-    return f"{lakehouse_path.rstrip('/')}/quality/results"
-
-
 def write_results(
     spark: SparkSession,
     lakehouse_path: str,
@@ -159,7 +116,7 @@ def write_results(
         raise ValueError(f"write_results(batch_id={batch_id}) got results of batch ids {others}")
     tables = sorted({r.table for r in results})
     frame = spark.createDataFrame([r.as_row(source) for r in results], schema=RESULTS_SCHEMA)
-    path = results_path(lakehouse_path)
+    path = Layout(lakehouse_path).quality_results
     condition = (
         f"batch_id = {int(batch_id)} AND `table` IN ({', '.join(_sql_str(t) for t in tables)})"
         f" AND coalesce(source, '') = {_sql_str(source)}"
@@ -175,42 +132,15 @@ def write_results(
             .save(path)
         )
 
-    retry_conflicts(commit, f"quality results of batch {batch_id} ({source or 'no source'})")
+    retry_conflicts(
+        commit, f"quality results of batch {batch_id} ({source or 'no source'})", logger=log
+    )
     return len(results)
-
-
-def retry_conflicts(
-    commit: Callable[[], None],
-    what: str,
-    attempts: int = WRITE_ATTEMPTS,
-    *,
-    logger: logging.Logger | None = None,
-) -> None:
-    """Run an idempotent Delta commit, again after a conflict with a concurrent commit.
-
-    Raises:
-        Exception: the commit's own error when it is no conflict, or on the last attempt.
-    """
-    for attempt in range(1, attempts + 1):
-        try:
-            commit()
-            return
-        except Exception as exc:
-            if attempt == attempts or not is_delta_conflict(exc):
-                raise
-            (logger or log).warning(
-                "concurrent Delta commit, retrying %s (%d/%d)",
-                what,
-                attempt,
-                attempts,
-            )
-            # jittered, so that writers that collided do not collide again in lockstep
-            time.sleep(random.uniform(0.1, min(4.0, 0.25 * 2**attempt)))
 
 
 def _add_source_column(spark: SparkSession, path: str) -> None:
     """Results tables written before the ``source`` column existed get it (null) in place."""
-    if not _is_delta_table(path):
+    if not is_delta_table(path, spark):
         return
     columns = spark.read.format("delta").load(path).columns
     if "source" not in columns:
@@ -230,8 +160,8 @@ def summarize(spark: SparkSession, lakehouse_path: str) -> list[dict[str, Any]]:
     is one stream's micro-batch (``source``, ``batch_id``); batches with no row of the table
     are not counted. Empty list when nothing has been validated yet.
     """
-    path = results_path(lakehouse_path)
-    if not _is_delta_table(path):
+    path = Layout(lakehouse_path).quality_results
+    if not is_delta_table(path, spark):
         return []
     results = spark.read.format("delta").load(path)
     if "source" not in results.columns:  # written before the column existed
@@ -298,8 +228,8 @@ def prune_results(spark: SparkSession, lakehouse_path: str, older_than: datetime
 
     A no-op (0) when the results table does not exist yet.
     """
-    path = results_path(lakehouse_path)
-    if not _is_delta_table(path):
+    path = Layout(lakehouse_path).quality_results
+    if not is_delta_table(path, spark):
         return 0
     from delta.tables import DeltaTable
 
@@ -309,6 +239,7 @@ def prune_results(spark: SparkSession, lakehouse_path: str, older_than: datetime
         retry_conflicts(
             lambda: DeltaTable.forPath(spark, path).delete(condition),
             f"deleting results before {older_than.isoformat()}",
+            logger=log,
         )
     return int(doomed)
 
@@ -334,10 +265,3 @@ def _json(value: Any) -> str:
 
 def _sql_str(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _is_delta_table(path: str) -> bool:
-    local = path[len("file://") :] if path.startswith("file://") else path
-    if "://" in local:
-        return True  # remote store: let Spark say whether it exists
-    return (Path(local) / "_delta_log").is_dir()

@@ -34,7 +34,9 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-PACKAGES = ("codec", "pipelines", "quality")
+# package -> which of its files to ship. The lakehouse package only by its modules: a lakehouse
+# written at the default path (./lakehouse, from the repository's root) shares its folder.
+PACKAGES = {"codec": "*", "lakehouse": "*.py", "pipelines": "*", "quality": "*"}
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUN_SCRIPT = Path(__file__).resolve().parent / "run.py"
 _ZIP_DATE = (2000, 1, 1, 0, 0, 0)  # fixed: the same sources give the same zip
@@ -73,19 +75,19 @@ def cache_dir() -> Path:
 
 def _package_files() -> list[tuple[str, Path]]:
     files: list[tuple[str, Path]] = []
-    for package in PACKAGES:
+    for package, pattern in PACKAGES.items():
         spec = importlib.util.find_spec(package)
         if spec is None or not spec.submodule_search_locations:
             raise FileNotFoundError(f"package {package!r} is not importable")
         root = Path(next(iter(spec.submodule_search_locations)))
-        for path in sorted(root.rglob("*")):
+        for path in sorted(root.rglob(pattern)):
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
                 files.append((f"{package}/{path.relative_to(root).as_posix()}", path))
     return files
 
 
 def build_py_files(target_dir: str | os.PathLike[str] | None = None) -> str:
-    """Zip ``codec``, ``pipelines`` and ``quality`` for ``--py-files``; return the zip's path.
+    """Zip the project's packages (:data:`PACKAGES`) for ``--py-files``; return the zip's path.
 
     The name carries a hash of the content, so an unchanged tree reuses the zip and a changed
     one never reuses a stale zip.

@@ -29,9 +29,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lakehouse.delta import list_delta_tables
+from lakehouse.layout import Layout
 from pipelines.config import ProtolakeConfig, load_config
 from pipelines.ops.common import emit, kafka_client_conf, open_session, progress, table
-from pipelines.quarantine import InvariantReport, check_invariant, list_delta_tables
+from pipelines.quarantine import InvariantReport, check_invariant
 
 log = logging.getLogger("pipelines.ops.audit")
 
@@ -254,11 +256,11 @@ def audit(
 ) -> AuditReport:
     """Run every check (module docstring)."""
     t0 = time.monotonic()
-    root = cfg.lakehouse_path.rstrip("/")
-    bronze_paths = list_delta_tables(spark, f"{root}/bronze")
+    layout = Layout(cfg.lakehouse_path)
+    bronze_paths = list_delta_tables(layout.bronze, spark)
     with progress(show_progress) as steps:
         with steps.step("checking bronze = silver + quarantine"):
-            inv = check_invariant(spark, root, sample=sample)
+            inv = check_invariant(spark, layout.root, sample=sample)
         gaps = GapCheck()
         if check_kafka and bronze_paths:
             conf = kafka_client_conf(cfg)

@@ -77,12 +77,6 @@ def effective_reason() -> Any:
     )
 
 
-def is_delta_table(spark: Any, path: str) -> bool:
-    from delta.tables import DeltaTable
-
-    return bool(DeltaTable.isDeltaTable(spark, path))
-
-
 def to_jsonable(value: Any) -> Any:
     """Plain JSON types for dicts/lists of Spark values (datetimes as ISO 8601 UTC)."""
     if isinstance(value, Mapping):

@@ -36,13 +36,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from lakehouse.delta import list_delta_tables
+from lakehouse.layout import LAYERS, Layout
 from pipelines.config import load_config
 from pipelines.ops.common import emit, open_session, progress, table
-from pipelines.quarantine import list_delta_tables
 
 log = logging.getLogger("pipelines.ops.maintain")
 
-GROUPS = ("bronze", "silver", "quarantine", "quality")
+GROUPS = LAYERS
 SAFE_RETENTION_HOURS = 168
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 
@@ -69,11 +70,11 @@ class RetentionRefusedError(ValueError):
 
 def tables_of(spark: Any, lakehouse_path: str, group: str) -> list[str]:
     """Delta table paths of a group (``all``: every group)."""
-    root = lakehouse_path.rstrip("/")
+    layout = Layout(lakehouse_path)
     groups = GROUPS if group == "all" else (group,)
     out: list[str] = []
     for g in groups:
-        out.extend(list_delta_tables(spark, f"{root}/{g}"))
+        out.extend(list_delta_tables(layout.layer(g), spark))
     return out
 
 

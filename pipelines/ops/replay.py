@@ -45,15 +45,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from lakehouse.delta import is_delta_table, retry_conflicts, silver_versions, table_version
+from lakehouse.layout import Layout
 from pipelines.config import ProtolakeConfig, load_config
 from pipelines.ops.common import effective_reason, emit, open_session, parse_time, progress, table
-from pipelines.quarantine import (
-    RECORD_KEY,
-    REPLAYED,
-    list_delta_tables,
-    quarantine_path,
-    still_quarantined,
-)
+from pipelines.quarantine import RECORD_KEY, REPLAYED, still_quarantined
 
 log = logging.getLogger("pipelines.ops.replay")
 
@@ -119,7 +115,7 @@ def select_pending(spark: Any, lakehouse_path: str, flt: ReplayFilter, version: 
     q = (
         spark.read.format("delta")
         .option("versionAsOf", version)
-        .load(quarantine_path(lakehouse_path))
+        .load(Layout(lakehouse_path).quarantine)
     )
     q = q.filter(still_quarantined())
     q = q.withColumn("_current_reason", effective_reason())
@@ -185,18 +181,17 @@ def replay(
     Raises:
         codec.RegistryUnavailable (inside a Py4J/Spark error): the registry did not answer.
     """
-    from delta.tables import DeltaTable
     from pyspark import StorageLevel
     from pyspark.sql import functions as F  # noqa: N812
 
     t0 = time.monotonic()
     root = cfg.lakehouse_path
     report = ReplayReport(dry_run=dry_run, filter=flt.describe())
-    qpath = quarantine_path(root)
-    if not DeltaTable.isDeltaTable(spark, qpath):
+    qpath = Layout(root).quarantine
+    if not is_delta_table(qpath, spark):
         log.warning("replay: no quarantine table at %s", qpath)
         return report
-    version = int(DeltaTable.forPath(spark, qpath).history(1).collect()[0]["version"])
+    version = table_version(qpath, spark)
     report.quarantine_version = version
     with progress(show_progress) as steps:
         with steps.step("selecting quarantined records"):
@@ -211,7 +206,7 @@ def replay(
             if report.selected == 0 or dry_run:
                 return report
             with steps.step("checking silver for records already written"):
-                versions = silver_versions(spark, root)
+                versions = sorted(silver_versions(Layout(root), spark).items())
                 done = keys_in_silver(spark, versions, pending)
                 to_write = pending.join(done, list(RECORD_KEY), "left_anti").persist(
                     StorageLevel.MEMORY_AND_DISK
@@ -293,16 +288,6 @@ def _no_failures(spark: Any) -> Any:
     ).persist()
 
 
-def silver_versions(spark: Any, root: str) -> list[tuple[str, int]]:
-    """Each silver table's path and latest version (what :func:`keys_in_silver` reads)."""
-    from delta.tables import DeltaTable
-
-    return [
-        (path, int(DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]))
-        for path in list_delta_tables(spark, f"{root.rstrip('/')}/silver")
-    ]
-
-
 def keys_in_silver(spark: Any, versions: Sequence[tuple[str, int]], rows: Any) -> Any:
     """The record keys of ``rows`` that a silver table holds (each read at its given version)."""
     from pyspark.sql import functions as F  # noqa: N812
@@ -329,9 +314,8 @@ def _mark(spark: Any, root: str, pending: Any, failures: Any, report: ReplayRepo
     from pyspark.sql import functions as F  # noqa: N812
 
     keys = pending.select(*RECORD_KEY)
-    found = keys_in_silver(spark, silver_versions(spark, root), keys).withColumn(
-        "_in_silver", F.lit(True)
-    )
+    versions = sorted(silver_versions(Layout(root), spark).items())
+    found = keys_in_silver(spark, versions, keys).withColumn("_in_silver", F.lit(True))
     fails = failures.groupBy(*RECORD_KEY).agg(F.first("reason_code").alias("_new_reason"))
     outcomes = (
         keys.join(found, list(RECORD_KEY), "left")
@@ -354,7 +338,7 @@ def _mark(spark: Any, root: str, pending: Any, failures: Any, report: ReplayRepo
     source = outcomes.filter(F.col("_outcome").isNotNull()).withColumn(
         "_replayed_at", F.lit(datetime.now(UTC)).cast("timestamp")
     )
-    merge_outcomes(spark, quarantine_path(root), source)
+    merge_outcomes(spark, Layout(root).quarantine, source)
 
 
 def merge_outcomes(spark: Any, qpath: str, source: Any, attempts: int = 5) -> None:
@@ -364,8 +348,6 @@ def merge_outcomes(spark: Any, qpath: str, source: Any, attempts: int = 5) -> No
     sets values, so retrying is idempotent.
     """
     from delta.tables import DeltaTable
-
-    from quality.results import retry_conflicts
 
     cond = " AND ".join(f"t.{c} = s.{c}" for c in RECORD_KEY)
     cond += f" AND (t.replay_outcome IS NULL OR t.replay_outcome <> '{REPLAYED}')"

@@ -26,9 +26,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from lakehouse.delta import is_delta_table, list_delta_tables
+from lakehouse.layout import Layout, table_name
 from pipelines.config import ProtolakeConfig, load_config
-from pipelines.ops.common import emit, is_delta_table, open_session, table, to_jsonable
-from pipelines.quarantine import list_delta_tables, quarantine_path
+from pipelines.ops.common import emit, open_session, table, to_jsonable
 
 DEFAULT_DATABASE = "protolake"
 DEFAULT_LIMIT = 50
@@ -38,18 +39,18 @@ def register_lakehouse(spark: Any, cfg: ProtolakeConfig) -> list[dict[str, str]]
     """Register every table of the lakehouse; returns ``[{"name", "layer", "path"}]``."""
     from pipelines.silver.tables import register_tables
 
-    root = cfg.lakehouse_path.rstrip("/")
+    layout = Layout(cfg.lakehouse_path)
     database = cfg.silver.catalog_database or DEFAULT_DATABASE
     found: list[dict[str, str]] = []
-    for name in register_tables(spark, root, database):
-        path = f"{root}/silver/{name.rsplit('.', 1)[-1]}"
+    for name in register_tables(spark, layout.root, database):
+        path = layout.silver_table(name.rsplit(".", 1)[-1])
         found.append({"name": name, "layer": "silver", "path": path})
-    views = [(quarantine_path(root), "quarantine", "quarantine")]
-    views.append((f"{root}/quality/results", "quality_results", "quality"))
-    for path in list_delta_tables(spark, f"{root}/bronze"):
-        views.append((path, "bronze_" + path.rstrip("/").rsplit("/", 1)[-1], "bronze"))
+    views = [(layout.quarantine, "quarantine", "quarantine")]
+    views.append((layout.quality_results, "quality_results", "quality"))
+    for path in list_delta_tables(layout.bronze, spark):
+        views.append((path, "bronze_" + table_name(path), "bronze"))
     for path, view, layer in views:
-        if is_delta_table(spark, path):
+        if is_delta_table(path, spark):
             spark.read.format("delta").load(path).createOrReplaceTempView(view)
             found.append({"name": view, "layer": layer, "path": path})
     return found

@@ -30,17 +30,18 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from lakehouse.delta import is_delta_table, list_delta_tables
+from lakehouse.layout import Layout
 from pipelines.config import ProtolakeConfig, load_config
 from pipelines.ops.common import (
     effective_reason,
     emit,
-    is_delta_table,
     kafka_client_conf,
     open_session,
     progress,
     table,
 )
-from pipelines.quarantine import list_delta_tables, quarantine_path, still_quarantined
+from pipelines.quarantine import still_quarantined
 
 log = logging.getLogger("pipelines.ops.status")
 
@@ -81,12 +82,12 @@ def kafka_offsets(
         consumer.close()
 
 
-def bronze_progress(spark: Any, root: str) -> dict[tuple[str, int], dict[str, int]]:
+def bronze_progress(spark: Any, layout: Layout) -> dict[tuple[str, int], dict[str, int]]:
     """Per topic partition: bronze records and latest offset."""
     from pyspark.sql import functions as F  # noqa: N812
 
     out: dict[tuple[str, int], dict[str, int]] = {}
-    for path in list_delta_tables(spark, f"{root}/bronze"):
+    for path in list_delta_tables(layout.bronze, spark):
         rows = (
             spark.read.format("delta")
             .load(path)
@@ -101,15 +102,15 @@ def bronze_progress(spark: Any, root: str) -> dict[tuple[str, int], dict[str, in
     return out
 
 
-def processed_counts(spark: Any, root: str) -> dict[tuple[str, int], int]:
+def processed_counts(spark: Any, layout: Layout) -> dict[tuple[str, int], int]:
     """Per topic partition: records in silver tables plus records (still) in quarantine."""
 
     frames = [
         spark.read.format("delta").load(p).select("_kafka_topic", "_kafka_partition")
-        for p in list_delta_tables(spark, f"{root}/silver")
+        for p in list_delta_tables(layout.silver, spark)
     ]
-    qpath = quarantine_path(root)
-    if is_delta_table(spark, qpath):
+    qpath = layout.quarantine
+    if is_delta_table(qpath, spark):
         q = spark.read.format("delta").load(qpath)
         frames.append(q.filter(still_quarantined()).select("_kafka_topic", "_kafka_partition"))
     if not frames:
@@ -123,11 +124,11 @@ def processed_counts(spark: Any, root: str) -> dict[tuple[str, int], int]:
     }
 
 
-def quarantine_summary(spark: Any, root: str) -> dict[str, Any]:
+def quarantine_summary(spark: Any, layout: Layout) -> dict[str, Any]:
     """Records per current reason, and replayed ones."""
 
-    qpath = quarantine_path(root)
-    if not is_delta_table(spark, qpath):
+    qpath = layout.quarantine
+    if not is_delta_table(qpath, spark):
         return {"by_reason": {}, "active": 0, "replayed": 0}
     q = spark.read.format("delta").load(qpath)
     replayed = ~still_quarantined()
@@ -150,25 +151,26 @@ def quarantine_summary(spark: Any, root: str) -> dict[str, Any]:
     }
 
 
-def quality_summary(spark: Any, root: str) -> dict[str, Any]:
+def quality_summary(spark: Any, layout: Layout) -> dict[str, Any]:
     """``quality.results.summarize`` plus the time of the last validation."""
     from pyspark.sql import functions as F  # noqa: N812
 
-    from quality.results import results_path, summarize
+    from quality.results import summarize
 
-    tables = summarize(spark, root)
+    tables = summarize(spark, layout.root)
     last = None
     if tables:
-        row = spark.read.format("delta").load(results_path(root)).agg(F.max("validated_at")).first()
+        results = spark.read.format("delta").load(layout.quality_results)
+        row = results.agg(F.max("validated_at")).first()
         last = row[0] if row else None
     return {"tables": tables, "last_validated_at": last}
 
 
-def stream_ages(spark: Any, root: str, now: float | None = None) -> list[dict[str, Any]]:
+def stream_ages(spark: Any, layout: Layout, now: float | None = None) -> list[dict[str, Any]]:
     """Per checkpoint under ``_checkpoints/<job>/<name>``: last committed batch and its age."""
     jvm = spark.sparkContext._jvm
     path_cls = jvm.org.apache.hadoop.fs.Path
-    base = path_cls(f"{root}/_checkpoints")
+    base = path_cls(layout.checkpoints)
     fs = base.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     now = time.time() if now is None else now
     out: list[dict[str, Any]] = []
@@ -202,20 +204,20 @@ def status(
     spark: Any, cfg: ProtolakeConfig, *, check_kafka: bool = True, show_progress: bool = True
 ) -> dict[str, Any]:
     """Every section (module docstring), as one JSON-able dict."""
-    root = cfg.lakehouse_path.rstrip("/")
+    layout = Layout(cfg.lakehouse_path)
     with progress(show_progress) as steps:
         with steps.step("reading bronze"):
-            bronze = bronze_progress(spark, root)
+            bronze = bronze_progress(spark, layout)
         kafka: dict[tuple[str, int], tuple[int, int]] = {}
         if check_kafka:
             with steps.step("asking Kafka for end offsets"):
                 kafka = kafka_offsets(cfg, sorted({t for t, _ in bronze}))
         with steps.step("counting silver and quarantine"):
-            processed = processed_counts(spark, root)
-            quarantine = quarantine_summary(spark, root)
+            processed = processed_counts(spark, layout)
+            quarantine = quarantine_summary(spark, layout)
         with steps.step("reading quality results"):
-            quality = quality_summary(spark, root)
-        streams = stream_ages(spark, root)
+            quality = quality_summary(spark, layout)
+        streams = stream_ages(spark, layout)
     partitions = []
     for key in sorted(set(bronze) | set(kafka) | set(processed)):
         b = bronze.get(key, {"records": 0, "latest": -1})
@@ -235,7 +237,7 @@ def status(
             }
         )
     return {
-        "lakehouse": root,
+        "lakehouse": layout.root,
         "kafka_checked": check_kafka,
         "partitions": partitions,
         "totals": {

@@ -16,8 +16,6 @@ from pipelines.silver.job import (
     main,
     open_resolver,
     run,
-    silver_checkpoint,
-    silver_root,
     summarize,
 )
 from pipelines.silver.tables import register_tables
@@ -31,7 +29,5 @@ __all__ = [
     "open_resolver",
     "register_tables",
     "run",
-    "silver_checkpoint",
-    "silver_root",
     "summarize",
 ]

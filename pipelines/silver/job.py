@@ -58,14 +58,13 @@ from pyspark.sql import types as T  # noqa: N812
 from pyspark.sql.streaming import StreamingQuery
 
 from codec import SchemaResolver
-from pipelines.config import TRIGGERS, ConfigError, ProtolakeConfig, load_config
+from lakehouse.delta import append_idempotent, list_delta_tables
+from lakehouse.layout import Layout, table_name
+from lakehouse.streaming import TRIGGERS, await_queries, load_app_id, stop_on_signals, with_trigger
+from pipelines.config import ConfigError, ProtolakeConfig, load_config
 from pipelines.naming import table_name_for
 from pipelines.quality_retention import prune_quality_results
-from pipelines.quarantine import (
-    list_delta_tables,
-    quarantine_path,
-    to_quarantine_rows,
-)
+from pipelines.quarantine import to_quarantine_rows
 from pipelines.spark import build_session
 
 from .decode import ERROR_COLUMNS, DecodeSpec, decode_bronze, message_spark_schema
@@ -74,7 +73,6 @@ from .resolution import Resolution, resolve_schema_keys
 from .tables import (
     LINEAGE_FIELDS,
     align_to,
-    append_idempotent,
     ensure_table,
     existing_schema,
     message_part,
@@ -90,15 +88,6 @@ _DRIVER_LOCK = threading.RLock()
 JOB = "silver"
 SCHEMA_CONFLICT = "SCHEMA_CONFLICT"
 INGESTED_AT = "_ingested_at"  # bronze's column: when bronze wrote the row
-
-
-def silver_root(lakehouse_path: str) -> str:
-    return f"{lakehouse_path.rstrip('/')}/silver"
-
-
-def silver_checkpoint(lakehouse_path: str, bronze_table: str) -> str:
-    """``<lakehouse>/_checkpoints/silver/<bronze table>``."""
-    return f"{lakehouse_path.rstrip('/')}/_checkpoints/{JOB}/{bronze_table}"
 
 
 def open_resolver(cfg: ProtolakeConfig) -> SchemaResolver:
@@ -163,7 +152,7 @@ class SilverBatch:
             Spark's ``numInputRows`` counts every pass (protolake's metrics count records
             once, see ``pipelines.metrics``). On: one read, one cache.
         database: catalog database to register tables in ("" = do not register).
-        checker: a ``quality.QualityChecker`` (validates every table of every batch) or None
+        checker: a ``quality.checker.QualityChecker`` (validates every table of every batch) or None
             (no checks: the quality extra is not installed).
     """
 
@@ -187,7 +176,7 @@ class SilverBatch:
         # appending new ones; metrics (pipelines/metrics.py) set on_batch to see each batch
         self.quarantine_writer = quarantine_writer
         self.on_batch: Callable[[BatchStats], None] | None = None
-        self.root = lakehouse_path.rstrip("/")
+        self.layout = Layout(lakehouse_path)
         self.app_id = app_id
         self.resolver = resolver
         self.max_depth = max_depth
@@ -399,7 +388,7 @@ class SilverBatch:
             else:
                 to_write.append((plan, table_df))
         if failed_outcome is not None:
-            from quality import QualityFailed
+            from quality.checker import QualityFailed
 
             self.checker.write_results(quality_results, batch_id, source=self.app_id)
             raise QualityFailed(failed_outcome)
@@ -412,7 +401,7 @@ class SilverBatch:
                     ensure_table(
                         self.spark, plan.path, _table_schema(plan.merged), plan.message_type
                     )
-            append_idempotent(df, plan.path, self.app_id, batch_id, merge_schema=True)
+            append_idempotent(df, plan.path, self.app_id, batch_id, merge_schema=True, logger=log)
             self._schemas[plan.path] = plan.merged
             self._register(plan)
         quarantine = union_all(quarantine_parts)
@@ -420,7 +409,7 @@ class SilverBatch:
         if self.quarantine_writer is not None:
             self.quarantine_writer(quarantine, batch_id)
         else:
-            append_idempotent(quarantine, quarantine_path(self.root), self.app_id, batch_id)
+            append_idempotent(quarantine, self.layout.quarantine, self.app_id, batch_id, logger=log)
         if quality_results:
             self.checker.write_results(quality_results, batch_id, source=self.app_id)
         # counts for the summary: one small job over the persisted frames (no re-decoding)
@@ -445,7 +434,7 @@ class SilverBatch:
         from pipelines.proto_types import schemas_compatible
 
         table = table_name_for(message_type)
-        path = f"{silver_root(self.root)}/{table}"
+        path = self.layout.silver_table(table)
         merged = self._schemas.get(path)
         if merged is None:
             current = existing_schema(self.spark, path)
@@ -563,10 +552,10 @@ def bronze_tables(
     lakehouse_path: str, spark: SparkSession, names: Sequence[str] | None = None
 ) -> list[str]:
     """Bronze table paths to read: the named ones, or every Delta table under bronze/."""
-    root = f"{lakehouse_path.rstrip('/')}/bronze"
+    layout = Layout(lakehouse_path)
     if names:
-        return [f"{root}/{n}" for n in names]
-    return list_delta_tables(spark, root)
+        return [layout.bronze_table(n) for n in names]
+    return list_delta_tables(layout.bronze, spark)
 
 
 def start_query(
@@ -578,10 +567,9 @@ def start_query(
     checker: Any = None,
 ) -> tuple[StreamingQuery, SilverBatch]:
     """Start the silver query of one bronze table."""
-    from pipelines.bronze import load_app_id
-
-    name = bronze_path.rstrip("/").rsplit("/", 1)[-1]
-    checkpoint = silver_checkpoint(cfg.lakehouse_path, name)
+    name = table_name(bronze_path)
+    layout = Layout(cfg.lakehouse_path)
+    checkpoint = layout.checkpoint(JOB, name)
     batch = SilverBatch(
         spark,
         cfg.lakehouse_path,
@@ -604,18 +592,11 @@ def start_query(
         .option("checkpointLocation", checkpoint)
         .foreachBatch(batch)
     )
-    if trigger == "available-now":
-        writer = writer.trigger(availableNow=True)
-    elif trigger == "processing-time":
-        writer = writer.trigger(processingTime=cfg.silver.processing_interval)
-    else:
+    if trigger not in TRIGGERS:
         raise ConfigError(f"trigger: must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
+    writer = with_trigger(writer, trigger, cfg.silver.processing_interval)
     log.info(
-        "silver: %s -> %s (checkpoint %s, %s)",
-        bronze_path,
-        silver_root(cfg.lakehouse_path),
-        checkpoint,
-        trigger,
+        "silver: %s -> %s (checkpoint %s, %s)", bronze_path, layout.silver, checkpoint, trigger
     )
     return writer.start(), batch
 
@@ -629,7 +610,7 @@ class SilverRun:
 
 
 def make_checker(spark: SparkSession, cfg: ProtolakeConfig) -> Any:
-    """The quality checker (a ``quality.QualityChecker``).
+    """The quality checker (a ``quality.checker.QualityChecker``).
 
     The checker validates every silver table, configured expectations or not (the default suite:
     lineage not null, Kafka coordinates unique, Kafka timestamps within bounds). None only when
@@ -649,7 +630,8 @@ def make_checker(spark: SparkSession, cfg: ProtolakeConfig) -> Any:
             "the silver tables are NOT checked"
         )
         return None
-    from quality import QualityChecker, QualityConfigError, parse_rules
+    from quality.checker import QualityChecker
+    from quality.rules import QualityConfigError, parse_rules
 
     try:
         rules = parse_rules(cfg.quality.expectations)
@@ -683,8 +665,6 @@ def run(
     Raises:
         pyspark.errors.StreamingQueryException: a batch failed (e.g. the registry is down).
     """
-    from pipelines.bronze import await_queries
-
     trigger = trigger or cfg.silver.trigger
     if trigger not in TRIGGERS:
         raise ConfigError(f"trigger: must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
@@ -706,7 +686,7 @@ def run(
     out = SilverRun()
     paths = bronze_tables(cfg.lakehouse_path, spark, bronze_table_names)
     if not paths:
-        log.warning("silver: no bronze table under %s/bronze yet", cfg.lakehouse_path)
+        log.warning("silver: no bronze table under %s yet", Layout(cfg.lakehouse_path).bronze)
         return out
     sequential = trigger == "available-now" and await_termination
     for path in paths:
@@ -741,7 +721,7 @@ def summarize(result: SilverRun, cfg: ProtolakeConfig) -> dict[str, Any]:
         "records": records,
         "quarantined": dict(sorted(quarantined.items())),
         "tables": sorted(silver),
-        "silver_root": silver_root(cfg.lakehouse_path),
+        "silver_root": Layout(cfg.lakehouse_path).silver,
     }
 
 
@@ -768,8 +748,6 @@ def add_parser(subparsers: Any) -> None:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """``protolake silver``: load the configuration, run, print a summary."""
-    from pipelines.bronze import await_queries, stop_on_signals
-
     cfg = load_config(args.config)
     t0 = time.monotonic()
     trigger = args.trigger or cfg.silver.trigger
@@ -780,7 +758,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         await_termination=trigger == "available-now",
     )
     if trigger == "processing-time":
-        stop_on_signals(result.queries)
+        stop_on_signals(result.queries, JOB)
         await_queries(result.queries)
     summary = summarize(result, cfg) | {"seconds": round(time.monotonic() - t0, 3)}
     _print_summary(summary, as_json=bool(getattr(args, "json", False)))

@@ -9,9 +9,10 @@
   quarantine with ``SCHEMA_CONFLICT``; the table is left as it was.
 - Each table records its message type in the table property ``protolake.message_type``;
   writing another type there raises (it would take a hash collision, see naming.py).
-- Writes carry ``txnAppId``/``txnVersion = batch_id``: Delta skips a batch a table already has,
-  so a retried micro-batch never duplicates. Concurrent commits from another query (two
-  bronze tables holding one message type) are retried a few times: the write is idempotent.
+- Writes (``lakehouse.delta.append_idempotent``) carry ``txnAppId``/``txnVersion = batch_id``:
+  Delta skips a batch a table already has, so a retried micro-batch never duplicates.
+  Concurrent commits from another query (two bronze tables holding one message type) are
+  retried a few times: the write is idempotent.
 - Tables are registered in the Spark catalog as ``<catalog_database>.<table>`` (an external
   table at the path, so other engines keep reading it by path).
 """
@@ -26,6 +27,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
+from lakehouse.delta import is_delta_table, list_delta_tables
+from lakehouse.layout import Layout, table_name
 from pipelines.naming import MESSAGE_TYPE_PROPERTY
 
 log = logging.getLogger(__name__)
@@ -57,9 +60,7 @@ def message_part(table_schema: T.StructType) -> T.StructType:
 
 def existing_schema(spark: SparkSession, path: str) -> T.StructType | None:
     """The schema of the Delta table at ``path``, or None when there is none yet."""
-    from delta.tables import DeltaTable
-
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not is_delta_table(path, spark):
         return None
     return spark.read.format("delta").load(path).schema
 
@@ -124,7 +125,7 @@ def ensure_table(spark: SparkSession, path: str, schema: T.StructType, message_t
     """
     from delta.tables import DeltaTable
 
-    if DeltaTable.isDeltaTable(spark, path):
+    if is_delta_table(path, spark):
         detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
         props = dict(detail["properties"] or {}) if detail is not None else {}
         found = props.get(MESSAGE_TYPE_PROPERTY)
@@ -188,43 +189,12 @@ def _same_location(a: str, b: str) -> bool:
 
 def register_tables(spark: SparkSession, lakehouse_path: str, database: str) -> list[str]:
     """Register every silver table under the lakehouse (for a fresh session or catalog)."""
-    from pipelines.quarantine import list_delta_tables
-
     names = []
-    for path in list_delta_tables(spark, f"{lakehouse_path.rstrip('/')}/silver"):
-        name = path.rstrip("/").rsplit("/", 1)[-1]
+    for path in list_delta_tables(Layout(lakehouse_path).silver, spark):
+        name = table_name(path)
         register_table(spark, database, name, path)
         names.append(f"{database}.{name}")
     return names
-
-
-def append_idempotent(
-    df: DataFrame,
-    path: str,
-    app_id: str,
-    batch_id: int,
-    *,
-    merge_schema: bool = False,
-    attempts: int = 5,
-) -> None:
-    """Append ``df`` to the Delta table at ``path`` unless it already has (app_id, batch_id).
-
-    A conflicting concurrent commit is retried (the write is idempotent, so retrying is safe).
-    """
-    from quality.results import retry_conflicts
-
-    def commit() -> None:
-        writer = (
-            df.write.format("delta")
-            .mode("append")
-            .option("txnAppId", app_id)
-            .option("txnVersion", batch_id)
-        )
-        if merge_schema:
-            writer = writer.option("mergeSchema", "true")
-        writer.save(path)
-
-    retry_conflicts(commit, f"the append to {path}", attempts, logger=log)
 
 
 def union_all(frames: Sequence[DataFrame]) -> DataFrame | None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from bronze_itkit import Kafka, read_bronze, unique_prefix, write_config
 
+from lakehouse.layout import Layout
 from pipelines import bronze
 from pipelines.config import load_config
 from pipelines.jobs import submit_command
@@ -36,7 +37,7 @@ def test_bronze_through_spark_submit(spark: Any, kafka: Kafka, tmp_path: Path) -
     assert out.returncode == 0, out.stderr[-4000:]
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["records"] == 37
-    assert summary["tables"] == bronze.bronze_root(load_config(cfg_file))
+    assert summary["tables"] == Layout(load_config(cfg_file).lakehouse_path).bronze
     # the driver ran with what spark-submit shipped: the zip of the packages
     assert Path(cmd[cmd.index("--py-files") + 1]).name in out.stderr
 

@@ -20,9 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
 
 from conftest import make_airflow  # noqa: E402
 
+from lakehouse.layout import Layout  # noqa: E402
 from pipelines.demo_stream import produce_demo_stream  # noqa: E402
 from pipelines.naming import table_name_for  # noqa: E402
-from pipelines.quarantine import check_invariant, quarantine_path  # noqa: E402
+from pipelines.quarantine import check_invariant  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -137,7 +138,7 @@ def test_ingest_dag_lands_the_stream_and_a_second_run_changes_nothing(
     quarantined = {
         r[0]: r[1]
         for r in spark.read.format("delta")
-        .load(quarantine_path(str(lake)))
+        .load(Layout(str(lake)).quarantine)
         .groupBy("reason_code")
         .count()
         .collect()

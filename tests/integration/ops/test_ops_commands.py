@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from ops_itkit import LATE_RECORDS, LATE_SCHEMA, LATE_TYPE, Lakehouse
 
+from lakehouse.layout import Layout
 from pipelines.cli import main as cli_main
 from pipelines.config import parse_config
 from pipelines.naming import bronze_table_of_topic, table_name_for
@@ -26,7 +27,7 @@ from pipelines.ops import audit as audit_mod
 from pipelines.ops import maintain as maintain_mod
 from pipelines.ops import replay as replay_mod
 from pipelines.ops import status as status_mod
-from pipelines.quarantine import check_invariant, quarantine_path
+from pipelines.quarantine import check_invariant
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -35,7 +36,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 
 def _quarantine(spark: Any, lake: Lakehouse) -> Any:
-    return spark.read.format("delta").load(quarantine_path(str(lake.root)))
+    return spark.read.format("delta").load(Layout(str(lake.root)).quarantine)
 
 
 def _silver(spark: Any, lake: Lakehouse, message_type: str) -> Any:
@@ -147,7 +148,7 @@ def test_audit_holds_despite_transaction_gaps(lake: Lakehouse, spark: Any, capsy
 
 
 def test_replay_dry_run_changes_nothing(lake: Lakehouse, spark: Any, capsys: Any) -> None:
-    qpath = quarantine_path(str(lake.root))
+    qpath = Layout(str(lake.root)).quarantine
     before = _version(spark, qpath)
     code, doc = _cli_json(
         capsys,
@@ -170,7 +171,7 @@ def test_replay_dry_run_changes_nothing(lake: Lakehouse, spark: Any, capsys: Any
 def test_replay_after_registering_the_missing_schema(
     lake: Lakehouse, spark: Any, capsys: Any
 ) -> None:
-    qpath = quarantine_path(str(lake.root))
+    qpath = Layout(str(lake.root)).quarantine
     sid = lake.registry.register(f"{lake.late_topic}-value", LATE_SCHEMA)
     assert sid == lake.late_schema_id
     flt = replay_mod.ReplayFilter(reasons=("UNKNOWN_SCHEMA",), topics=(lake.late_topic,))

@@ -27,9 +27,10 @@ from ops_itkit import (
 )
 from registry_server import start_registry_server
 
+from lakehouse.layout import Layout
 from pipelines.naming import table_name_for
 from pipelines.ops import replay as replay_mod
-from pipelines.quarantine import check_invariant, quarantine_path
+from pipelines.quarantine import check_invariant
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
@@ -85,7 +86,7 @@ def test_replay_after_a_crash_before_marking_writes_nothing_twice(
         monkeypatch.undo()
         silver_path = f"{lake}/silver/{table_name_for(LATE_TYPE)}"
         assert spark.read.format("delta").load(silver_path).count() == LATE_RECORDS
-        q = spark.read.format("delta").load(quarantine_path(str(lake)))
+        q = spark.read.format("delta").load(Layout(str(lake)).quarantine)
         assert q.filter(F.col("replay_outcome").isNotNull()).count() == 0
 
         # 2. meanwhile one more matching record is quarantined (its schema id is unknown)
@@ -105,7 +106,7 @@ def test_replay_after_a_crash_before_marking_writes_nothing_twice(
         assert report.still_failing == {"UNKNOWN_SCHEMA": 1}
         outcomes = sorted(
             (r["_kafka_offset"], r["replay_outcome"])
-            for r in spark.read.format("delta").load(quarantine_path(str(lake))).collect()
+            for r in spark.read.format("delta").load(Layout(str(lake)).quarantine).collect()
         )
         assert outcomes == [(o, "replayed") for o in range(LATE_RECORDS)] + [
             (LATE_RECORDS, "UNKNOWN_SCHEMA")

@@ -9,13 +9,9 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
 from quality_testkit import NOW, ORDER, TABLE, keys, make_batch, order_row
 
-from quality import (
-    QualityChecker,
-    QualityConfigError,
-    QualityFailed,
-    parse_rules,
-    summarize,
-)
+from quality.checker import QualityChecker, QualityFailed
+from quality.results import summarize
+from quality.rules import QualityConfigError, parse_rules
 
 pytestmark = pytest.mark.integration
 

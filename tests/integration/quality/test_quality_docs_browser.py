@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from quality_testkit import ORDER, TABLE, make_batch, order_row
 
-from quality import QualityChecker, parse_rules
+from quality.checker import QualityChecker
+from quality.rules import parse_rules
 
 pytestmark = pytest.mark.integration
 

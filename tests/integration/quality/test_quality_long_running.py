@@ -9,8 +9,10 @@ import threading
 import pytest
 from quality_testkit import NOW, ORDER, TABLE, make_batch, order_row
 
-from quality import QualityChecker, parse_rules, summarize
-from quality.results import results_path
+from lakehouse.layout import Layout
+from quality.checker import QualityChecker
+from quality.results import summarize
+from quality.rules import parse_rules
 
 pytestmark = pytest.mark.integration
 
@@ -103,7 +105,7 @@ def test_concurrent_streams_write_results_without_conflicts(spark, tmp_path):
     for t in threads:
         t.join()
     assert not errors, [re.findall(r"\w+Exception", str(e))[:2] for e in errors]
-    table = spark.read.format("delta").load(results_path(lake))
+    table = spark.read.format("delta").load(Layout(lake).quality_results)
     counts = {
         (r["source"], r["batch_id"]): r["count"]
         for r in table.groupBy("source", "batch_id").count().collect()
@@ -160,7 +162,7 @@ def test_summarize_collects_only_the_summary(spark, tmp_path, monkeypatch):
     monkeypatch.setattr(type(good), "collect", counting_collect)
     summary = {s["table"]: s for s in summarize(spark, lake)}
     monkeypatch.undo()
-    results_rows = spark.read.format("delta").load(results_path(lake)).count()
+    results_rows = spark.read.format("delta").load(Layout(lake).quality_results).count()
     # the driver gets one row per (table, failed expectation) and per table, not every result
     assert sum(collected) < results_rows and sum(collected) <= 4, collected
     assert summary[TABLE] == {
@@ -207,7 +209,7 @@ def test_old_results_are_pruned_by_the_configured_retention(spark, tmp_path):
         }
     )
     assert prune_quality_results(spark, cfg) == 4
-    table = spark.read.format("delta").load(results_path(lake))
+    table = spark.read.format("delta").load(Layout(lake).quality_results)
     assert sorted({r["batch_id"] for r in table.collect()}) == [2, 3]
     assert prune_quality_results(spark, cfg) == 0
 
@@ -239,8 +241,8 @@ def test_maintain_of_the_quality_group_prunes_results_too(spark, tmp_path):
     assert prune_results_of(spark, cfg, "bronze", dry_run=False) is None
     assert prune_results_of(spark, cfg, "quality", dry_run=True) is None
     assert prune_results_of(spark, config(0), "all", dry_run=False) is None
-    assert spark.read.format("delta").load(results_path(lake)).count() == 4
+    assert spark.read.format("delta").load(Layout(lake).quality_results).count() == 4
     assert prune_results_of(spark, cfg, "quality", dry_run=False) == 2
-    table = spark.read.format("delta").load(results_path(lake))
+    table = spark.read.format("delta").load(Layout(lake).quality_results)
     assert sorted({r["batch_id"] for r in table.collect()}) == [1]
     assert prune_results_of(spark, cfg, "all", dry_run=False) == 0

@@ -21,9 +21,10 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from silver_itkit import ROOT, make_config, unique_prefix
 
 from codec import Decoder, HttpSchemaRegistry, write_frame
+from lakehouse.layout import Layout
 from pipelines import bronze, silver
 from pipelines.naming import table_name_for
-from pipelines.quarantine import check_invariant, quarantine_path
+from pipelines.quarantine import check_invariant
 
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "codec"))
 from codec_test_support import compile_protos, import_generated  # noqa: E402
@@ -121,7 +122,7 @@ def test_silver_resolves_every_schema_from_apicurio(
             want["skus"],
         ), ident
         assert row["_schema_id"] == (v1_id if ident.startswith("v1-") else v2_id)
-    quarantined = spark.read.format("delta").load(quarantine_path(lake))
+    quarantined = spark.read.format("delta").load(Layout(lake).quarantine)
     reasons = {(r["reason_code"], r["_schema_id"]) for r in quarantined.collect()}
     assert reasons == {("UNKNOWN_SCHEMA", unknown_id)}
     assert quarantined.count() == 4

@@ -18,24 +18,26 @@ from typing import Any
 import pytest
 from silver_itkit import ROOT, make_config, unique_prefix, write_config_file
 
+from lakehouse.delta import list_delta_tables
+from lakehouse.layout import Layout
 from pipelines import bronze, silver
 from pipelines.demo_stream import produce_demo_stream
 from pipelines.naming import table_name_for
-from pipelines.quarantine import check_invariant, list_delta_tables, quarantine_path
+from pipelines.quarantine import check_invariant
 
 pytestmark = pytest.mark.integration
 
 
 def _quarantine_by_reason(spark: Any, lake: str) -> dict[str, int]:
-    if not list_delta_tables(spark, f"{lake}/quarantine"):
+    if not list_delta_tables(f"{lake}/quarantine", spark):
         return {}
-    rows = spark.read.format("delta").load(quarantine_path(lake)).groupBy("reason_code").count()
+    rows = spark.read.format("delta").load(Layout(lake).quarantine).groupBy("reason_code").count()
     return {r["reason_code"]: int(r["count"]) for r in rows.collect()}
 
 
 def _silver_counts(spark: Any, lake: str) -> dict[str, int]:
     out = {}
-    for path in list_delta_tables(spark, f"{lake}/silver"):
+    for path in list_delta_tables(f"{lake}/silver", spark):
         df = spark.read.format("delta").load(path)
         for r in df.groupBy("_message_type").count().collect():
             out[r["_message_type"]] = int(r["count"])
@@ -97,7 +99,7 @@ def test_demo_stream_every_record_once_with_its_reason(
     # another engine reads the same tables by path: delta-rs (the `deltalake` package)
     from deltalake import DeltaTable
 
-    for path in list_delta_tables(spark, f"{lake}/silver") + [quarantine_path(lake)]:
+    for path in list_delta_tables(f"{lake}/silver", spark) + [Layout(lake).quarantine]:
         local = path.removeprefix("file:")
         ours = spark.read.format("delta").load(path)
         table = DeltaTable(local)

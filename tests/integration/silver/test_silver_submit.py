@@ -16,10 +16,12 @@ import pyspark
 import pytest
 from silver_itkit import free_port, make_config, unique_prefix, write_config_file
 
+from lakehouse.delta import list_delta_tables
+from lakehouse.layout import Layout
 from pipelines import bronze
 from pipelines.demo_stream import produce_demo_stream
 from pipelines.jobs import submit_command
-from pipelines.quarantine import check_invariant, list_delta_tables, quarantine_path
+from pipelines.quarantine import check_invariant
 
 pytestmark = pytest.mark.integration
 
@@ -144,10 +146,10 @@ def test_silver_job_on_a_standalone_cluster(
     assert report.bronze_records == summary.records
     rows = (
         spark.read.format("delta")
-        .load(quarantine_path(str(lake)))
+        .load(Layout(str(lake)).quarantine)
         .groupBy("reason_code")
         .count()
         .collect()
     )
     assert {r[0]: r[1] for r in rows} == summary.expected_quarantine_by_reason(quarantine_rules=())
-    assert len(list_delta_tables(spark, f"{lake}/silver")) == len(summary.per_message_type)
+    assert len(list_delta_tables(f"{lake}/silver", spark)) == len(summary.per_message_type)

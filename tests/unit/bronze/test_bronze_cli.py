@@ -196,7 +196,7 @@ def test_a_quality_config_error_from_a_command_is_a_one_line_error_with_exit_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """QualityConfigError is no ConfigError (quality must not import pipelines)."""
-    from quality import QualityConfigError
+    from quality.rules import QualityConfigError
 
     module = types.ModuleType("pipelines._rule_cmd")
 

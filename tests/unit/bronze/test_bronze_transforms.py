@@ -22,11 +22,11 @@ from pyspark.sql.types import (
 )
 from pyspark.testing import assertDataFrameEqual
 
+from lakehouse.layout import APP_ID_FILE
+from lakehouse.streaming import load_app_id
 from pipelines.bronze import (
-    APP_ID_FILE,
     BRONZE_COLUMNS,
     TopicRouter,
-    load_app_id,
     read_kafka,
     to_bronze_rows,
     topics_in_batch,
@@ -104,12 +104,16 @@ def test_read_kafka_gives_a_streaming_frame_with_kafka_schema(spark: Any) -> Non
     assert {f.name: f.dataType for f in to_bronze_rows(df).schema.fields} == CONTRACT_TYPES
 
 
+def in_folder(folder: Path) -> Any:
+    return lambda table: str(folder / table)
+
+
 def table(spark: Any, path: Path) -> list[Row]:
     return spark.read.format("delta").load(str(path)).orderBy("topic", "offset").collect()
 
 
 def test_router_writes_each_topic_to_its_table_once(spark: Any, tmp_path: Path) -> None:
-    router = TopicRouter(root=str(tmp_path), app_id="app-1", partition_by=("_ingest_date",))
+    router = TopicRouter(table_path=in_folder(tmp_path), app_id="app-1", partition_by=("_ingest_date",))
     batch = to_bronze_rows(kafka_rows(spark, ["shop.orders", "shop.users"]))
     router(batch, 0)
     router(batch, 0)  # a replayed batch (crash after the write, before the commit)
@@ -134,7 +138,7 @@ def test_router_writes_each_topic_to_its_table_once(spark: Any, tmp_path: Path) 
 def test_topics_sharing_a_table_all_land(spark: Any, tmp_path: Path) -> None:
     # "a.b" and "a_b" both map to table a_b: one append per table, else Delta would skip the
     # second append of the same (app id, batch id) as a duplicate.
-    router = TopicRouter(root=str(tmp_path), app_id="app-2", partition_by=())
+    router = TopicRouter(table_path=in_folder(tmp_path), app_id="app-2", partition_by=())
     router(to_bronze_rows(kafka_rows(spark, ["a.b", "a_b", "other"])), 0)
     rows = table(spark, tmp_path / "a_b")
     assert sorted({r.topic for r in rows}) == ["a.b", "a_b"]
@@ -144,7 +148,7 @@ def test_topics_sharing_a_table_all_land(spark: Any, tmp_path: Path) -> None:
 
 def test_known_single_topic_writes_without_listing(spark: Any, tmp_path: Path) -> None:
     router = TopicRouter(
-        root=str(tmp_path), app_id="app-3", partition_by=(), known_topic="Solo.Topic"
+        table_path=in_folder(tmp_path), app_id="app-3", partition_by=(), known_topic="Solo.Topic"
     )
     router(to_bronze_rows(kafka_rows(spark, ["Solo.Topic"])), 4)
     router(to_bronze_rows(kafka_rows(spark, ["Solo.Topic"])), 4)
@@ -153,8 +157,8 @@ def test_known_single_topic_writes_without_listing(spark: Any, tmp_path: Path) -
 
 def test_another_app_id_is_not_deduplicated(spark: Any, tmp_path: Path) -> None:
     batch = to_bronze_rows(kafka_rows(spark, ["t"]))
-    TopicRouter(root=str(tmp_path), app_id="old", partition_by=())(batch, 0)
-    TopicRouter(root=str(tmp_path), app_id="new", partition_by=())(batch, 0)
+    TopicRouter(table_path=in_folder(tmp_path), app_id="old", partition_by=())(batch, 0)
+    TopicRouter(table_path=in_folder(tmp_path), app_id="new", partition_by=())(batch, 0)
     assert len(table(spark, tmp_path / "t")) == 6
 
 
@@ -205,7 +209,7 @@ def test_router_uses_the_offset_log_and_refuses_stray_topics(spark: Any, tmp_pat
     write_initial_offsets(ck, {"x.one": {"0": 0}, "x.two": {"0": 0}})
     write_offset_log(ck, 0, {"x.one": {"0": 3}, "x.two": {"0": 0}})
     router = TopicRouter(
-        root=str(tmp_path / "t"), app_id="app-5", partition_by=(), checkpoint=str(ck)
+        table_path=in_folder(tmp_path / "t"), app_id="app-5", partition_by=(), checkpoint=str(ck)
     )
     router(to_bronze_rows(kafka_rows(spark, ["x.one"])), 0)
     assert len(table(spark, tmp_path / "t" / "x_one")) == 3

@@ -91,7 +91,7 @@ def test_demo_toml_declares_the_rules_the_stream_violates():
 
 
 def test_demo_toml_rules_pass_great_expectations_validation():
-    from quality import parse_rules
+    from quality.rules import parse_rules
 
     cfg = demo.load_demo_config(env={})
     rules = parse_rules(cfg.quality.expectations)

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from quality import ExpectationRule, QualityConfigError, default_rules, parse_rules
-from quality.rules import suite_rules
+from quality.rules import (
+    ExpectationRule,
+    QualityConfigError,
+    default_rules,
+    parse_rules,
+    suite_rules,
+)
 
 ORDER = "shop.v1.Order"
 

@@ -15,8 +15,9 @@ from pyspark.sql import functions as F  # noqa: N812
 from silver_testkit import bronze_row, make_order, poison_values, write_bronze
 
 from codec import SchemaResolver, open_registry
+from lakehouse.layout import Layout
 from pipelines.naming import table_name_for
-from pipelines.quarantine import check_invariant, quarantine_path
+from pipelines.quarantine import check_invariant
 from pipelines.silver import SilverBatch
 
 TOPIC = "ut.orders"
@@ -96,7 +97,7 @@ def _destinations(spark: Any, lake: str) -> dict[int, list[str]]:
             found.setdefault(r[0], []).append(name)
     for r in (
         spark.read.format("delta")
-        .load(quarantine_path(lake))
+        .load(Layout(lake).quarantine)
         .select("_kafka_offset", "reason_code")
         .collect()
     ):
@@ -167,7 +168,7 @@ def test_quarantine_rows_keep_raw_bytes_and_identifiers(
     spark: Any, processed: Any, mixed: Any
 ) -> None:
     lake = processed["lake"]
-    q = spark.read.format("delta").load(quarantine_path(lake))
+    q = spark.read.format("delta").load(Layout(lake).quarantine)
     by_code = {r["reason_code"]: r for r in q.collect()}
     src = {row[4]: row for row in mixed["rows"]}
     for r in by_code.values():
@@ -217,7 +218,7 @@ def test_conflicting_version_leaves_table_unchanged(
     codes = [
         r[0]
         for r in spark.read.format("delta")
-        .load(quarantine_path(lake))
+        .load(Layout(lake).quarantine)
         .select("reason_code")
         .collect()
     ]

@@ -9,8 +9,10 @@ import pytest
 from silver_testkit import bronze_row, write_bronze
 
 from codec import SchemaResolver, open_registry
+from lakehouse.delta import list_delta_tables
+from lakehouse.layout import Layout
 from pipelines.naming import table_name_for
-from pipelines.quarantine import check_invariant, list_delta_tables, quarantine_path
+from pipelines.quarantine import check_invariant
 from pipelines.silver import SilverBatch
 
 TOPIC = "ut.pings"
@@ -18,7 +20,8 @@ PING = "silvertest.v1.Ping"
 
 
 def _batch(spark: Any, lake: str, registry: Any, rules: list[dict[str, Any]]) -> SilverBatch:
-    from quality import QualityChecker, parse_rules
+    from quality.checker import QualityChecker
+    from quality.rules import parse_rules
 
     parsed = parse_rules(rules)
     return SilverBatch(
@@ -52,7 +55,7 @@ def test_quarantine_policy_moves_failing_rows(
     _batch(spark, lake, registry, [rule])(spark.read.format("delta").load(bronze), 0)
     kept = spark.read.format("delta").load(f"{lake}/silver/{table_name_for(PING)}")
     assert sorted(r["id"] for r in kept.collect()) == ["good-1", "good-3"]
-    q = spark.read.format("delta").load(quarantine_path(lake)).collect()
+    q = spark.read.format("delta").load(Layout(lake).quarantine).collect()
     assert sorted(r["_kafka_offset"] for r in q) == [1, 3]
     assert {(r["reason_code"], r["stage"], r["_message_type"]) for r in q} == {
         ("DQ_FAILED", "quality", PING)
@@ -63,7 +66,7 @@ def test_quarantine_policy_moves_failing_rows(
 
 
 def test_fail_policy_commits_nothing(spark: Any, tmp_path: Any, registry: Any, pings: Any) -> None:
-    from quality import QualityFailed
+    from quality.checker import QualityFailed
 
     lake = str(tmp_path / "lake")
     bronze = f"{lake}/bronze/ut_pings"
@@ -76,8 +79,8 @@ def test_fail_policy_commits_nothing(spark: Any, tmp_path: Any, registry: Any, p
     }
     with pytest.raises(QualityFailed):
         _batch(spark, lake, registry, [rule])(spark.read.format("delta").load(bronze), 0)
-    assert list_delta_tables(spark, f"{lake}/silver") == []
-    assert list_delta_tables(spark, f"{lake}/quarantine") == []
+    assert list_delta_tables(f"{lake}/silver", spark) == []
+    assert list_delta_tables(f"{lake}/quarantine", spark) == []
 
 
 # -- the same decision on every attempt of a batch ------------------------------------------
@@ -127,7 +130,7 @@ def test_a_batch_splits_the_same_whatever_the_wall_clock(
         write_bronze(spark, f"{lake}/bronze/ut_pings", early_ping)
         bronze = spark.read.format("delta").load(f"{lake}/bronze/ut_pings")
         _batch(spark, lake, registry, [KEEP_ALL])(bronze, 0)
-        q = spark.read.format("delta").load(quarantine_path(lake)).collect()
+        q = spark.read.format("delta").load(Layout(lake).quarantine).collect()
         quarantined[days] = sorted((r["_kafka_offset"], r["reason_code"]) for r in q)
     assert quarantined[0] == quarantined[5] == [(3, "DQ_FAILED")]
 
@@ -147,7 +150,7 @@ def test_a_retried_batch_loses_nothing_when_the_clock_moved(
     real_append = job.append_idempotent
 
     def crash_on_quarantine(df: Any, path: str, *args: Any, **kwargs: Any) -> None:
-        if path == quarantine_path(lake):
+        if path == Layout(lake).quarantine:
             raise RuntimeError("killed before the quarantine append")
         real_append(df, path, *args, **kwargs)
 
@@ -162,7 +165,7 @@ def test_a_retried_batch_loses_nothing_when_the_clock_moved(
     monkeypatch.setattr(job, "append_idempotent", real_append)
     monkeypatch.setattr(quality.checker, "datetime", _frozen_clock(INGESTED + dt.timedelta(days=5)))
     _batch(spark, lake, registry, [KEEP_ALL])(bronze, 0)  # the retry: same batch, same app id
-    q = spark.read.format("delta").load(quarantine_path(lake)).collect()
+    q = spark.read.format("delta").load(Layout(lake).quarantine).collect()
     assert [(r["_kafka_offset"], r["reason_code"]) for r in q] == [(3, "DQ_FAILED")]
     report = check_invariant(spark, lake)
     assert report.holds, report.summary()
@@ -196,7 +199,7 @@ def test_every_table_gets_the_default_suite(
 ) -> None:
     from pipelines.config import parse_config
     from pipelines.silver.job import make_checker
-    from quality import default_rules
+    from quality.rules import default_rules
 
     lake = str(tmp_path / "lake")
     cfg = parse_config(
@@ -229,7 +232,7 @@ def test_every_table_gets_the_default_suite(
         table_name_for(ORDER): {r.expectation_id for r in default_rules(ORDER)},
         table_name_for(PING): {r.expectation_id for r in default_rules(PING)} | configured_ids,
     }
-    q = spark.read.format("delta").load(quarantine_path(lake)).collect()
+    q = spark.read.format("delta").load(Layout(lake).quarantine).collect()
     assert [(r["_kafka_offset"], r["reason_code"]) for r in q] == [(4, "DQ_FAILED")]
     assert "_kafka_timestamp" in q[0]["reason"]
     assert check_invariant(spark, lake).holds

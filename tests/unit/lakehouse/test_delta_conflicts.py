@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from delta.exceptions import base as delta_errors
 
-from quality.results import is_delta_conflict, retry_conflicts
+from lakehouse.delta import is_delta_conflict, retry_conflicts
 
 APPEND_TEXT = (
     "[DELTA_CONCURRENT_APPEND.WITHOUT_HINT] Transaction conflict detected. a concurrent WRITE "
@@ -46,7 +43,7 @@ def test_other_errors_are_not_conflicts(exc):
 
 
 def test_a_conflict_is_retried_until_it_commits(monkeypatch):
-    monkeypatch.setattr("quality.results.time.sleep", lambda s: None)
+    monkeypatch.setattr("lakehouse.delta.time.sleep", lambda s: None)
     calls = []
 
     def commit():
@@ -59,7 +56,7 @@ def test_a_conflict_is_retried_until_it_commits(monkeypatch):
 
 
 def test_other_errors_and_the_last_attempt_raise(monkeypatch):
-    monkeypatch.setattr("quality.results.time.sleep", lambda s: None)
+    monkeypatch.setattr("lakehouse.delta.time.sleep", lambda s: None)
     calls = []
 
     def broken():
@@ -78,13 +75,3 @@ def test_other_errors_and_the_last_attempt_raise(monkeypatch):
     with pytest.raises(delta_errors.ConcurrentAppendException):
         retry_conflicts(always_races, "a test commit", attempts=4)
     assert len(calls) == 4
-
-
-def test_results_module_does_not_import_great_expectations():
-    """The pipelines use quality.results for their commit retries: no seconds-long GE import."""
-    code = (
-        "import sys, quality.results, pipelines.silver.tables;"
-        "print(any(m.startswith('great_expectations') for m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"

@@ -1,0 +1,10 @@
+"""The lakehouse's shared concerns, below every job: where things live and how Delta is written.
+
+- :mod:`lakehouse.layout`: every path of the lakehouse (tables, checkpoints, app ids, quality
+  results and Data Docs). No other module spells one; a URI scheme (``s3a://``) plugs in here.
+- :mod:`lakehouse.delta`: idempotent appends, conflict retries, listing and reading tables.
+- :mod:`lakehouse.streaming`: app ids, triggers, awaiting and stopping queries.
+
+It sits below ``quality`` and ``pipelines`` (both write Delta tables of the lakehouse), and
+imports neither of them, nor Airflow.
+"""

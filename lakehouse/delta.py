@@ -1,0 +1,215 @@
+"""Delta tables of the lakehouse: idempotent appends, conflict retries, finding and versioning.
+
+- :func:`append_idempotent` appends with Delta's ``txnAppId``/``txnVersion = batch_id``
+  ("Idempotent table writes in foreachBatch" in Delta's docs): a batch the table already has
+  is skipped, so a replayed micro-batch never duplicates.
+- :func:`retry_conflicts` runs an idempotent commit again when it lost a race with a
+  concurrent commit (:func:`is_delta_conflict`), with a jittered backoff; any other error, and
+  the last attempt's, is raised as it came.
+- :func:`is_delta_table`, :func:`list_delta_tables`, :func:`table_version` and
+  :func:`silver_versions` answer with Spark when a session is given (any Hadoop file system:
+  ``s3a://``, ``abfss://``, local), and with ``deltalake`` (delta-rs) when none is, so callers
+  without a JVM (Airflow) read the same tables. Callers name a table; none reads its log.
+
+pyspark and delta-spark are imported by the functions that use them, never at import time:
+a caller without Spark imports this module too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from lakehouse.layout import Layout, local_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+# Delta's exceptions for a commit that lost a race with a concurrent one; the write is retried.
+RETRYABLE_CONFLICTS = (
+    "ConcurrentAppendException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentTransactionException",
+    "MetadataChangedException",
+    "ProtocolChangedException",
+)
+# The same races as Delta's error conditions (what pyspark shows once delta.exceptions has
+# converted the Java exception: its text then names the condition, not the class).
+RETRYABLE_CONDITIONS = (
+    "DELTA_CONCURRENT_APPEND",
+    "DELTA_CONCURRENT_DELETE_READ",
+    "DELTA_CONCURRENT_DELETE_DELETE",
+    "DELTA_CONCURRENT_TRANSACTION",
+    "DELTA_METADATA_CHANGED",
+    "DELTA_PROTOCOL_CHANGED",
+)
+WRITE_ATTEMPTS = 10
+APPEND_ATTEMPTS = 5
+
+
+# -- commits -------------------------------------------------------------------------------
+
+
+def is_delta_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Delta commit that lost a race with a concurrent commit.
+
+    Recognised by class (the Python classes of ``delta.exceptions``, which have the Java
+    names), by Delta's error condition, or by the Java class named in a Py4J error's text.
+    """
+    if any(cls.__name__ in RETRYABLE_CONFLICTS for cls in type(exc).__mro__):
+        return True
+    condition = getattr(exc, "getCondition", None)
+    try:
+        named = condition() if callable(condition) else None
+    except Exception:  # noqa: BLE001 - a condition we cannot read is not one we retry on
+        named = None
+    text = f"{named or ''} {exc}"
+    return any(name in text for name in RETRYABLE_CONFLICTS + RETRYABLE_CONDITIONS)
+
+
+def retry_conflicts(
+    commit: Callable[[], None],
+    what: str,
+    attempts: int = WRITE_ATTEMPTS,
+    *,
+    logger: logging.Logger | None = None,
+) -> None:
+    """Run an idempotent Delta commit, again after a conflict with a concurrent commit.
+
+    Args:
+        commit: the commit; running it twice must leave the table as running it once.
+        what: what is committed, for the log.
+        attempts: at most this many runs.
+        logger: where retries are logged (default: this module's).
+
+    Raises:
+        Exception: the commit's own error when it is no conflict, or on the last attempt.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            commit()
+            return
+        except Exception as exc:
+            if attempt == attempts or not is_delta_conflict(exc):
+                raise
+            (logger or log).warning(
+                "concurrent Delta commit, retrying %s (%d/%d)",
+                what,
+                attempt,
+                attempts,
+            )
+            # jittered, so that writers that collided do not collide again in lockstep
+            time.sleep(random.uniform(0.1, min(4.0, 0.25 * 2**attempt)))
+
+
+def append_idempotent(
+    df: DataFrame,
+    path: str,
+    app_id: str,
+    batch_id: int,
+    *,
+    partition_by: Sequence[str] = (),
+    merge_schema: bool = False,
+    attempts: int = APPEND_ATTEMPTS,
+    logger: logging.Logger | None = None,
+) -> None:
+    """Append ``df`` to the Delta table at ``path`` unless it already has (app_id, batch_id).
+
+    Args:
+        partition_by: the table's partition columns (used when the append creates it).
+        merge_schema: let the append add the frame's new columns to the table.
+        attempts: runs of the commit when a concurrent one conflicts (retrying is safe: the
+            write is idempotent).
+        logger: where retries are logged.
+    """
+
+    def commit() -> None:
+        writer = (
+            df.write.format("delta")
+            .mode("append")
+            .option("txnAppId", app_id)
+            .option("txnVersion", batch_id)
+        )
+        if merge_schema:
+            writer = writer.option("mergeSchema", "true")
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        writer.save(path)
+
+    retry_conflicts(commit, f"the append to {path}", attempts, logger=logger)
+
+
+# -- finding tables ------------------------------------------------------------------------
+
+
+def is_delta_table(path: str, spark: SparkSession | None = None) -> bool:
+    """Whether ``path`` holds a Delta table with at least one commit.
+
+    With a session, Delta through Spark answers (any Hadoop file system); without, delta-rs.
+    """
+    if spark is not None:
+        from delta.tables import DeltaTable
+
+        return bool(DeltaTable.isDeltaTable(spark, path))
+    from deltalake import DeltaTable as RsDeltaTable
+
+    return bool(RsDeltaTable.is_deltatable(path))
+
+
+def list_delta_tables(folder: str, spark: SparkSession | None = None) -> list[str]:
+    """Paths of the Delta tables directly under ``folder``, sorted.
+
+    With a session, the folder is listed through Hadoop's file system (any URI; paths come
+    back as Hadoop writes them, e.g. ``file:/...``); without one, ``folder`` must be local and
+    paths are ``<folder>/<name>``.
+
+    Raises:
+        ValueError: no session, and ``folder`` is not on this machine.
+    """
+    if spark is None:
+        return [p for p in _local_children(folder) if is_delta_table(p)]
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hpath = jvm.org.apache.hadoop.fs.Path(folder)
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    if not fs.exists(hpath):
+        return []
+    children = [s.getPath().toString() for s in fs.listStatus(hpath) if s.isDirectory()]
+    return sorted(p for p in children if is_delta_table(p, spark))
+
+
+def _local_children(folder: str) -> list[str]:
+    local = local_path(folder)
+    if local is None:
+        raise ValueError(f"listing {folder} needs a Spark session (not a local folder)")
+    if not local.is_dir():
+        return []
+    base = folder.rstrip("/")
+    return [f"{base}/{name}" for name in sorted(os.listdir(local)) if (local / name).is_dir()]
+
+
+def table_version(path: str, spark: SparkSession | None = None) -> int:
+    """The latest committed version of the Delta table at ``path``.
+
+    Raises:
+        Exception: ``path`` is no Delta table (Delta's or delta-rs' own error).
+    """
+    if spark is not None:
+        from delta.tables import DeltaTable
+
+        return int(DeltaTable.forPath(spark, path).history(1).collect()[0]["version"])
+    from deltalake import DeltaTable as RsDeltaTable
+
+    return int(RsDeltaTable(path).version())
+
+
+def silver_versions(layout: Layout, spark: SparkSession | None = None) -> dict[str, int]:
+    """``{path: latest version}`` of every silver table (with or without Spark, as above)."""
+    return {p: table_version(p, spark) for p in list_delta_tables(layout.silver, spark)}

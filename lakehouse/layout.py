@@ -1,0 +1,150 @@
+"""Every path of the lakehouse, spelled once.
+
+A lakehouse is one root (a local folder, ``file://...``, or an object-store URI such as
+``s3a://bucket/prefix``) with one folder per layer::
+
+    <root>/bronze/<table>                  raw Kafka records, one Delta table per topic (or one)
+    <root>/silver/<table>                  one Delta table per message type
+    <root>/quarantine/records              every record that could not land in silver
+    <root>/quality/results                 quality results (Delta)
+    <root>/quality/docs                    Great Expectations' Data Docs (local roots)
+    <root>/_checkpoints/<job>/<name>       a streaming query's checkpoint
+    <root>/_checkpoints/<job>/<name>/_protolake_app_id   its idempotent-write app id
+
+A table's name is its folder name under its layer. Every module asks :class:`Layout` for a
+path; none builds one with string formatting of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+BRONZE = "bronze"
+SILVER = "silver"
+QUARANTINE = "quarantine"
+QUALITY = "quality"
+LAYERS = (BRONZE, SILVER, QUARANTINE, QUALITY)
+QUARANTINE_TABLE = "records"
+QUALITY_RESULTS_TABLE = "results"
+CHECKPOINTS = "_checkpoints"
+APP_ID_FILE = "_protolake_app_id"
+
+
+def has_scheme(path: str) -> bool:
+    """True for a URI with a scheme (``s3a://...``, ``file:///...``), false for a plain path."""
+    return "://" in path
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The paths of one lakehouse, from its root.
+
+    ``root`` keeps its scheme; a trailing ``/`` is dropped, so ``Layout("lh/")`` and
+    ``Layout("lh")`` name the same paths.
+    """
+
+    root: str
+
+    def __post_init__(self) -> None:
+        if not self.root or not self.root.strip():
+            raise ValueError("the lakehouse path is empty")
+        stripped = self.root.rstrip("/")
+        if has_scheme(self.root) and not self.root.split("://", 1)[1].strip("/"):  # "s3a://"
+            raise ValueError(f"the lakehouse path {self.root!r} names no bucket or folder")
+        object.__setattr__(self, "root", stripped or "/")
+
+    # -- layers and tables -------------------------------------------------------------
+    def layer(self, name: str) -> str:
+        """The folder of one layer (``bronze``, ``silver``, ``quarantine``, ``quality``)."""
+        if name not in LAYERS:
+            raise ValueError(f"unknown lakehouse layer {name!r} (one of {', '.join(LAYERS)})")
+        return f"{self.root}/{name}"
+
+    @property
+    def bronze(self) -> str:
+        return self.layer(BRONZE)
+
+    @property
+    def silver(self) -> str:
+        return self.layer(SILVER)
+
+    def bronze_table(self, table: str) -> str:
+        """One bronze table's folder."""
+        return f"{self.bronze}/{_segment(table)}"
+
+    def silver_table(self, table: str) -> str:
+        """One silver table's folder."""
+        return f"{self.silver}/{_segment(table)}"
+
+    @property
+    def quarantine(self) -> str:
+        """The quarantine Delta table."""
+        return f"{self.layer(QUARANTINE)}/{QUARANTINE_TABLE}"
+
+    @property
+    def quality_results(self) -> str:
+        """The quality results Delta table."""
+        return f"{self.layer(QUALITY)}/{QUALITY_RESULTS_TABLE}"
+
+    # -- streaming state ---------------------------------------------------------------
+    @property
+    def checkpoints(self) -> str:
+        """The folder holding every streaming checkpoint, one folder per job."""
+        return f"{self.root}/{CHECKPOINTS}"
+
+    def checkpoint(self, job: str, name: str) -> str:
+        """A streaming query's checkpoint: ``_checkpoints/<job>/<name>``."""
+        return f"{self.checkpoints}/{_segment(job)}/{_segment(name)}"
+
+    @staticmethod
+    def app_id_file(checkpoint: str) -> str:
+        """The file that keeps a checkpoint's idempotent-write app id."""
+        return f"{checkpoint.rstrip('/')}/{APP_ID_FILE}"
+
+    # -- local folders -----------------------------------------------------------------
+    @property
+    def is_local(self) -> bool:
+        """True when the root is a folder of this machine (a plain path or ``file://``)."""
+        return not has_scheme(self.root) or self.root.startswith("file:")
+
+    def local_root(self) -> Path:
+        """The root as an absolute local folder (``~`` expanded, symbolic links resolved).
+
+        Raises:
+            ValueError: the root is on another file system (``s3a://``, ``abfss://``, ...).
+        """
+        local = local_path(self.root)
+        if local is None:
+            raise ValueError(f"the lakehouse {self.root} is not a local folder")
+        return local
+
+    def local_quality_dir(self) -> Path:
+        """Great Expectations' project folder (its context and Data Docs) for a local root."""
+        return self.local_root() / QUALITY
+
+    def local_quality_docs(self) -> Path:
+        """Where Data Docs are built for a local root."""
+        return self.local_quality_dir() / "docs"
+
+
+def local_path(path: str) -> Path | None:
+    """A plain path or ``file:`` URI as an absolute local path; None for any other scheme."""
+    if path.startswith("file://"):
+        return Path(path[len("file://") :])
+    if path.startswith("file:"):
+        return Path(path[len("file:") :])
+    if has_scheme(path):
+        return None
+    return Path(path).expanduser().resolve()
+
+
+def table_name(path: str) -> str:
+    """A table's name: the last folder of its path (``.../silver/shop_order_1a2b`` -> that)."""
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _segment(name: str) -> str:
+    if not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"{name!r} is not a table or checkpoint name (one folder, no '/')")
+    return name
