@@ -43,7 +43,7 @@ def _wait_for_text(path: Path, text: str, timeout: float) -> None:
     while time.monotonic() < deadline:
         if path.exists() and text in path.read_text(errors="replace"):
             return
-        time.sleep(0.5)
+        time.sleep(0.2)
     raise AssertionError(
         f"{path}: no {text!r} after {timeout} s:\n{path.read_text(errors='replace')[-3000:]}"
     )
@@ -53,24 +53,13 @@ def _wait_for_text(path: Path, text: str, timeout: float) -> None:
 def test_silver_job_on_a_standalone_cluster(
     bootstrap: str, registry: Any, spark: Any, tmp_path: Path
 ) -> None:
-    summary = produce_demo_stream(
-        bootstrap,
-        registry.url,
-        topic_prefix=unique_prefix("submit"),
-        records=120,
-        seed=5,
-        poison_every=12,
-    )
-    lake = tmp_path / "lake"
-    cfg = make_config(lake, summary.topics, registry.url)
-    config = write_config_file(tmp_path / "silver.toml", lake, summary.topics, registry.url)
-    bronze.run(cfg, trigger="available-now", spark=spark)
-
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     env.pop("PYSPARK_SUBMIT_ARGS", None)
     master_port, work = free_port(), tmp_path / "work"
     master_url = f"spark://127.0.0.1:{master_port}"
     master_log, worker_log = tmp_path / "master.log", tmp_path / "worker.log"
+    # The master and the worker start (two JVMs) while this process produces the stream and
+    # runs bronze: their start-ups overlap the set-up instead of following it.
     master = subprocess.Popen(
         [
             str(SPARK_CLASS),
@@ -88,6 +77,19 @@ def test_silver_job_on_a_standalone_cluster(
     )
     worker = None
     try:
+        summary = produce_demo_stream(
+            bootstrap,
+            registry.url,
+            topic_prefix=unique_prefix("submit"),
+            records=120,
+            seed=5,
+            poison_every=12,
+        )
+        lake = tmp_path / "lake"
+        cfg = make_config(lake, summary.topics, registry.url)
+        config = write_config_file(tmp_path / "silver.toml", lake, summary.topics, registry.url)
+        # the worker starts once the master leads: a worker that finds no master retries only
+        # after 5 to 15 s
         _wait_for_text(master_log, "I have been elected leader", 180)
         worker = subprocess.Popen(
             [
@@ -109,6 +111,7 @@ def test_silver_job_on_a_standalone_cluster(
             stdout=worker_log.open("w"),
             stderr=subprocess.STDOUT,
         )
+        bronze.run(cfg, trigger="available-now", spark=spark)
         _wait_for_text(worker_log, "Successfully registered with master", 180)
         cmd = submit_command(
             "silver",
