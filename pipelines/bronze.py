@@ -57,8 +57,9 @@ from lakehouse.streaming import (
     stop_on_signals,
     with_trigger,
 )
-from pipelines.config import ConfigError, ProtolakeConfig, load_config
 from pipelines.naming import bronze_table_of_topic
+from pipelines.settings import ConfigError, ProtolakeConfig, load_config
+from pipelines.settings.clients import kafka_source_options, loggable_config
 from pipelines.spark import build_session
 
 log = logging.getLogger(__name__)
@@ -98,36 +99,6 @@ def bronze_checkpoint(cfg: ProtolakeConfig) -> str:
     """
     name = "per_topic" if cfg.bronze.table_mode == "per_topic" else cfg.bronze.single_table
     return Layout(cfg.lakehouse_path).checkpoint(JOB, name)
-
-
-def kafka_source_options(cfg: ProtolakeConfig) -> dict[str, str]:
-    """The options of Spark's Kafka source for this configuration (values may be secret)."""
-    k = cfg.kafka
-    opts = {
-        "kafka.bootstrap.servers": k.bootstrap_servers,
-        "startingOffsets": k.starting_offsets,
-        "failOnDataLoss": "true" if k.fail_on_data_loss else "false",
-        "includeHeaders": "true",
-        # aborted transactions' records are not records of the topic (a kafka.options entry
-        # below may still choose read_uncommitted)
-        "kafka.isolation.level": "read_committed",
-    }
-    if k.topics:
-        opts["subscribe"] = ",".join(k.topics)
-    else:
-        opts["subscribePattern"] = k.topic_pattern
-    if k.max_offsets_per_trigger > 0:
-        opts["maxOffsetsPerTrigger"] = str(k.max_offsets_per_trigger)
-    for key, value in k.options.items():
-        opts[f"kafka.{key}"] = value
-    return opts
-
-
-def loggable_config(cfg: ProtolakeConfig) -> dict[str, Any]:
-    """``cfg.redacted()`` with every ``kafka.options`` value hidden too (keys stay)."""
-    view = cfg.redacted()
-    view["kafka"]["options"] = {key: "***" for key in view["kafka"].get("options", {})}
-    return view
 
 
 def read_kafka(spark: SparkSession, cfg: ProtolakeConfig) -> DataFrame:

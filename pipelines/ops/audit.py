@@ -31,9 +31,10 @@ from typing import Any
 
 from lakehouse.delta import list_delta_tables
 from lakehouse.layout import Layout
-from pipelines.config import ProtolakeConfig, load_config
-from pipelines.ops.common import emit, kafka_client_conf, open_session, progress, table
+from pipelines.ops.common import emit, progress, table
 from pipelines.quarantine import InvariantReport, check_invariant
+from pipelines.settings import ProtolakeConfig, load_config
+from pipelines.settings.clients import kafka_client_conf, open_session
 
 log = logging.getLogger("pipelines.ops.audit")
 

@@ -1,9 +1,5 @@
 """Helpers shared by the ``protolake`` operations commands.
 
-- :func:`open_session`: the Spark session of a command (``pipelines.spark.build_session``).
-- :func:`kafka_client_conf`: librdkafka settings (confluent-kafka) from ``[kafka]``; Java-only
-  client properties are translated where librdkafka has an equivalent (SASL/PLAIN and SCRAM
-  credentials from ``sasl.jaas.config``), else left out (never logged with their values).
 - :func:`emit`: JSON on stdout (``--json``) or a human rendering.
 - :func:`progress`: a rich progress display on stderr (silent when stderr is not a terminal).
 - :func:`effective_reason`: a quarantined record's current reason: the reason of its last
@@ -14,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -22,48 +17,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from pipelines.config import ProtolakeConfig
-
 log = logging.getLogger("pipelines.ops")
-
-# librdkafka understands these Java client property names as they are
-_PASSTHROUGH = {
-    "security.protocol",
-    "sasl.mechanism",
-    "sasl.mechanisms",
-    "sasl.username",
-    "sasl.password",
-    "sasl.oauthbearer.config",
-    "ssl.ca.location",
-    "ssl.certificate.location",
-    "ssl.key.location",
-    "ssl.key.password",
-    "ssl.endpoint.identification.algorithm",
-    "client.id",
-}
-_JAAS_FIELD = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
-
-
-def kafka_client_conf(cfg: ProtolakeConfig) -> dict[str, Any]:
-    """Settings for confluent-kafka clients talking to the configured cluster."""
-    conf: dict[str, Any] = {"bootstrap.servers": cfg.kafka.bootstrap_servers}
-    for key, value in cfg.kafka.options.items():
-        if key in _PASSTHROUGH:
-            conf[key] = value
-        elif key == "sasl.jaas.config":
-            for name, val in _JAAS_FIELD.findall(value):
-                conf[f"sasl.{name}"] = val.replace('\\"', '"')
-        else:
-            log.debug("kafka.options.%s: no librdkafka equivalent, not used by ops", key)
-    return conf
-
-
-def open_session(cfg: ProtolakeConfig, app: str) -> Any:
-    """A Spark session with Delta for an operations command."""
-    from pipelines.spark import build_session
-
-    return build_session(app, master=cfg.spark.master or None, conf=cfg.spark.conf)
-
 
 def effective_reason() -> Any:
     """Column: the current reason of a quarantine row (see the module docstring)."""

@@ -47,9 +47,10 @@ from typing import Any
 
 from lakehouse.delta import is_delta_table, retry_conflicts, silver_versions, table_version
 from lakehouse.layout import Layout
-from pipelines.config import ProtolakeConfig, load_config
-from pipelines.ops.common import effective_reason, emit, open_session, parse_time, progress, table
+from pipelines.ops.common import effective_reason, emit, parse_time, progress, table
 from pipelines.quarantine import RECORD_KEY, REPLAYED, still_quarantined
+from pipelines.settings import ProtolakeConfig, load_config
+from pipelines.settings.clients import open_session
 
 log = logging.getLogger("pipelines.ops.replay")
 
@@ -249,7 +250,8 @@ def _run_silver(
     """Feed the selection to silver's batch function; return the still-failing keys (persisted)."""
     from pyspark import StorageLevel
 
-    from pipelines.silver.job import SilverBatch, make_checker, open_resolver
+    from pipelines.settings.clients import open_resolver
+    from pipelines.silver.job import SilverBatch, make_checker
 
     checker = make_checker(spark, cfg)
     captured: list[Any] = []

@@ -28,14 +28,15 @@ from typing import Any
 
 from lakehouse.delta import is_delta_table, list_delta_tables
 from lakehouse.layout import Layout, table_name
-from pipelines.config import ProtolakeConfig, load_config
-from pipelines.ops.common import emit, open_session, table, to_jsonable
+from pipelines.ops.common import emit, table, to_jsonable
+from pipelines.settings import ProtolakeConfig, load_config
+from pipelines.settings.clients import open_session
 
 DEFAULT_DATABASE = "protolake"
 DEFAULT_LIMIT = 50
 
 
-def register_lakehouse(spark: Any, cfg: ProtolakeConfig) -> list[dict[str, str]]:
+def register_lakehouse(spark: Any, cfg: ProtolakeConfig) -> list[dict[str, Any]]:
     """Register every table of the lakehouse; returns ``[{"name", "layer", "path"}]``."""
     from pipelines.silver.tables import register_tables
 

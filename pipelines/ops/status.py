@@ -32,16 +32,15 @@ from typing import Any
 
 from lakehouse.delta import is_delta_table, list_delta_tables
 from lakehouse.layout import Layout
-from pipelines.config import ProtolakeConfig, load_config
 from pipelines.ops.common import (
     effective_reason,
     emit,
-    kafka_client_conf,
-    open_session,
     progress,
     table,
 )
 from pipelines.quarantine import still_quarantined
+from pipelines.settings import ProtolakeConfig, load_config
+from pipelines.settings.clients import kafka_client_conf, open_session
 
 log = logging.getLogger("pipelines.ops.status")
 

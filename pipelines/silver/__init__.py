@@ -14,7 +14,6 @@ from pipelines.silver.job import (
     SilverRun,
     add_parser,
     main,
-    open_resolver,
     run,
     summarize,
 )
@@ -26,7 +25,6 @@ __all__ = [
     "SilverRun",
     "add_parser",
     "main",
-    "open_resolver",
     "register_tables",
     "run",
     "summarize",

@@ -61,10 +61,11 @@ from codec import SchemaResolver
 from lakehouse.delta import append_idempotent, list_delta_tables
 from lakehouse.layout import Layout, table_name
 from lakehouse.streaming import TRIGGERS, await_queries, load_app_id, stop_on_signals, with_trigger
-from pipelines.config import ConfigError, ProtolakeConfig, load_config
 from pipelines.naming import table_name_for
 from pipelines.quality_retention import prune_quality_results
 from pipelines.quarantine import to_quarantine_rows
+from pipelines.settings import ConfigError, ProtolakeConfig, load_config
+from pipelines.settings.clients import open_resolver
 from pipelines.spark import build_session
 
 from .decode import ERROR_COLUMNS, DecodeSpec, decode_bronze, message_spark_schema
@@ -88,29 +89,6 @@ _DRIVER_LOCK = threading.RLock()
 JOB = "silver"
 SCHEMA_CONFLICT = "SCHEMA_CONFLICT"
 INGESTED_AT = "_ingested_at"  # bronze's column: when bronze wrote the row
-
-
-def open_resolver(cfg: ProtolakeConfig) -> SchemaResolver:
-    """A schema resolver on the configured registry (HTTP(S) URL or ``dir:`` folder)."""
-    from codec import open_registry
-
-    r = cfg.registry
-    if not r.url.startswith(("http://", "https://")):
-        return SchemaResolver(open_registry(r.url))
-    kwargs: dict[str, Any] = {
-        "connect_timeout": r.timeout_seconds,
-        "read_timeout": r.timeout_seconds,
-        "max_retries": r.max_retries,
-    }
-    if r.basic_auth:
-        kwargs["basic_auth"] = r.basic_auth
-    if r.bearer_token:
-        kwargs["bearer_token"] = r.bearer_token
-    if r.ca_bundle:
-        kwargs["ca_bundle"] = r.ca_bundle
-    if r.client_cert:
-        kwargs["client_cert"] = (r.client_cert, r.client_key) if r.client_key else r.client_cert
-    return SchemaResolver(open_registry(r.url, **kwargs))
 
 
 @dataclass

@@ -10,10 +10,9 @@ from pipelines.bronze import (
     bronze_checkpoint,
     bronze_table_for,
     bronze_table_path,
-    kafka_source_options,
-    loggable_config,
 )
-from pipelines.config import ProtolakeConfig, parse_config
+from pipelines.settings import ProtolakeConfig, parse_config
+from pipelines.settings.clients import kafka_source_options, loggable_config
 
 
 def config(**sections: dict) -> ProtolakeConfig:

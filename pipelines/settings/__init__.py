@@ -1,0 +1,20 @@
+"""protolake's settings: the TOML configuration and its one translation into client settings.
+
+- :mod:`pipelines.settings.config`: the file, validated on load (every key and its default in
+  that module's docstring); ``${env:NAME}`` for secrets; a redacted view for logs.
+- :mod:`pipelines.settings.clients`: Spark's Kafka source options, librdkafka settings, the
+  registry client and the codec's resolver, the Spark session of a job. Every job, command and
+  DAG asks it; none builds client options from the file itself.
+
+Environment variables the project reads: ``docs/environment.md``.
+"""
+
+from pipelines.settings.config import (
+    TRIGGERS,
+    ConfigError,
+    ProtolakeConfig,
+    load_config,
+    parse_config,
+)
+
+__all__ = ["TRIGGERS", "ConfigError", "ProtolakeConfig", "load_config", "parse_config"]
