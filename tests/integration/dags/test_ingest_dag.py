@@ -31,8 +31,9 @@ LOGICAL_DATE = "2026-11-22"
 
 READ_LAKEHOUSE = """
 import json, os
-from protolake_support import (config_path, judge_stream, lakehouse_counts, silver_versions,
-                               stream_parts)
+from protolake_support.environment import config_path
+from protolake_support.progress import judge_stream, stream_parts
+from protolake_support.tables import lakehouse_counts, silver_versions
 config = config_path()
 out = {"counts": lakehouse_counts(config), "versions": silver_versions(config), "streams": {}}
 for job in ("bronze", "silver"):
@@ -199,7 +200,7 @@ def test_ingest_dag_lands_the_stream_and_a_second_run_changes_nothing(
 def test_row_counts_from_a_delta_log_with_a_checkpoint_match_spark(
     spark: Any, tmp_path: Path
 ) -> None:
-    from protolake_support import delta_row_count
+    from protolake_support.tables import delta_row_count
 
     path = str(tmp_path / "t")
     for i in range(12):  # Delta writes a Parquet checkpoint every 10 commits

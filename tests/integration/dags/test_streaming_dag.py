@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 RECORDS = 60
 ENSURE = """
 import json
-from protolake_support import StreamDiedError, ensure_stream
+from protolake_support.supervision import StreamDiedError, ensure_stream
 try:
     print(json.dumps(ensure_stream({job!r}, 600.0)))
 except StreamDiedError as exc:
@@ -35,7 +35,8 @@ except StreamDiedError as exc:
 """
 COUNTS = """
 import json
-from protolake_support import config_path, lakehouse_counts
+from protolake_support.environment import config_path
+from protolake_support.tables import lakehouse_counts
 print(json.dumps(lakehouse_counts(config_path())))
 """
 
@@ -112,7 +113,7 @@ def test_streams_are_started_judged_and_restarted_after_a_kill(
         assert "=== " in (state / "bronze.log").read_text()  # the log of both starts
     finally:
         sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
-        from protolake_support import stop_stream, stream_pid
+        from protolake_support.supervision import stop_stream, stream_pid
 
         for job in ("bronze", "silver"):
             pid = stream_pid(job, state)
