@@ -13,7 +13,6 @@ this module at parse time).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,8 +21,7 @@ from protolake_support.environment import load_job_config, local_layout
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
-
-log = logging.getLogger(__name__)
+    from lakehouse.layout import Layout
 
 
 def open_table(table: Path) -> DeltaTable | None:
@@ -125,7 +123,14 @@ def _non_null_values(snapshot: DeltaTable, column: str) -> list[Any] | None:
 
 
 def lakehouse_counts(config: str) -> dict[str, dict[str, int | None]]:
-    """Rows per table of bronze and silver, and records still quarantined, from the Delta logs.
+    """:func:`layout_counts` of the configured lakehouse (empty: not on a local file system)."""
+    layout = local_layout(load_job_config(config))
+    return {} if layout is None else layout_counts(layout)
+
+
+def layout_counts(layout: Layout) -> dict[str, dict[str, int | None]]:
+    """Rows per table of bronze and silver, and records still quarantined, from the Delta logs
+    of a local lakehouse.
 
     Quarantine counts as ``protolake status`` and the invariant do: a row replayed into silver
     stays in the quarantine table (its raw bytes are kept) but is counted in silver only
@@ -135,9 +140,6 @@ def lakehouse_counts(config: str) -> dict[str, dict[str, int | None]]:
 
     from pipelines.quarantine_state import OUTCOME_COLUMN, counts_as_quarantined
 
-    layout = local_layout(load_job_config(config))
-    if layout is None:
-        return {}
     counts = {
         layer: {
             name: delta_row_count(path)
@@ -154,7 +156,7 @@ def lakehouse_counts(config: str) -> dict[str, dict[str, int | None]]:
 
 def format_counts(counts: Mapping[str, Mapping[str, int | None]]) -> str:
     """The counts as a small text table, with totals and the bronze = silver + quarantine sum
-    (quarantine: the records still quarantined, see :func:`lakehouse_counts`)."""
+    (quarantine: the records still quarantined, see :func:`layout_counts`)."""
     lines = []
     totals: dict[str, int] = {}
     for layer, tables in counts.items():

@@ -100,16 +100,23 @@ def spark_counts(spark: Any, lake: Path) -> dict[str, dict[str, int]]:
 def test_ingest_dag_lands_the_stream_and_a_second_run_changes_nothing(
     bootstrap: str, registry_url: str, topic_prefix: str, spark: Any, tmp_path: Path
 ) -> None:
-    summary = produce_demo_stream(
-        bootstrap,
-        registry_url,
-        topic_prefix=topic_prefix,
-        records=RECORDS,
-        seed=11,
-        poison_every=20,
-    )
     lake = tmp_path / "lake"
     config = tmp_path / "protolake.toml"
+    airflow = make_airflow(tmp_path / "airflow", config, registry_url, tmp_path / "streams")
+    # Airflow's database is created while the stream is produced (neither needs the other)
+    migrating = airflow.start("db", "migrate")
+    try:
+        summary = produce_demo_stream(
+            bootstrap,
+            registry_url,
+            topic_prefix=topic_prefix,
+            records=RECORDS,
+            seed=11,
+            poison_every=20,
+        )
+    finally:
+        out, err = migrating.communicate(timeout=600)
+    assert migrating.returncode == 0, out[-3000:] + err[-3000:]
     topics = ", ".join(json.dumps(t) for t in summary.topics)
     config.write_text(
         f'[lakehouse]\npath = "{lake}"\n'
@@ -117,9 +124,6 @@ def test_ingest_dag_lands_the_stream_and_a_second_run_changes_nothing(
         '[registry]\nurl = "${env:PROTOLAKE_REGISTRY_URL}"\nmax_retries = 2\n'
         '[silver]\ncatalog_database = ""\n'
     )
-    airflow = make_airflow(tmp_path / "airflow", config, registry_url, tmp_path / "streams")
-    migrated = airflow.run("db", "migrate", timeout=600)
-    assert migrated.returncode == 0, migrated.stdout[-3000:] + migrated.stderr[-3000:]
 
     first = airflow.run("dags", "test", "protolake_ingest", LOGICAL_DATE)
     out1 = first.stdout + first.stderr
