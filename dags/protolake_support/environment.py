@@ -133,7 +133,7 @@ def registry_env() -> dict[str, str]:
 def load_job_config(config: str) -> Any:
     """The configuration as the jobs see it (``${env:...}`` from the worker's environment and
     the ``protolake_registry`` connection)."""
-    from pipelines.config import load_config
+    from pipelines.settings import load_config
 
     return load_config(config, env={**os.environ, **registry_env()})
 
