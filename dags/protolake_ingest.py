@@ -13,8 +13,9 @@ from their checkpoints and write idempotently):
   the records still quarantined; replayed ones count in silver, as in ``protolake status``).
 
 Environment (read when a task runs, on the worker): ``PROTOLAKE_CONFIG`` (required), see
-``protolake_support``. At parse time: ``PROTOLAKE_INGEST_SCHEDULE`` (cron or preset, default
-every 15 minutes), ``PROTOLAKE_INGEST_TIMEOUT_MINUTES`` (per Spark task, default 60).
+``protolake_support.environment``. At parse time: ``PROTOLAKE_INGEST_SCHEDULE`` (cron or
+preset, default every 15 minutes), ``PROTOLAKE_INGEST_TIMEOUT_MINUTES`` (per Spark task,
+default 60).
 One run at a time: two runs would share the streaming checkpoints.
 """
 
@@ -24,7 +25,8 @@ import os
 from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import DAG, AssetAlias, task
-from protolake_support import SILVER_ALIAS, ProtolakeSparkSubmitOperator, env_int
+from protolake_support.environment import env_int
+from protolake_support.spark_submit import SILVER_ALIAS, ProtolakeSparkSubmitOperator
 
 SCHEDULE = os.environ.get("PROTOLAKE_INGEST_SCHEDULE", "*/15 * * * *")
 TIMEOUT = timedelta(minutes=env_int("PROTOLAKE_INGEST_TIMEOUT_MINUTES", 60))
@@ -65,7 +67,8 @@ with DAG(
     @task(task_id="summary", execution_timeout=timedelta(minutes=5))
     def summary() -> dict[str, dict[str, int | None]]:
         """Print rows per table (the returned mapping goes to XCom)."""
-        from protolake_support import config_path, format_counts, lakehouse_counts
+        from protolake_support.environment import config_path
+        from protolake_support.tables import format_counts, lakehouse_counts
 
         counts = lakehouse_counts(config_path())
         print(format_counts(counts))

@@ -26,7 +26,8 @@ import os
 from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import DAG, AssetAlias, chain
-from protolake_support import SILVER_ALIAS, ProtolakeSparkSubmitOperator, env_int
+from protolake_support.environment import env_int
+from protolake_support.spark_submit import SILVER_ALIAS, ProtolakeSparkSubmitOperator
 
 SCHEDULE = os.environ.get("PROTOLAKE_MAINTENANCE_SCHEDULE", "@daily")
 RETENTION_HOURS = env_int("PROTOLAKE_VACUUM_RETENTION_HOURS", 168)

@@ -27,7 +27,8 @@ import os
 from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import DAG, task
-from protolake_support import STREAM_JOBS, env_int
+from protolake_support.environment import env_int
+from protolake_support.supervision import STREAM_JOBS
 
 SCHEDULE = os.environ.get("PROTOLAKE_STREAMING_SCHEDULE", "*/5 * * * *")
 STALE_AFTER = timedelta(minutes=env_int("PROTOLAKE_STREAM_STALE_MINUTES", 15))
@@ -55,7 +56,7 @@ with DAG(
         @task(task_id=f"ensure_{job}")
         def ensure(job: str = job) -> dict[str, object]:
             """Judge the stream; start it when dead, restart it when stale."""
-            from protolake_support import ensure_stream
+            from protolake_support.supervision import ensure_stream
 
             return ensure_stream(job, STALE_AFTER.total_seconds())
 

@@ -103,6 +103,17 @@ class Airflow:
             check=False,
         )
 
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """:meth:`run` in the background: collect it with ``communicate()``."""
+        return subprocess.Popen(
+            [str(AIRFLOW), *args],
+            env=self.env,
+            cwd=self.home,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
     def python(self, code: str) -> Any:
         """Run a snippet with the DAGs' environment; it prints JSON as its last line."""
         return self.python_run(code)[0]

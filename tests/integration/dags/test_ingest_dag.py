@@ -32,8 +32,9 @@ LOGICAL_DATE = "2026-11-22"
 
 READ_LAKEHOUSE = """
 import json, os
-from protolake_support import (config_path, judge_stream, lakehouse_counts, silver_versions,
-                               stream_parts)
+from protolake_support.environment import config_path
+from protolake_support.progress import judge_stream, stream_parts
+from protolake_support.tables import lakehouse_counts, silver_versions
 config = config_path()
 out = {"counts": lakehouse_counts(config), "versions": silver_versions(config), "streams": {}}
 for job in ("bronze", "silver"):
@@ -100,16 +101,23 @@ def spark_counts(spark: Any, lake: Path) -> dict[str, dict[str, int]]:
 def test_ingest_dag_lands_the_stream_and_a_second_run_changes_nothing(
     bootstrap: str, registry_url: str, topic_prefix: str, spark: Any, tmp_path: Path
 ) -> None:
-    summary = produce_demo_stream(
-        bootstrap,
-        registry_url,
-        topic_prefix=topic_prefix,
-        records=RECORDS,
-        seed=11,
-        poison_every=20,
-    )
     lake = tmp_path / "lake"
     config = tmp_path / "protolake.toml"
+    airflow = make_airflow(tmp_path / "airflow", config, registry_url, tmp_path / "streams")
+    # Airflow's database is created while the stream is produced (neither needs the other)
+    migrating = airflow.start("db", "migrate")
+    try:
+        summary = produce_demo_stream(
+            bootstrap,
+            registry_url,
+            topic_prefix=topic_prefix,
+            records=RECORDS,
+            seed=11,
+            poison_every=20,
+        )
+    finally:
+        out, err = migrating.communicate(timeout=600)
+    assert migrating.returncode == 0, out[-3000:] + err[-3000:]
     topics = ", ".join(json.dumps(t) for t in summary.topics)
     config.write_text(
         f'[lakehouse]\npath = "{lake}"\n'
@@ -117,9 +125,6 @@ def test_ingest_dag_lands_the_stream_and_a_second_run_changes_nothing(
         '[registry]\nurl = "${env:PROTOLAKE_REGISTRY_URL}"\nmax_retries = 2\n'
         '[silver]\ncatalog_database = ""\n'
     )
-    airflow = make_airflow(tmp_path / "airflow", config, registry_url, tmp_path / "streams")
-    migrated = airflow.run("db", "migrate", timeout=600)
-    assert migrated.returncode == 0, migrated.stdout[-3000:] + migrated.stderr[-3000:]
 
     first = airflow.run("dags", "test", "protolake_ingest", LOGICAL_DATE)
     out1 = first.stdout + first.stderr
@@ -200,7 +205,7 @@ def test_ingest_dag_lands_the_stream_and_a_second_run_changes_nothing(
 def test_row_counts_from_a_delta_log_with_a_checkpoint_match_spark(
     spark: Any, tmp_path: Path
 ) -> None:
-    from protolake_support import delta_row_count
+    from protolake_support.tables import delta_row_count
 
     path = str(tmp_path / "t")
     for i in range(12):  # Delta writes a Parquet checkpoint every 10 commits

@@ -27,7 +27,8 @@ USER, PASSWORD = "protolake", "protolake-test"
 PROBE = """
 import json, logging, sys
 logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
-from protolake_support import config_path, judge_stream, stream_parts
+from protolake_support.environment import config_path
+from protolake_support.progress import judge_stream, stream_parts
 parts = stream_parts("bronze", config_path())
 stuck = judge_stream("bronze", 12345, parts, 60.0, running_seconds=3600)
 print(json.dumps({"lag": [lag for _, _, lag in parts], "verdict": stuck.verdict}))

@@ -288,7 +288,7 @@ def test_replay_of_records_that_still_fail_records_the_new_reason(
 
 DAG_SUMMARY = """
 import json, sys
-from protolake_support import format_counts, lakehouse_counts
+from protolake_support.tables import format_counts, lakehouse_counts
 counts = lakehouse_counts(sys.argv[1])
 print(json.dumps({"counts": counts, "text": format_counts(counts)}))
 """

@@ -8,7 +8,7 @@ import pytest
 
 DAGS = Path(__file__).resolve().parents[3] / "dags"
 
-DAG_FILES = sorted(p.stem for p in DAGS.glob("protolake_*.py") if p.stem != "protolake_support")
+DAG_FILES = sorted(p.stem for p in DAGS.glob("protolake_*.py"))
 HEAVY = ("pyspark", "google.protobuf", "great_expectations", "py4j", "delta", "confluent_kafka")
 
 IMPORT_ONE = """

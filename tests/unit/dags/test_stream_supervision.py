@@ -1,7 +1,8 @@
-"""dags/protolake_support.py's supervision of the continuous streams (``ensure_stream``), run
-for real in a fresh Airflow interpreter against a stand-in spark-submit (under a separate
-SPARK_HOME) that behaves like a stream: it resolves the configuration as the job does, writes
-a committed batch to its checkpoint, prints to its log, and stays up or crashes after a while.
+"""dags/protolake_support/supervision.py: the supervision of the continuous streams
+(``ensure_stream``), run for real in a fresh Airflow interpreter against a stand-in
+spark-submit (under a separate SPARK_HOME) that behaves like a stream: it resolves the
+configuration as the job does, writes a committed batch to its checkpoint, prints to its log,
+and stays up or crashes after a while.
 
 - a cluster master: the stream gets no loopback address (SPARK_LOCAL_IP / spark.driver.host);
 - a relative ``lakehouse.path``: the stream and the health check see the same lakehouse;
@@ -47,7 +48,7 @@ sys.exit(1)
 
 SUPERVISE = """
 import json, time
-import protolake_support as s
+import protolake_support.supervision as s
 s.START_WATCH_SECONDS = {watch}
 out = []
 def dead():

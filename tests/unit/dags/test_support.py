@@ -1,4 +1,4 @@
-"""dags/protolake_support.py: the spark-submit operator's command line and environment (run
+"""dags/protolake_support: the spark-submit operator's command line and environment (run
 for real against a stand-in spark-submit under a separate SPARK_HOME, which records what it
 was given), the streams' pid handling, and the health verdicts."""
 
@@ -17,14 +17,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
 
-from protolake_support import (  # noqa: E402
-    CheckpointProgress,
-    config_path,
-    env_int,
-    judge_stream,
-    stop_stream,
-    stream_pid,
-)
+from protolake_support.environment import config_path, env_int  # noqa: E402
+from protolake_support.progress import CheckpointProgress, judge_stream  # noqa: E402
+from protolake_support.supervision import stop_stream, stream_pid  # noqa: E402
 
 FAKE_SPARK_SUBMIT = """#!{python}
 import json, os, sys
@@ -37,7 +32,7 @@ print("stand-in spark-submit ran")
 
 EXECUTE = """
 import json
-from protolake_support import ProtolakeSparkSubmitOperator
+from protolake_support.spark_submit import ProtolakeSparkSubmitOperator
 op = ProtolakeSparkSubmitOperator(task_id="t", subcommand="silver",
                                   subcommand_args=["--trigger", "available-now"],
                                   refuse_when_streaming=True)

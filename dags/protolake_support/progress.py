@@ -1,0 +1,210 @@
+"""What the streaming checkpoints of the continuous jobs say, read without Spark: the last
+batch planned and committed and its age (:func:`read_checkpoint`), how far each query is
+behind its source (:func:`bronze_lag`: Kafka offsets; :func:`silver_lag`: bronze Delta
+versions), and the verdict on a job from its process and its queries (:func:`judge_stream`).
+
+A checkpoint is a Structured Streaming checkpoint folder (``offsets/<n>``, ``commits/<n>``);
+its location is :meth:`lakehouse.layout.Layout.checkpoint`, where the jobs write it.
+``confluent_kafka``, ``lakehouse`` and ``deltalake`` are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from protolake_support.environment import kafka_client_options, load_job_config, local_layout
+from protolake_support.tables import delta_tables, delta_version
+
+if TYPE_CHECKING:
+    from lakehouse.layout import Layout
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CheckpointProgress:
+    """What a streaming checkpoint says: the last batch planned and committed, and when."""
+
+    checkpoint: str
+    last_offsets_batch: int | None = None
+    last_commit_batch: int | None = None
+    last_commit_age_seconds: float | None = None
+    offsets: dict[str, Any] | None = None  # the source offsets of the last planned batch
+
+    @property
+    def in_flight(self) -> bool:
+        """A batch was planned and not committed (running now, or died mid-batch)."""
+        return self.last_offsets_batch is not None and self.last_offsets_batch != (
+            self.last_commit_batch
+        )
+
+
+def read_checkpoint(checkpoint: Path, now: float | None = None) -> CheckpointProgress:
+    """Read ``offsets/<n>`` and ``commits/<n>`` of a Structured Streaming checkpoint.
+
+    The offset log's file holds a version line, a metadata JSON line, then one JSON line per
+    source (Spark's ``OffsetSeqLog``).
+    """
+    out = CheckpointProgress(str(checkpoint))
+    offsets = _numbered(checkpoint / "offsets")
+    commits = _numbered(checkpoint / "commits")
+    if offsets:
+        out.last_offsets_batch = offsets[-1][0]
+        lines = offsets[-1][1].read_text().splitlines()
+        sources = [json.loads(x) for x in lines[2:] if x.strip() and x.strip() != "-"]
+        out.offsets = {"sources": sources}
+    if commits:
+        out.last_commit_batch = commits[-1][0]
+        out.last_commit_age_seconds = (now or time.time()) - commits[-1][1].stat().st_mtime
+    return out
+
+
+def _numbered(folder: Path) -> list[tuple[int, Path]]:
+    if not folder.is_dir():
+        return []
+    return sorted((int(p.name), p) for p in folder.iterdir() if p.name.isdigit())
+
+
+def bronze_lag(progress: CheckpointProgress, bootstrap: str, options: Mapping[str, str]) -> int:
+    """Records in Kafka beyond the bronze checkpoint's last planned offsets.
+
+    Partitions the checkpoint does not know yet count from their start offset.
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    planned: dict[tuple[str, int], int] = {}
+    for source in (progress.offsets or {}).get("sources", []):
+        for topic, parts in source.items():
+            for part, offset in parts.items():
+                planned[(topic, int(part))] = int(offset)
+    topics = sorted({t for t, _ in planned})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "protolake-health", **options})
+    try:
+        meta = consumer.list_topics(timeout=10)
+        lag = 0
+        for topic in topics:
+            info = meta.topics.get(topic)
+            if info is None:
+                continue
+            for part in info.partitions:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=10)
+                lag += max(0, high - max(low, planned.get((topic, part), low)))
+        return lag
+    finally:
+        consumer.close()
+
+
+def silver_lag(progress: CheckpointProgress, bronze_table: Path) -> int | None:
+    """Delta versions of a bronze table beyond the silver checkpoint's last planned version."""
+    latest = delta_version(bronze_table)
+    if latest is None:
+        return None
+    sources = (progress.offsets or {}).get("sources", [])
+    if not sources:
+        return latest + 1
+    planned = int(sources[0].get("reservoirVersion", -1))
+    # index -1: version reservoirVersion is the next one to read; otherwise the offset points
+    # inside that version, which counts as read once its last file was (the usual end state)
+    unread_from = planned if int(sources[0].get("index", -1)) == -1 else planned + 1
+    return max(0, latest - unread_from + 1)
+
+
+@dataclass
+class StreamHealth:
+    """The verdict on one continuous job (see :func:`judge_stream`)."""
+
+    job: str
+    pid: int | None
+    verdict: str  # "healthy" | "dead" | "stale"
+    reason: str
+    lag: int | None = None
+    last_commit_age_seconds: float | None = None
+
+
+def judge_stream(
+    job: str,
+    pid: int | None,
+    parts: Sequence[tuple[str, CheckpointProgress | None, int | None]],
+    stale_after_seconds: float,
+    running_seconds: float | None = None,
+) -> StreamHealth:
+    """Healthy, dead or stale, from the process and its checkpoints' progress.
+
+    ``parts`` holds one ``(name, checkpoint progress or None, lag or None)`` per query of the
+    job (bronze: one; silver: one per bronze table). ``running_seconds``: how long the process
+    has been up.
+
+    - dead: no live process (no pid file, or the pid is gone or is another program);
+    - stale: alive for more than ``stale_after_seconds``, and some query has work waiting
+      (lag > 0) but committed no batch for ``stale_after_seconds`` (a stuck driver, a hung
+      source, or a bronze table that appeared after the silver stream started and that it
+      therefore does not read). An idle query with no lag commits nothing and is healthy
+      however old its last batch is. An unknown lag (not measurable) never makes it stale;
+    - healthy otherwise.
+    """
+    lags = [lag for _, _, lag in parts if lag is not None]
+    total_lag = sum(lags) if lags else None
+    ages = [p.last_commit_age_seconds for _, p, _ in parts if p and p.last_commit_age_seconds]
+    newest = min(ages) if ages else None
+    if pid is None:
+        return StreamHealth(job, None, "dead", "no live process", total_lag, newest)
+    young = running_seconds is not None and running_seconds < stale_after_seconds
+    if not young:
+        for name, progress, lag in parts:
+            if not lag:
+                continue
+            age = progress.last_commit_age_seconds if progress else None
+            if age is None or age > stale_after_seconds:
+                when = "never" if age is None else f"{age:.0f} s ago"
+                return StreamHealth(
+                    job, pid, "stale", f"{name}: lag {lag}, last batch {when}", total_lag, newest
+                )
+    return StreamHealth(job, pid, "healthy", f"lag {total_lag}", total_lag, newest)
+
+
+Part = tuple[str, CheckpointProgress | None, int | None]  # query name, progress, lag
+
+
+def stream_parts(job: str, config: str) -> list[Part]:
+    """The queries of a continuous job, each with its checkpoint's progress and its lag.
+
+    Checkpoints are where the jobs keep them, ``Layout.checkpoint(job, name)`` (bronze: one
+    query named after its table mode; silver: one per bronze table). A lag that cannot be
+    measured (Kafka unreachable with the available options) is None, logged. A lakehouse on
+    another file system: no parts (the verdict then rests on the process alone).
+    """
+    cfg = load_job_config(config)
+    layout = local_layout(cfg)
+    if layout is None:
+        return []
+    if job == "bronze":
+        return [_bronze_part(cfg, layout)]
+    parts: list[Part] = []
+    for name, table in delta_tables(Path(layout.bronze)).items():
+        checkpoint = Path(layout.checkpoint("silver", name))
+        progress = read_checkpoint(checkpoint) if checkpoint.is_dir() else None
+        if progress is None:
+            version = delta_version(table)
+            parts.append((name, None, None if version is None else version + 1))
+        else:
+            parts.append((name, progress, silver_lag(progress, table)))
+    return parts
+
+
+def _bronze_part(cfg: Any, layout: Layout) -> Part:
+    name = "per_topic" if cfg.bronze.table_mode == "per_topic" else cfg.bronze.single_table
+    checkpoint = Path(layout.checkpoint("bronze", name))
+    progress = read_checkpoint(checkpoint) if checkpoint.is_dir() else None
+    lag: int | None = None
+    if progress is not None:
+        try:
+            lag = bronze_lag(progress, cfg.kafka.bootstrap_servers, kafka_client_options(cfg))
+        except Exception as exc:  # a health probe must not fail the check
+            log.warning("bronze lag not measurable: %s", type(exc).__name__)
+    return (name, progress, lag)

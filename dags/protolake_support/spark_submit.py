@@ -1,0 +1,132 @@
+"""The operator of every protolake Spark task: ``spark-submit pipelines/jobs/run.py <subcommand>``.
+
+Importing this module loads only the standard library and Airflow (DAG files import it at
+parse time); ``pipelines`` is imported in :meth:`ProtolakeSparkSubmitOperator.execute`.
+Settings come from the worker (:mod:`.environment`) and the Airflow connection
+``spark_default`` (the master); ``PYSPARK_PYTHON`` is the Python of the Spark driver and
+executors (default: Airflow's interpreter with a local master, the cluster's own otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from protolake_support.environment import (
+    SPARK_CONN_ID,
+    ProtolakeSetupError,
+    config_path,
+    registry_env,
+    spark_bin_dir,
+)
+
+SILVER_ALIAS = "protolake-silver"
+
+
+class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
+    """``spark-submit pipelines/jobs/run.py <subcommand> --config $PROTOLAKE_CONFIG [args]``.
+
+    Everything that depends on the worker (the config path, the py-files zip, the jars, which
+    spark-submit, the Python) is settled in :meth:`execute`, not when the DAG file is parsed.
+    With a local master the job gets ``pipelines.spark.LOCAL_CONF`` and Airflow's Python; with
+    a cluster master it gets ``PYSPARK_PYTHON`` if the worker sets it, else the cluster's.
+    Every job also gets ``spark.redaction.regex = pipelines.spark.REDACTION_REGEX``: on
+    Kubernetes and YARN the provider turns the job's environment (``PROTOLAKE_REGISTRY_AUTH``
+    ...) into ``spark.kubernetes.driverEnv.*`` / ``spark.yarn.appMasterEnv.*`` settings, which
+    Spark's default regex would show in its UI and event log.
+    ``conf`` given to the operator is applied last.
+
+    ``refuse_when_streaming``: fail before submitting while the continuous streams of the
+    ``protolake_streaming`` DAG run (they would share the checkpoints).
+
+    ``publish_silver`` (silver only): after the job, an asset event
+    ``protolake://silver/<table>`` is added to the ``protolake-silver`` asset alias for every
+    silver table whose Delta version changed during the run.
+    """
+
+    ui_color = "#ffd8a8"
+
+    def __init__(
+        self,
+        *,
+        subcommand: str,
+        subcommand_args: Sequence[str] = (),
+        publish_silver: bool = False,
+        refuse_when_streaming: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("conn_id", SPARK_CONN_ID)
+        kwargs.setdefault("name", f"protolake-{subcommand}")
+        super().__init__(**kwargs)
+        self.subcommand = subcommand
+        self.subcommand_args = list(subcommand_args)
+        self.publish_silver = publish_silver
+        self.refuse_when_streaming = refuse_when_streaming
+
+    def execute(self, context: Any) -> None:
+        from pipelines.jobs import RUN_SCRIPT, build_py_files
+        from pipelines.spark import LOCAL_CONF, REDACTION_REGEX, find_spark_jars, is_local_master
+        from protolake_support.tables import silver_versions
+
+        config = config_path()
+        if self.refuse_when_streaming:
+            self._refuse_when_streaming()
+        master = str(self._get_hook()._connection["master"])  # the connection's master URL
+        local = is_local_master(master)
+        python = os.environ.get("PYSPARK_PYTHON") or (sys.executable if local else "")
+        conf: dict[str, Any] = dict(LOCAL_CONF) if local else {}
+        conf["spark.redaction.regex"] = REDACTION_REGEX
+        if python:
+            conf["spark.pyspark.python"] = python
+            conf["spark.pyspark.driver.python"] = python
+        conf.update(self.conf or {})
+        bin_dir = spark_bin_dir()
+        env: dict[str, Any] = {
+            # the hook runs "spark-submit" from PATH: put the chosen one first
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "SPARK_HOME": str(Path(bin_dir).parent),
+            **({"PYSPARK_PYTHON": python} if python else {}),
+            **({"SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")} if local else {}),
+            **registry_env(),
+            **(self.env_vars or {}),
+        }
+        self.application = str(RUN_SCRIPT)
+        self.py_files = build_py_files()  # content-hashed: rebuilt only when the code changed
+        self.jars = ",".join(find_spark_jars())
+        self.conf = conf
+        self.env_vars = env
+        self.application_args = [self.subcommand, "--config", config, *self.subcommand_args]
+        self._hook = None  # rebuilt by execute() from the settings above
+        before = silver_versions(config) if self.publish_silver else {}
+        super().execute(context)
+        if self.publish_silver:
+            self._publish(context, before, silver_versions(config))
+
+    @staticmethod
+    def _refuse_when_streaming() -> None:
+        from protolake_support.supervision import running_streams
+
+        running = running_streams()
+        if running:
+            raise ProtolakeSetupError(
+                f"continuous streams are running ({', '.join(running)}; see the "
+                "protolake_streaming DAG): an available-now run would share their "
+                "checkpoints. Stop them or pause this DAG."
+            )
+
+    def _publish(self, context: Any, before: dict[str, int], after: dict[str, int]) -> None:
+        from airflow.sdk import Asset, AssetAlias
+
+        changed = sorted(t for t, v in after.items() if before.get(t) != v)
+        events = context["outlet_events"][AssetAlias(SILVER_ALIAS)]
+        for table in changed:
+            events.add(
+                Asset(f"protolake://silver/{table}"),
+                extra={"table": table, "delta_version": after[table]},
+            )
+        self.log.info("silver tables changed in this run: %s", changed or "none")

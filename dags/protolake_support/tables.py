@@ -1,0 +1,172 @@
+"""Delta versions and row counts of the lakehouse's tables, read with ``deltalake`` (delta-rs):
+no Spark, no JVM, in the Airflow worker.
+
+Tables are named by folder (a :class:`lakehouse.layout.Layout` path); ``deltalake`` reads
+their logs. Row counts come from the per-file ``numRecords`` statistics of the latest snapshot
+(less the rows deletion vectors remove); data files are read only to test a column's values.
+A folder that is not a Delta table has no version and no count (None), as has a table with a
+file written without statistics (a count would need a scan of every file).
+
+``deltalake`` and ``pyarrow`` are imported inside the functions (the DAG files never import
+this module at parse time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from protolake_support.environment import load_job_config, local_layout
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+    from lakehouse.layout import Layout
+
+
+def open_table(table: Path) -> DeltaTable | None:
+    """The latest snapshot of the Delta table in ``table`` (None: not a Delta table)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(table)
+    except TableNotFoundError:
+        return None
+
+
+def delta_version(table: Path) -> int | None:
+    """The latest committed version of a Delta table (None: not a Delta table)."""
+    snapshot = open_table(table)
+    return None if snapshot is None else snapshot.version()
+
+
+def delta_tables(folder: Path) -> dict[str, Path]:
+    """Delta tables directly under ``folder``, by name."""
+    from deltalake import DeltaTable
+
+    if not folder.is_dir():
+        return {}
+    return {
+        p.name: p
+        for p in sorted(folder.iterdir())
+        if p.is_dir() and DeltaTable.is_deltatable(str(p))
+    }
+
+
+def silver_versions(config: str) -> dict[str, int]:
+    """``{silver table: latest Delta version}`` of the configured lakehouse."""
+    layout = local_layout(load_job_config(config))
+    if layout is None:
+        return {}
+    out = {}
+    for name, path in delta_tables(Path(layout.silver)).items():
+        version = delta_version(path)
+        if version is not None:
+            out[name] = version
+    return out
+
+
+def delta_row_count(
+    table: Path, where: tuple[str, Callable[[Any], bool]] | None = None
+) -> int | None:
+    """Rows in the latest snapshot, from the ``numRecords`` statistics of the Delta log.
+
+    With ``where = (column, keep)``, only the rows whose ``column`` value ``keep`` accepts:
+    the non-null values are read (files whose statistics say the column is null throughout
+    are skipped) and tested one by one; the null rows (all rows less the non-null ones) count
+    ``keep(None)`` each. None when the table is not a Delta table, when a live file has no
+    statistics, or, with ``where``, when the table has no such column.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    snapshot = open_table(table)
+    if snapshot is None:
+        return None
+    records = pa.table(snapshot.get_add_actions(flatten=True)).column("num_records")
+    if records.null_count:
+        return None
+    live = int(pc.sum(records).as_py() or 0) - _deleted_rows(snapshot)
+    if where is None:
+        return live
+    column, keep = where
+    values = _non_null_values(snapshot, column)
+    if values is None:
+        return None
+    kept = sum(1 for value in values if keep(value))
+    return kept + (live - len(values) if keep(None) else 0)
+
+
+def _deleted_rows(snapshot: DeltaTable) -> int:
+    """Rows the snapshot's deletion vectors remove from its files' ``numRecords``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if "deletionVectors" not in (snapshot.protocol().reader_features or []):
+        return 0
+    vectors = pa.RecordBatchReader.from_stream(snapshot.deletion_vectors()).read_all()
+    keep = pc.list_flatten(vectors.column("selection_vector"))
+    return len(keep) - int(pc.sum(keep).as_py() or 0)
+
+
+def _non_null_values(snapshot: DeltaTable, column: str) -> list[Any] | None:
+    """The non-null values of one column of the snapshot (None: no such column)."""
+    import pyarrow as pa
+
+    if column not in {field.name for field in snapshot.schema().fields}:
+        return None
+    # the predicate lets delta-rs skip the files whose statistics say the column is all null
+    name = column.replace('"', '""')
+    reader = snapshot.scan(columns=[column], predicate=f'"{name}" IS NOT NULL')
+    return list(pa.RecordBatchReader.from_stream(reader).read_all().column(column).to_pylist())
+
+
+def lakehouse_counts(config: str) -> dict[str, dict[str, int | None]]:
+    """:func:`layout_counts` of the configured lakehouse (empty: not on a local file system)."""
+    layout = local_layout(load_job_config(config))
+    return {} if layout is None else layout_counts(layout)
+
+
+def layout_counts(layout: Layout) -> dict[str, dict[str, int | None]]:
+    """Rows per table of bronze and silver, and records still quarantined, from the Delta logs
+    of a local lakehouse.
+
+    Quarantine counts as ``protolake status`` and the invariant do: a row replayed into silver
+    stays in the quarantine table (its raw bytes are kept) but is counted in silver only
+    (``pipelines.quarantine_state``).
+    """
+    from lakehouse.layout import BRONZE, QUARANTINE, SILVER
+
+    from pipelines.quarantine_state import OUTCOME_COLUMN, counts_as_quarantined
+
+    counts = {
+        layer: {
+            name: delta_row_count(path)
+            for name, path in delta_tables(Path(layout.layer(layer))).items()
+        }
+        for layer in (BRONZE, SILVER)
+    }
+    counts[QUARANTINE] = {
+        name: delta_row_count(path, where=(OUTCOME_COLUMN, counts_as_quarantined))
+        for name, path in delta_tables(Path(layout.layer(QUARANTINE))).items()
+    }
+    return counts
+
+
+def format_counts(counts: Mapping[str, Mapping[str, int | None]]) -> str:
+    """The counts as a small text table, with totals and the bronze = silver + quarantine sum
+    (quarantine: the records still quarantined, see :func:`layout_counts`)."""
+    lines = []
+    totals: dict[str, int] = {}
+    for layer, tables in counts.items():
+        total = 0
+        for name, n in tables.items():
+            lines.append(f"{layer:<10} {name:<50} {'?' if n is None else n:>10}")
+            total += n or 0
+        totals[layer] = total
+        lines.append(f"{layer:<10} {'(total)':<50} {total:>10}")
+    b, s, q = (totals.get(k, 0) for k in ("bronze", "silver", "quarantine"))
+    verdict = "matches" if b == s + q else "DIFFERS (bronze != silver + quarantine)"
+    lines.append(f"bronze {b} vs silver {s} + quarantine {q}: {verdict}")
+    return "\n".join(lines)
