@@ -19,7 +19,7 @@ import pytest
 from silver_itkit import ROOT, make_config, unique_prefix, write_config_file
 
 from pipelines import bronze, silver
-from pipelines.demo_stream import produce_demo_stream
+from pipelines.demo.produce import produce_demo_stream
 from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant, list_delta_tables, quarantine_path
 

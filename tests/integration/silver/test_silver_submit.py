@@ -17,7 +17,7 @@ import pytest
 from silver_itkit import free_port, make_config, unique_prefix, write_config_file
 
 from pipelines import bronze
-from pipelines.demo_stream import produce_demo_stream
+from pipelines.demo.produce import produce_demo_stream
 from pipelines.jobs import submit_command
 from pipelines.quarantine import check_invariant, list_delta_tables, quarantine_path
 
