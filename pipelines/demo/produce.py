@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import urllib.error
 import urllib.request
 from base64 import b64encode
@@ -41,22 +42,49 @@ def registry_client_conf(cfg: ProtolakeConfig) -> dict[str, Any]:
 
 def check_stack(cfg: ProtolakeConfig, timeout: float = 5.0) -> list[str]:
     """Problems reaching Kafka and the registry; empty when both answer."""
+    problems = [
+        _kafka_problem(cfg.kafka.bootstrap_servers, timeout),
+        _registry_problem(cfg, timeout),
+    ]
+    return [p for p in problems if p]
+
+
+def _kafka_problem(bootstrap: str, timeout: float) -> str | None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    problems = []
-    bootstrap = cfg.kafka.bootstrap_servers
+    # librdkafka waits its whole timeout for a broker that is not there; a refused TCP
+    # connection to every bootstrap address says so at once.
+    refused = _refused_addresses(bootstrap, timeout)
+    if refused:
+        return f"Kafka does not answer at {bootstrap} ({refused})"
     try:
         admin = AdminClient(
             {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000)}
         )
         admin.list_topics(timeout=timeout)
     except KafkaException as exc:
-        problems.append(f"Kafka does not answer at {bootstrap} ({first_line(exc)})")
+        return f"Kafka does not answer at {bootstrap} ({first_line(exc)})"
+    return None
+
+
+def _refused_addresses(bootstrap: str, timeout: float) -> str | None:
+    """The first refusal when no bootstrap address accepts a TCP connection, else None."""
+    first = None
+    for address in bootstrap.split(","):
+        host, _, port = address.strip().rpartition("://")[2].rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return None
+        except (OSError, ValueError) as exc:
+            first = first or first_line(exc)
+    return first
+
+
+def _registry_problem(cfg: ProtolakeConfig, timeout: float) -> str | None:
     url = cfg.registry.url.rstrip("/")
     if url.startswith("dir:"):
-        problems.append(f"the demo needs an HTTP schema registry; registry.url is {url}")
-        return problems
+        return f"the demo needs an HTTP schema registry; registry.url is {url}"
     request = urllib.request.Request(f"{url}/subjects")
     if cfg.registry.basic_auth:
         token = b64encode(cfg.registry.basic_auth.encode()).decode()
@@ -65,14 +93,15 @@ def check_stack(cfg: ProtolakeConfig, timeout: float = 5.0) -> list[str]:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
             response.read()
     except urllib.error.HTTPError as exc:
-        problems.append(f"the schema registry at {url} answers HTTP {exc.code}")
+        return f"the schema registry at {url} answers HTTP {exc.code}"
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        problems.append(f"the schema registry does not answer at {url} ({reason})")
-    return problems
+        return f"the schema registry does not answer at {url} ({reason})"
+    return None
 
 
 def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type's name when it has none)."""
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
