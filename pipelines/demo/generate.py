@@ -92,7 +92,7 @@ class DemoStream:
         self._ids_by_type: dict[str, set[int]] = {}
         self._guids_by_type: dict[str, set[str]] = {}
 
-    # Subject name strategy per topic (module docstring): two types on inventory get a
+    # Subject name strategy per topic (pipelines.demo.stream): two types on inventory get a
     # subject each, the other topics one subject per topic and field.
     _STRATEGIES = {
         "orders": "topic",

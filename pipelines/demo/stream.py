@@ -82,7 +82,8 @@ class DemoStreamError(RuntimeError):
 
 @dataclass
 class DemoStreamSummary:
-    """What :func:`produce_demo_stream` produced, for comparison with the lakehouse.
+    """What a stream (:func:`pipelines.demo.produce.produce_demo_stream`) holds, for comparison
+    with the lakehouse.
 
     ``per_message_type`` counts well-formed value records by fully-qualified type (poison
     records are not in it); ``poison_by_reason`` counts poison records by the reason code the
