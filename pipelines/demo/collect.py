@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lakehouse.layout import LAYERS, Layout, table_name
-from pipelines.config import ProtolakeConfig
+from pipelines.settings import ProtolakeConfig
 from pipelines.demo.produce import first_line
 from pipelines.demo.report import DemoReport, evaluate_checks
 from pipelines.naming import bronze_table_of_topic, table_name_for

@@ -4,7 +4,7 @@
 the demo's rules on top of it: ``PROTOLAKE_KAFKA_BOOTSTRAP`` / ``PROTOLAKE_REGISTRY_URL``
 replace the broker and registry addresses, ``--lakehouse DIR`` the lakehouse root, and
 ``kafka.topics`` becomes the demo's four topics under ``--topic-prefix`` (``kafka.topic_pattern``
-is dropped). It raises :class:`pipelines.config.ConfigError` for a missing or invalid file.
+is dropped). It raises :class:`pipelines.settings.ConfigError` for a missing or invalid file.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines.config import ConfigError, ProtolakeConfig, parse_config
+from pipelines.settings import ConfigError, ProtolakeConfig, parse_config
 from pipelines.demo.stream import demo_topics
 
 DEMO_CONFIG = Path(__file__).resolve().with_name("demo.toml")
@@ -47,7 +47,7 @@ def load_demo_config(
     """Load the demo configuration and apply the demo's overrides (module docstring).
 
     Raises:
-        pipelines.config.ConfigError: the file is missing or invalid.
+        pipelines.settings.ConfigError: the file is missing or invalid.
     """
     environ = os.environ if env is None else env
     source = Path(path) if path is not None else DEMO_CONFIG

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lakehouse.layout import Layout
-from pipelines.config import ProtolakeConfig
+from pipelines.settings import ProtolakeConfig
 from pipelines.demo.config import DemoOptions
 from pipelines.demo.generate import DemoStream
 from pipelines.demo.stream import DQ_QUANTITY, DemoStreamSummary

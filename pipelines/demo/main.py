@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pipelines.config import ProtolakeConfig
+from pipelines.settings import ProtolakeConfig
 from pipelines.demo.config import DEMO_CONFIG, DemoOptions, load_demo_config
 from pipelines.demo.expected import (
     dq_quarantines_quantity,
@@ -129,7 +129,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> DemoRepor
 
     Raises:
         StackDownError: Kafka or the registry does not answer.
-        pipelines.config.ConfigError: the configuration is invalid.
+        pipelines.settings.ConfigError: the configuration is invalid.
         DemoStreamError: the stream could not be produced.
     """
     cfg = load_demo_config(opts.config, lakehouse=opts.lakehouse, topic_prefix=opts.topic_prefix)

@@ -20,7 +20,7 @@ from base64 import b64encode
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from pipelines.config import ProtolakeConfig
+from pipelines.settings import ProtolakeConfig
 from pipelines.demo.generate import DemoStream
 from pipelines.demo.schemas import load_schema_versions
 from pipelines.demo.stream import PARTITIONS, DemoStreamError, DemoStreamSummary, demo_topics

@@ -18,7 +18,7 @@ from bronze_itkit import ROOT, Kafka, read_bronze, unique_prefix, write_config
 from confluent_kafka import Producer
 
 from pipelines import bronze
-from pipelines.config import load_config
+from pipelines.settings import load_config
 
 pytestmark = pytest.mark.integration
 

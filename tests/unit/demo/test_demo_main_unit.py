@@ -9,7 +9,7 @@ import tomllib
 import pytest
 
 from pipelines.cli import build_parser
-from pipelines.config import ConfigError
+from pipelines.settings import ConfigError
 from pipelines.demo.config import DEMO_CONFIG, load_demo_config
 from pipelines.demo.expected import expected_counts
 from pipelines.demo.main import run_from_args
