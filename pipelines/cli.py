@@ -39,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "pipelines.silver",
         "decode bronze into silver tables per message type + quarantine",
     ),
-    "demo": ("pipelines.demo", "produce a demo stream and run every stage on it"),
+    "demo": ("pipelines.demo.main", "produce a demo stream and run every stage on it"),
     "replay": ("pipelines.ops.replay", "re-decode quarantined records"),
     "status": ("pipelines.ops.status", "Kafka end offsets against the lakehouse, per partition"),
     "audit": ("pipelines.ops.audit", "check bronze = silver + quarantine, record by record"),

@@ -21,6 +21,7 @@ from protolake_support.environment import load_job_config, local_layout
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
+
     from lakehouse.layout import Layout
 
 
@@ -42,29 +43,23 @@ def delta_version(table: Path) -> int | None:
 
 
 def delta_tables(folder: Path) -> dict[str, Path]:
-    """Delta tables directly under ``folder``, by name."""
-    from deltalake import DeltaTable
+    """Delta tables directly under ``folder``, by name (:func:`lakehouse.delta.list_delta_tables`)."""
+    from lakehouse.delta import list_delta_tables
+    from lakehouse.layout import table_name
 
-    if not folder.is_dir():
-        return {}
-    return {
-        p.name: p
-        for p in sorted(folder.iterdir())
-        if p.is_dir() and DeltaTable.is_deltatable(str(p))
-    }
+    return {table_name(p): Path(p) for p in list_delta_tables(str(folder))}
 
 
 def silver_versions(config: str) -> dict[str, int]:
-    """``{silver table: latest Delta version}`` of the configured lakehouse."""
+    """``{silver table: latest Delta version}`` of the configured lakehouse
+    (:func:`lakehouse.delta.silver_versions`, by table name)."""
+    from lakehouse import delta
+    from lakehouse.layout import table_name
+
     layout = local_layout(load_job_config(config))
     if layout is None:
         return {}
-    out = {}
-    for name, path in delta_tables(Path(layout.silver)).items():
-        version = delta_version(path)
-        if version is not None:
-            out[name] = version
-    return out
+    return {table_name(p): v for p, v in delta.silver_versions(layout).items()}
 
 
 def delta_row_count(
@@ -137,7 +132,6 @@ def layout_counts(layout: Layout) -> dict[str, dict[str, int | None]]:
     (``pipelines.quarantine_state``).
     """
     from lakehouse.layout import BRONZE, QUARANTINE, SILVER
-
     from pipelines.quarantine_state import OUTCOME_COLUMN, counts_as_quarantined
 
     counts = {

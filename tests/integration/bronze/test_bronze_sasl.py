@@ -19,8 +19,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from pipelines import bronze
-from pipelines.settings import load_config
 from pipelines.ops.status import kafka_offsets
+from pipelines.settings import load_config
 
 pytestmark = pytest.mark.integration
 

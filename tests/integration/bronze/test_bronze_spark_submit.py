@@ -13,8 +13,8 @@ from bronze_itkit import Kafka, read_bronze, unique_prefix, write_config
 
 from lakehouse.layout import Layout
 from pipelines import bronze
-from pipelines.settings import load_config
 from pipelines.jobs import submit_command
+from pipelines.settings import load_config
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
 from conftest import make_airflow  # noqa: E402
 
 from lakehouse.layout import Layout  # noqa: E402
-from pipelines.demo_stream import produce_demo_stream  # noqa: E402
+from pipelines.demo.produce import produce_demo_stream  # noqa: E402
 from pipelines.naming import table_name_for  # noqa: E402
 from pipelines.quarantine import check_invariant  # noqa: E402
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
 
 from conftest import make_airflow  # noqa: E402
 
-from pipelines.demo_stream import produce_demo_stream  # noqa: E402
+from pipelines.demo.produce import produce_demo_stream  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -78,8 +78,9 @@ def test_streams_are_started_judged_and_restarted_after_a_kill(
     def totals() -> tuple[bool, Any]:
         # the summary's counts, read in this process (deltalake, milliseconds): polling through
         # a fresh Airflow interpreter cost seconds per look
-        from lakehouse.layout import Layout
         from protolake_support.tables import layout_counts
+
+        from lakehouse.layout import Layout
 
         counts = layout_counts(Layout(str(lake)))
         sums = {k: sum(v or 0 for v in t.values()) for k, t in counts.items()}

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from pipelines.demo_stream import DemoStreamSummary
+from pipelines.demo.stream import DemoStreamSummary
 from pipelines.naming import bronze_table_of_topic, table_name_for
 
 pytestmark = pytest.mark.integration

@@ -19,12 +19,9 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2
 
 from codec import CodecError, Decoder, open_registry
-from pipelines.demo_stream import (
-    POISON_KINDS,
-    VALUE_SCHEMA_ID_HEADER,
-    load_schema_versions,
-    produce_demo_stream,
-)
+from pipelines.demo.produce import produce_demo_stream
+from pipelines.demo.schemas import load_schema_versions
+from pipelines.demo.stream import POISON_KINDS, VALUE_SCHEMA_ID_HEADER
 
 pytestmark = pytest.mark.integration
 

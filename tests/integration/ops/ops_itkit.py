@@ -92,7 +92,7 @@ class Lakehouse:
 def _produce_late(topic: str, schema_id: int) -> dict[int, bytes]:
     from confluent_kafka import Producer
 
-    from pipelines.demo_stream import ensure_topics
+    from pipelines.demo.produce import ensure_topics
 
     ensure_topics(BOOTSTRAP, [topic], None, partitions=1)
     p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all"})
@@ -117,7 +117,7 @@ def _produce_transactions(topic: str) -> int:
     """Committed (3), aborted (2), committed (3) transactions; returns committed records."""
     from confluent_kafka import Producer
 
-    from pipelines.demo_stream import ensure_topics
+    from pipelines.demo.produce import ensure_topics
 
     ensure_topics(BOOTSTRAP, [topic], None, partitions=1)
     p = Producer({"bootstrap.servers": BOOTSTRAP, "transactional.id": f"ops-it-{uuid.uuid4()}"})
@@ -162,8 +162,8 @@ def write_config(path: Path, lake: Path, topics: list[str], registry_url: str, p
 def build_lakehouse(spark: Any, tmp: Path) -> Lakehouse:
     """Produce the streams, run bronze then silver (available-now) into ``tmp/lakehouse``."""
     from pipelines import bronze, silver
+    from pipelines.demo.produce import produce_demo_stream
     from pipelines.settings import load_config
-    from pipelines.demo_stream import produce_demo_stream
 
     registry = start_registry_server(port=0)
     prefix = f"it.ops.{uuid.uuid4().hex[:8]}."

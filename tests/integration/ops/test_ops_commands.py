@@ -21,13 +21,13 @@ from ops_itkit import LATE_RECORDS, LATE_SCHEMA, LATE_TYPE, Lakehouse
 
 from lakehouse.layout import Layout
 from pipelines.cli import main as cli_main
-from pipelines.settings import parse_config
 from pipelines.naming import bronze_table_of_topic, table_name_for
 from pipelines.ops import audit as audit_mod
 from pipelines.ops import maintain as maintain_mod
 from pipelines.ops import replay as replay_mod
 from pipelines.ops import status as status_mod
 from pipelines.quarantine import check_invariant
+from pipelines.settings import parse_config
 
 ROOT = Path(__file__).resolve().parents[3]
 

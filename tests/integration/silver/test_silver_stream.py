@@ -21,7 +21,7 @@ from silver_itkit import ROOT, make_config, unique_prefix, write_config_file
 from lakehouse.delta import list_delta_tables
 from lakehouse.layout import Layout
 from pipelines import bronze, silver
-from pipelines.demo_stream import produce_demo_stream
+from pipelines.demo.produce import produce_demo_stream
 from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant
 

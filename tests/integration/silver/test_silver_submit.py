@@ -19,7 +19,7 @@ from silver_itkit import free_port, make_config, unique_prefix, write_config_fil
 from lakehouse.delta import list_delta_tables
 from lakehouse.layout import Layout
 from pipelines import bronze
-from pipelines.demo_stream import produce_demo_stream
+from pipelines.demo.produce import produce_demo_stream
 from pipelines.jobs import submit_command
 from pipelines.quarantine import check_invariant
 

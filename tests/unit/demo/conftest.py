@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from pipelines.demo_stream import DemoRecord, DemoStream, SchemaVersion, load_schema_versions
+from pipelines.demo.generate import DemoStream
+from pipelines.demo.schemas import SchemaVersion, load_schema_versions
+from pipelines.demo.stream import DemoRecord
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""pipelines/demo.py without a stack: configuration overrides, the embedded demo.toml, the
+"""The demo (pipelines/demo) without a stack: configuration overrides, the embedded demo.toml, the
 expected counts, the checks and the printed report, and the command line."""
 
 from __future__ import annotations
@@ -8,20 +8,24 @@ import tomllib
 
 import pytest
 
-from pipelines import demo
 from pipelines.cli import build_parser
-from pipelines.settings import ConfigError
-from pipelines.demo_stream import (
+from pipelines.demo.config import DEMO_CONFIG, load_demo_config
+from pipelines.demo.expected import expected_counts
+from pipelines.demo.main import run_from_args
+from pipelines.demo.report import DemoReport, evaluate_checks, format_report
+from pipelines.demo.stream import (
     DQ_EMAIL,
     DQ_QUANTITY,
     EMAIL_PATTERN,
     QUANTITY_RANGE,
     DemoStreamSummary,
+    demo_topics,
 )
+from pipelines.settings import ConfigError
 
 
 def test_embedded_config_loads_with_the_demo_topics():
-    cfg = demo.load_demo_config(env={})
+    cfg = load_demo_config(env={})
     assert cfg.kafka.bootstrap_servers == "127.0.0.1:9092"
     assert cfg.registry.url == "http://127.0.0.1:8081"
     assert list(cfg.kafka.topics) == [
@@ -34,7 +38,7 @@ def test_embedded_config_loads_with_the_demo_topics():
 
 
 def test_environment_lakehouse_and_prefix_override_the_file(tmp_path):
-    cfg = demo.load_demo_config(
+    cfg = load_demo_config(
         lakehouse=str(tmp_path / "lh"),
         topic_prefix="t42.",
         env={
@@ -47,7 +51,7 @@ def test_environment_lakehouse_and_prefix_override_the_file(tmp_path):
     assert cfg.lakehouse_path == str(tmp_path / "lh")
     assert (
         list(cfg.kafka.topics)
-        == demo.demo_topics("t42.")
+        == demo_topics("t42.")
         == [
             "t42.orders",
             "t42.order_lines",
@@ -62,7 +66,7 @@ def test_a_custom_config_replaces_topics_and_pattern(tmp_path):
     path.write_text(
         '[kafka]\nbootstrap_servers = "h:1"\ntopic_pattern = "x.*"\n[lakehouse]\npath = "/tmp/x"\n'
     )
-    cfg = demo.load_demo_config(path, env={})
+    cfg = load_demo_config(path, env={})
     assert cfg.kafka.topic_pattern == "" and cfg.kafka.topics[0] == "demo.orders"
     assert cfg.kafka.bootstrap_servers == "h:1"
 
@@ -71,13 +75,13 @@ def test_a_bad_config_is_a_config_error_naming_the_key(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('[kafka]\nbootstrap_servers = "h:1"\nbootstrap = "typo"\n')
     with pytest.raises(ConfigError, match="kafka.bootstrap"):
-        demo.load_demo_config(path, env={})
+        load_demo_config(path, env={})
     with pytest.raises(ConfigError, match="not found"):
-        demo.load_demo_config(tmp_path / "missing.toml", env={})
+        load_demo_config(tmp_path / "missing.toml", env={})
 
 
 def test_demo_toml_declares_the_rules_the_stream_violates():
-    raw = tomllib.loads(demo.DEMO_CONFIG.read_text())
+    raw = tomllib.loads(DEMO_CONFIG.read_text())
     rules = {(r["message_type"], r["expectation"]): r for r in raw["quality"]["expectations"]}
     qty = rules[("shop.v1.Order.LineItem", "expect_column_values_to_be_between")]
     assert qty["policy"] == "quarantine"
@@ -93,7 +97,7 @@ def test_demo_toml_declares_the_rules_the_stream_violates():
 def test_demo_toml_rules_pass_great_expectations_validation():
     from quality.rules import parse_rules
 
-    cfg = demo.load_demo_config(env={})
+    cfg = load_demo_config(env={})
     rules = parse_rules(cfg.quality.expectations)
     assert len(rules) == len(cfg.quality.expectations) == 3
 
@@ -112,18 +116,18 @@ def _summary(records: int, lineitems: int, dq: int) -> DemoStreamSummary:
 
 def test_expected_counts_of_several_streams_add_up():
     a, b = _summary(30, 17, 2), _summary(40, 27, 3)
-    merged = demo._merge([a, b], dq_quarantined=True)
+    merged = expected_counts([a, b], dq_quarantined=True)
     assert merged["records"] == 70
     assert merged["silver_by_type"] == {"shop.v1.Order": 20, "shop.v1.Order.LineItem": 17 + 27 - 5}
     assert merged["quarantine_by_reason"] == {"BAD_MAGIC": 2, "DQ_FAILED": 5, "EMPTY_VALUE": 4}
-    plain = demo._merge([a], dq_quarantined=False)
+    plain = expected_counts([a], dq_quarantined=False)
     assert plain["silver_by_type"]["shop.v1.Order.LineItem"] == 17
     assert "DQ_FAILED" not in plain["quarantine_by_reason"]
 
 
 def _report(**overrides):
-    report = demo.DemoReport(lakehouse="/lh", topics=["p.orders"], records_on_topics=30)
-    report.expected = demo._merge([_summary(30, 17, 2)], dq_quarantined=True)
+    report = DemoReport(lakehouse="/lh", topics=["p.orders"], records_on_topics=30)
+    report.expected = expected_counts([_summary(30, 17, 2)], dq_quarantined=True)
     report.stages = {"bronze": "ran in 1.0 s", "silver": "ran in 2.0 s"}
     report.tables = [
         {"layer": "bronze", "table": "p_orders", "path": "file:/lh/bronze/p_orders", "rows": 30},
@@ -151,14 +155,14 @@ def _report(**overrides):
     }
     for key, value in overrides.items():
         setattr(report, key, value)
-    demo._evaluate(report)
+    evaluate_checks(report)
     return report
 
 
 def test_a_lakehouse_matching_the_stream_passes_every_check():
     report = _report()
     assert report.ok and len(report.checks) == 4
-    text = demo.format_report(report)
+    text = format_report(report)
     assert "Invariant bronze = silver + quarantine: 30 = 25 + 5  HOLDS" in text
     assert "bronze/p_orders" in text and "quarantine/records" in text
     assert "[FAILED]" not in text
@@ -170,9 +174,7 @@ def test_mismatches_fail_the_matching_check():
     assert not lost.ok and not lost.checks["bronze holds every record on the topics"]
     wrong_reason = _report(quarantine_by_reason={"BAD_MAGIC": 3, "DQ_FAILED": 2})
     assert not wrong_reason.checks["quarantine by reason as the stream predicts"]
-    assert "[FAILED] quarantine by reason as the stream predicts" in demo.format_report(
-        wrong_reason
-    )
+    assert "[FAILED] quarantine by reason as the stream predicts" in format_report(wrong_reason)
     broken = _report(
         invariant={
             "holds": False,
@@ -189,7 +191,7 @@ def test_mismatches_fail_the_matching_check():
             },
         }
     )
-    text = demo.format_report(broken)
+    text = format_report(broken)
     assert not broken.ok and "VIOLATED" in text and "missing: p.orders[1]@7" in text
 
 
@@ -205,12 +207,12 @@ def test_protolake_demo_is_registered_with_an_optional_config():
     )
     assert args.config is None and args.lakehouse == "/tmp/x" and args.records == 10
     assert args.append and args.json and args.topic_prefix == "demo."
-    assert args.func is demo.run_from_args
+    assert args.func is run_from_args
 
 
 def test_negative_counts_are_refused(capsys):
     args = build_parser("demo").parse_args(["demo", "--records", "-1"])
-    assert demo.run_from_args(args) == 2
+    assert run_from_args(args) == 2
     assert "--records" in capsys.readouterr().err
 
 
@@ -235,7 +237,7 @@ def test_quality_results_must_agree_with_the_quarantine():
     assert agree.ok and agree.checks["quality results count every DQ_FAILED row"]
     assert (
         "quarantined by quality: 2 (quality results), 2 (DQ_FAILED rows in quarantine)"
-        in demo.format_report(agree)
+        in format_report(agree)
     )
     lost = _report(
         quality=[{**quality[0], "checked": 0, "quarantined": 0}, quality[1]], dq_failed_rows=2
@@ -252,7 +254,7 @@ def test_every_silver_table_must_have_quality_results():
     tables = _report().tables + silver
     partial = _report(tables=tables, quality=quality)
     assert not partial.ok and not partial.checks["every silver table has quality results"]
-    assert "[FAILED] every silver table has quality results" in demo.format_report(partial)
+    assert "[FAILED] every silver table has quality results" in format_report(partial)
     complete = _report(tables=tables, quality=[*quality, {**quality[0], "table": "customers"}])
     assert complete.checks["every silver table has quality results"]
     assert "every silver table has quality results" not in _report().checks  # no quality

@@ -12,7 +12,8 @@ import pytest
 from google.protobuf import descriptor_pb2
 
 from codec import CodecError, parse_frame
-from pipelines.demo_stream import (
+from pipelines.demo.schemas import compile_demo_schemas
+from pipelines.demo.stream import (
     DQ_EMAIL,
     DQ_QUANTITY,
     EMAIL_PATTERN,
@@ -21,7 +22,6 @@ from pipelines.demo_stream import (
     TOPIC_SUFFIXES,
     VALUE_SCHEMA_ID_HEADER,
     DemoStreamSummary,
-    compile_demo_schemas,
 )
 
 # Poison kinds the framing layer alone must reject (the others need the registry or the schema).

@@ -1,0 +1,70 @@
+"""The demo's configuration: ``demo.toml`` beside this module, and the demo's overrides.
+
+:func:`load_demo_config` reads ``--config FILE`` (default: :data:`DEMO_CONFIG`), then applies
+the demo's rules on top of it: ``PROTOLAKE_KAFKA_BOOTSTRAP`` / ``PROTOLAKE_REGISTRY_URL``
+replace the broker and registry addresses, ``--lakehouse DIR`` the lakehouse root, and
+``kafka.topics`` becomes the demo's four topics under ``--topic-prefix`` (``kafka.topic_pattern``
+is dropped). It raises :class:`pipelines.settings.ConfigError` for a missing or invalid file.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipelines.demo.stream import demo_topics
+from pipelines.settings import ConfigError, ProtolakeConfig, parse_config
+
+DEMO_CONFIG = Path(__file__).resolve().with_name("demo.toml")
+ENV_BOOTSTRAP = "PROTOLAKE_KAFKA_BOOTSTRAP"
+ENV_REGISTRY = "PROTOLAKE_REGISTRY_URL"
+
+
+@dataclass
+class DemoOptions:
+    """What the command line chooses (see :func:`pipelines.demo.main.add_parser`)."""
+
+    config: str | None = None
+    lakehouse: str | None = None
+    topic_prefix: str = "demo."
+    records: int = 3000
+    seed: int = 7
+    poison_every: int = 50
+    append: bool = False
+
+
+def load_demo_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    lakehouse: str | None = None,
+    topic_prefix: str = "demo.",
+    env: Mapping[str, str] | None = None,
+) -> ProtolakeConfig:
+    """Load the demo configuration and apply the demo's overrides (module docstring).
+
+    Raises:
+        pipelines.settings.ConfigError: the file is missing or invalid.
+    """
+    environ = os.environ if env is None else env
+    source = Path(path) if path is not None else DEMO_CONFIG
+    try:
+        raw: dict[str, Any] = tomllib.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"configuration file not found: {source}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    kafka = raw.setdefault("kafka", {})
+    registry = raw.setdefault("registry", {})
+    if environ.get(ENV_BOOTSTRAP):
+        kafka["bootstrap_servers"] = environ[ENV_BOOTSTRAP]
+    if environ.get(ENV_REGISTRY):
+        registry["url"] = environ[ENV_REGISTRY]
+    if lakehouse:
+        raw.setdefault("lakehouse", {})["path"] = lakehouse
+    kafka.pop("topic_pattern", None)
+    kafka["topics"] = demo_topics(topic_prefix)
+    return parse_config(raw, env=environ, source=str(source))
