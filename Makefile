@@ -41,4 +41,4 @@ bench: setup
 
 clean:
 	@infra/stack.sh down || true
-	rm -rf run lakehouse
+	rm -rf run

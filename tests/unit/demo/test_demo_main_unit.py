@@ -34,7 +34,7 @@ def test_embedded_config_loads_with_the_demo_topics():
         "demo.customers",
         "demo.inventory",
     ]
-    assert cfg.lakehouse.path == "./lakehouse"
+    assert cfg.lakehouse.path == "./run/lakehouse"
 
 
 def test_environment_lakehouse_and_prefix_override_the_file(tmp_path):
