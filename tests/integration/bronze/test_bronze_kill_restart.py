@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bronze_itkit import ROOT, Kafka, read_bronze, unique_prefix, write_config
 from confluent_kafka import Producer
 
 from pipelines import bronze
 from pipelines.config import load_config
+from tests.support.bronze_itkit import ROOT, Kafka, read_bronze, unique_prefix, write_config
 
 pytestmark = pytest.mark.integration
 

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bronze_itkit import Kafka, read_bronze, unique_prefix, write_config
 
 from pipelines import bronze
 from pipelines.config import load_config
 from pipelines.jobs import submit_command
+from tests.support.bronze_itkit import Kafka, read_bronze, unique_prefix, write_config
 
 pytestmark = pytest.mark.integration
 

@@ -8,19 +8,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
-
-from conftest import make_airflow  # noqa: E402
-
-from pipelines.demo_stream import produce_demo_stream  # noqa: E402
+from pipelines.demo_stream import produce_demo_stream
+from tests.support.airflow_kit import make_airflow
 
 pytestmark = pytest.mark.integration
 
@@ -111,7 +106,6 @@ def test_streams_are_started_judged_and_restarted_after_a_kill(
         assert int((state / "bronze.pid").read_text()) != first_pid
         assert "=== " in (state / "bronze.log").read_text()  # the log of both starts
     finally:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
         from protolake_support import stop_stream, stream_pid
 
         for job in ("bronze", "silver"):

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ops_itkit import LATE_RECORDS, LATE_SCHEMA, LATE_TYPE, Lakehouse
 
 from pipelines.cli import main as cli_main
 from pipelines.config import parse_config
@@ -27,6 +26,7 @@ from pipelines.ops import maintain as maintain_mod
 from pipelines.ops import replay as replay_mod
 from pipelines.ops import status as status_mod
 from pipelines.quarantine import check_invariant, quarantine_path
+from tests.support.ops_itkit import LATE_RECORDS, LATE_SCHEMA, LATE_TYPE, Lakehouse
 
 ROOT = Path(__file__).resolve().parents[3]
 

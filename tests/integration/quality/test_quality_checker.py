@@ -7,7 +7,6 @@ from datetime import datetime
 import pytest
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
-from quality_testkit import NOW, ORDER, TABLE, keys, make_batch, order_row
 
 from quality import (
     QualityChecker,
@@ -16,6 +15,7 @@ from quality import (
     parse_rules,
     summarize,
 )
+from tests.support.quality_testkit import NOW, ORDER, TABLE, keys, make_batch, order_row
 
 pytestmark = pytest.mark.integration
 

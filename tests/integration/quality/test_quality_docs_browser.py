@@ -12,9 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from quality_testkit import ORDER, TABLE, make_batch, order_row
 
 from quality import QualityChecker, parse_rules
+from tests.support.quality_testkit import ORDER, TABLE, make_batch, order_row
 
 pytestmark = pytest.mark.integration
 

@@ -7,10 +7,10 @@ import re
 import threading
 
 import pytest
-from quality_testkit import NOW, ORDER, TABLE, make_batch, order_row
 
 from quality import QualityChecker, parse_rules, summarize
 from quality.results import results_path
+from tests.support.quality_testkit import NOW, ORDER, TABLE, make_batch, order_row
 
 pytestmark = pytest.mark.integration
 

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from silver_itkit import ROOT, make_config, unique_prefix, write_config_file
 
 from pipelines import bronze, silver
 from pipelines.demo_stream import produce_demo_stream
 from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant, list_delta_tables, quarantine_path
+from tests.support.silver_itkit import ROOT, make_config, unique_prefix, write_config_file
 
 pytestmark = pytest.mark.integration
 

@@ -14,12 +14,13 @@ from typing import Any
 
 import pyspark
 import pytest
-from silver_itkit import free_port, make_config, unique_prefix, write_config_file
 
 from pipelines import bronze
 from pipelines.demo_stream import produce_demo_stream
 from pipelines.jobs import submit_command
 from pipelines.quarantine import check_invariant, list_delta_tables, quarantine_path
+from tests.support.silver_itkit import make_config, unique_prefix, write_config_file
+from tests.support.stack import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,7 @@ from pathlib import Path
 
 import pyspark
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
-
-from protolake_support import (  # noqa: E402
+from protolake_support import (
     CheckpointProgress,
     config_path,
     env_int,

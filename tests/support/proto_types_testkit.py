@@ -10,7 +10,7 @@ import grpc_tools
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor
 
-PROTO_DIR = Path(__file__).parent / "protos"
+PROTO_DIR = Path(__file__).parent / "protos" / "proto_types"
 GRPC_INCLUDE = Path(grpc_tools.__file__).parent / "_proto"
 
 

@@ -6,12 +6,12 @@ import datetime as dt
 from typing import Any
 
 import pytest
-from silver_testkit import bronze_row, write_bronze
 
 from codec import SchemaResolver, open_registry
 from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant, list_delta_tables, quarantine_path
 from pipelines.silver import SilverBatch
+from tests.support.silver_testkit import bronze_row, write_bronze
 
 TOPIC = "ut.pings"
 PING = "silvertest.v1.Ping"
@@ -178,7 +178,7 @@ ORDER = "silvertest.v1.Order"
 def two_types(producer: Any, versions: Any) -> list[tuple[Any, ...]]:
     """Two orders and three pings; the last ping's Kafka timestamp is two days after bronze
     had it (the default timestamp bound quarantines it)."""
-    from silver_testkit import make_order
+    from tests.support.silver_testkit import make_order
 
     v1 = versions["v1"]
     frames = [producer.frame(make_order(v1, i), TOPIC) for i in range(2)]
