@@ -51,7 +51,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark reader knows
 from pyspark.sql.streaming import StreamingQuery
 
-from pipelines.config import TRIGGERS, ConfigError, ProtolakeConfig, load_config
+from pipelines.settings import TRIGGERS, ConfigError, ProtolakeConfig, load_config
 from pipelines.naming import bronze_table_of_topic
 from pipelines.spark import build_session
 

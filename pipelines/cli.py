@@ -29,7 +29,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from pipelines.config import TRIGGERS, ConfigError
+from pipelines.settings import TRIGGERS, ConfigError
 
 # name -> (module, one-line help). Keep in step with docs/contracts.md ("Command line").
 COMMANDS: dict[str, tuple[str, str]] = {

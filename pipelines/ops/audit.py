@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines.config import ProtolakeConfig, load_config
+from pipelines.settings import ProtolakeConfig, load_config
 from pipelines.ops.common import emit, kafka_client_conf, open_session, progress, table
 from pipelines.quarantine import InvariantReport, check_invariant, list_delta_tables
 

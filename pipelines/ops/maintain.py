@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from pipelines.config import load_config
+from pipelines.settings import load_config
 from pipelines.ops.common import emit, open_session, progress, table
 from pipelines.quarantine import list_delta_tables
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from pipelines.config import ProtolakeConfig, load_config
+from pipelines.settings import ProtolakeConfig, load_config
 from pipelines.ops.common import effective_reason, emit, open_session, parse_time, progress, table
 from pipelines.quarantine import (
     RECORD_KEY,

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from pipelines.config import ProtolakeConfig, load_config
+from pipelines.settings import ProtolakeConfig, load_config
 from pipelines.ops.common import emit, is_delta_table, open_session, table, to_jsonable
 from pipelines.quarantine import list_delta_tables, quarantine_path
 

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pipelines.config import ProtolakeConfig, load_config
+from pipelines.settings import ProtolakeConfig, load_config
 from pipelines.ops.common import (
     effective_reason,
     emit,

@@ -58,7 +58,7 @@ from pyspark.sql import types as T  # noqa: N812
 from pyspark.sql.streaming import StreamingQuery
 
 from codec import SchemaResolver
-from pipelines.config import TRIGGERS, ConfigError, ProtolakeConfig, load_config
+from pipelines.settings import TRIGGERS, ConfigError, ProtolakeConfig, load_config
 from pipelines.naming import table_name_for
 from pipelines.quality_retention import prune_quality_results
 from pipelines.quarantine import (

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pipelines import bronze
-from pipelines.config import load_config
+from pipelines.settings import load_config
 from tests.support.bronze_itkit import Kafka, only, read_bronze, unique_prefix, write_config
 
 pytestmark = pytest.mark.integration

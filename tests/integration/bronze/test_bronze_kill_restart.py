@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from pipelines import bronze
-from pipelines.config import load_config
+from pipelines.settings import load_config
 from tests.support.bronze_itkit import ROOT, Kafka, read_bronze, unique_prefix, write_config
 
 pytestmark = pytest.mark.integration

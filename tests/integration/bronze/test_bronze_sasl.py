@@ -18,7 +18,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from pipelines import bronze
-from pipelines.config import load_config
+from pipelines.settings import load_config
 from pipelines.ops.status import kafka_offsets
 from tests.support.bronze_itkit import Kafka, only, read_bronze, unique_prefix, write_config
 from tests.support.stack import BOOTSTRAP

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pipelines import bronze
-from pipelines.config import load_config
+from pipelines.settings import load_config
 from pipelines.jobs import submit_command
 from tests.support.bronze_itkit import Kafka, read_bronze, unique_prefix, write_config
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pipelines.cli import main as cli_main
-from pipelines.config import parse_config
+from pipelines.settings import parse_config
 from pipelines.naming import bronze_table_of_topic, table_name_for
 from pipelines.ops import audit as audit_mod
 from pipelines.ops import maintain as maintain_mod
