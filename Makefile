@@ -1,4 +1,5 @@
-# protolake: `make demo` runs the pipeline on a local stack; `make test` runs the whole suite.
+# protolake: `make demo` runs the pipeline on a local stack; `make test` runs the static checks
+# (`make lint`) and then the whole suite.
 # Both install what is missing first (infra/setup.sh), so a fresh clone needs nothing else.
 SHELL := /bin/bash
 VENV ?= .venv
@@ -6,7 +7,7 @@ PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup demo test test-unit lint bench stack-up stack-down stack-status clean
+.PHONY: setup demo test test-unit test-spark lint bench stack-up stack-down stack-status clean
 
 setup:
 	@infra/setup.sh
@@ -30,10 +31,12 @@ test: setup
 test-unit: setup
 	@$(PY) -m pytest tests/unit -q
 
+# Spark with Delta, no Kafka nor registry: tests/spark.
+test-spark: setup
+	@$(PY) -m pytest tests/spark -q
+
 lint: setup
-	@$(VENV)/bin/ruff check codec pipelines quality dags tests infra bench
-	@$(VENV)/bin/mypy codec pipelines quality
-	@$(VENV)/bin/lint-imports
+	@PROTOLAKE_VENV=$(VENV) infra/lint.sh
 
 bench: setup
 	@infra/stack.sh up

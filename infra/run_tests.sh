@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Run the whole suite against the local stack: lint-imports, then pytest (unit + integration).
+# Run the whole suite against the local stack: the static checks of infra/lint.sh (ruff, mypy,
+# lint-imports), then pytest (tests/unit, tests/spark, tests/integration).
 #   infra/run_tests.sh [pytest args...]      e.g. infra/run_tests.sh -k registry -x
 # Starts what of the stack is not running (infra/stack.sh up) and, on exit, stops only what it
-# started: a stack that was already up before stays up. Exits with pytest's code (or
-# lint-imports' code when the import contracts are broken, without running pytest).
+# started: a stack that was already up before stays up. Exits with pytest's code, or 1 without
+# starting the stack nor running pytest when a static check fails.
 # The same environment variables as infra/stack.sh choose ports and the run folder.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 venv="${PROTOLAKE_VENV:-$root/.venv}"
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
+
+infra/lint.sh || { echo "run_tests: static checks failed" >&2; exit 1; }
 
 started=()
 # Read `status` whole before matching: `status | grep -q` would let grep close the pipe early,
@@ -33,9 +36,6 @@ for s in "${started[@]+"${started[@]}"}"; do
   infra/stack.sh up "$s" || { echo "run_tests: could not start $s" >&2; exit 1; }
 done
 infra/stack.sh status
-
-echo "== lint-imports"
-"$venv/bin/lint-imports" || { rc=$?; echo "run_tests: import contracts broken" >&2; exit $rc; }
 
 # Extra arguments go to pytest; when they name test paths, those replace the default `tests`.
 targets=(tests)

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bronze_itkit import Kafka, only, read_bronze, unique_prefix, write_config
 
 from pipelines import bronze
 from pipelines.settings import load_config
+from tests.support.bronze_itkit import Kafka, only, read_bronze, unique_prefix, write_config
 
 pytestmark = pytest.mark.integration
 

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bronze_itkit import ROOT, Kafka, read_bronze, unique_prefix, write_config
 from confluent_kafka import Producer
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from pipelines import bronze
 from pipelines.settings import load_config
+from tests.support.bronze_itkit import ROOT, Kafka, read_bronze, unique_prefix, write_config
 
 pytestmark = pytest.mark.integration
 

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bronze_itkit import BOOTSTRAP, Kafka, only, read_bronze, unique_prefix, write_config
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from pipelines import bronze
 from pipelines.ops.status import kafka_offsets
 from pipelines.settings import load_config
+from tests.support.bronze_itkit import Kafka, only, read_bronze, unique_prefix, write_config
+from tests.support.stack import BOOTSTRAP
 
 pytestmark = pytest.mark.integration
 

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bronze_itkit import Kafka, read_bronze, unique_prefix, write_config
 
 from lakehouse.layout import Layout
 from pipelines import bronze
 from pipelines.jobs import submit_command
 from pipelines.settings import load_config
+from tests.support.bronze_itkit import Kafka, read_bronze, unique_prefix, write_config
 
 pytestmark = pytest.mark.integration
 

@@ -1,37 +1,24 @@
-"""Fixtures for the codec's registry tests: the project's registry test server
-(infra/registry_server.py, a Confluent-compatible REST server), a bearer-token server and a
-TLS server requiring client certificates (certificates made with the openssl command)."""
+"""Fixtures for the codec's registry tests: the project's registry test server with basic auth
+or answering text only (the plain one is tests/conftest.py's ``registry``), a bearer-token
+server and a TLS server requiring client certificates (made with the openssl command)."""
 
 from __future__ import annotations
 
 import json
 import ssl
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "infra"))
-sys.path.insert(0, str(ROOT / "tests" / "unit" / "codec"))
-
-from registry_server import RegistryServerHandle, start_registry_server  # noqa: E402
+from registry_server import RegistryServerHandle, start_registry_server
 
 SCHEMA_BODY = {
     "schema": 'syntax = "proto3"; package tiny; message T { string s = 1; }',
     "schemaType": "PROTOBUF",
 }
-
-
-@pytest.fixture
-def registry() -> Iterator[RegistryServerHandle]:
-    handle = start_registry_server(port=0)
-    yield handle
-    handle.stop()
 
 
 @pytest.fixture

@@ -11,12 +11,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from codec_test_support import compile_protos, import_generated
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from codec import Decoder, HttpSchemaRegistry, UnknownSchema, write_frame
+from tests.support.codec_test_support import compile_protos, import_generated
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,6 @@ import sys
 import textwrap
 
 import pytest
-from codec_test_support import compile_protos, confluent_frame, import_generated
 
 from codec import (
     Decoder,
@@ -21,6 +20,7 @@ from codec import (
     UnknownSchema,
     write_frame,
 )
+from tests.support.codec_test_support import compile_protos, confluent_frame, import_generated
 
 pytestmark = pytest.mark.integration
 

@@ -9,21 +9,16 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
-
-from conftest import make_airflow  # noqa: E402
-
-from lakehouse.layout import Layout  # noqa: E402
-from pipelines.demo.produce import produce_demo_stream  # noqa: E402
-from pipelines.naming import table_name_for  # noqa: E402
-from pipelines.quarantine import check_invariant  # noqa: E402
+from lakehouse.layout import Layout
+from pipelines.demo.produce import produce_demo_stream
+from pipelines.naming import table_name_for
+from pipelines.quarantine import check_invariant
+from tests.support.airflow_kit import make_airflow
 
 pytestmark = pytest.mark.integration
 

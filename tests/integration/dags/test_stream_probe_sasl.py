@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from conftest import BOOTSTRAP, make_airflow  # noqa: E402
+from tests.support.airflow_kit import make_airflow
+from tests.support.stack import BOOTSTRAP
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,12 +15,8 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
-
-from conftest import make_airflow  # noqa: E402
-
-from pipelines.demo.produce import produce_demo_stream  # noqa: E402
+from pipelines.demo.produce import produce_demo_stream
+from tests.support.airflow_kit import make_airflow
 
 pytestmark = pytest.mark.integration
 
@@ -117,7 +112,6 @@ def test_streams_are_started_judged_and_restarted_after_a_kill(
         assert int((state / "bronze.pid").read_text()) != first_pid
         assert "=== " in (state / "bronze.log").read_text()  # the log of both starts
     finally:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
         from protolake_support.supervision import stop_stream, stream_pid
 
         # both at once: each waits for its JVM to stop its queries and exit

@@ -1,44 +1,14 @@
-"""Fixtures of the demo's integration tests: the real local stack (infra/stack.sh: Kafka and
-the schema registry), unique topic prefixes, and clean-up of what a test created.
-
-Addresses come from PROTOLAKE_KAFKA_BOOTSTRAP / PROTOLAKE_REGISTRY_URL (defaults 127.0.0.1:9092
-and http://127.0.0.1:8081). A stack that does not answer fails the tests (never skips them).
-"""
+"""Fixtures of the demo's integration tests: unique topic prefixes on the real local stack
+(Kafka and the schema registry come from tests/conftest.py), and clean-up of what a test
+created."""
 
 from __future__ import annotations
 
-import os
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
-
-BOOTSTRAP = os.environ.get("PROTOLAKE_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
-REGISTRY = os.environ.get("PROTOLAKE_REGISTRY_URL", "http://127.0.0.1:8081")
-
-
-@pytest.fixture(scope="session")
-def bootstrap() -> str:
-    try:
-        AdminClient({"bootstrap.servers": BOOTSTRAP}).list_topics(timeout=15)
-    except KafkaException as exc:
-        pytest.fail(f"Kafka at {BOOTSTRAP} does not answer ({exc}); run `infra/stack.sh up`")
-    return BOOTSTRAP
-
-
-@pytest.fixture(scope="session")
-def registry_url() -> str:
-    try:
-        with urllib.request.urlopen(f"{REGISTRY}/subjects", timeout=10) as response:
-            response.read()
-    except OSError as exc:
-        pytest.fail(
-            f"schema registry at {REGISTRY} does not answer ({exc}); run `infra/stack.sh up`"
-        )
-    return REGISTRY
 
 
 def remove_demo_topics_and_subjects(bootstrap: str, registry_url: str, prefix: str) -> None:

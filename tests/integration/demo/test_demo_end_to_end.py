@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from pipelines.demo.stream import DemoStreamSummary
 from pipelines.naming import bronze_table_of_topic, table_name_for
+from tests.support.stack import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -41,12 +41,6 @@ def run_demo(
         timeout=RUN_TIMEOUT,
         check=False,
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def topic_records(bootstrap: str, topics: list[str]) -> int:
@@ -104,17 +98,6 @@ def first_run(bootstrap, registry_url, topic_prefix_factory, tmp_path_factory) -
         "report": report,
         "summary": DemoStreamSummary.from_dict(report["produced"]),
     }
-
-
-@pytest.fixture(scope="module")
-def spark():
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pipelines.spark import build_session
-
-    session = build_session("demo-e2e-tests", conf={"spark.sql.shuffle.partitions": "2"})
-    yield session
-    session.stop()
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 300)

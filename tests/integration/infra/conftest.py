@@ -1,23 +1,15 @@
-"""Fixtures for the local-stack tests: the registry test server and generated Protobuf classes.
-
-``infra/`` is not a package: its scripts run standalone, so tests import
-``registry_server`` from the folder itself.
-"""
+"""Fixtures for the local-stack tests: generated Protobuf classes and a confluent-kafka client
+of tests/conftest.py's fresh registry test server."""
 
 from __future__ import annotations
 
 import importlib
 import sys
-from pathlib import Path
 
 import pytest
+from registry_server import RegistryServerHandle
 
 from codec.protoc import generate_python
-
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "infra"))
-
-from registry_server import RegistryServerHandle, start_registry_server  # noqa: E402
 
 # A package name no other test uses: generated modules land in protobuf's default pool,
 # where two files with one name would clash.
@@ -64,14 +56,6 @@ def proto_modules(tmp_path_factory: pytest.TempPathFactory):
     finally:
         sys.path.remove(str(out))
     return common, orders
-
-
-@pytest.fixture()
-def registry() -> RegistryServerHandle:
-    """A fresh in-memory registry server per test."""
-    handle = start_registry_server()
-    yield handle
-    handle.stop()
 
 
 @pytest.fixture()

@@ -18,11 +18,12 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from tests.support.stack import BOOTSTRAP, free_port
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[3]
 STACK = ROOT / "infra" / "stack.sh"
-BOOTSTRAP = os.environ.get("PROTOLAKE_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
 REGISTRY_URL = os.environ.get("PROTOLAKE_REGISTRY_URL", "http://127.0.0.1:8081")
 
 
@@ -86,12 +87,6 @@ def test_running_stack_carries_a_protobuf_record(proto_modules):
         client.delete_subject(f"{topic}-value", permanent=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _port_open(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
@@ -99,13 +94,13 @@ def _port_open(port: int) -> bool:
 
 
 def test_private_stack_lifecycle(tmp_path):
-    kafka_port, controller_port, registry_port = _free_port(), _free_port(), _free_port()
+    kafka_port, controller_port, registry_port = free_port(), free_port(), free_port()
     env = {
         **os.environ,
         "PROTOLAKE_RUN_DIR": str(tmp_path / "run"),
         "PROTOLAKE_KAFKA_BOOTSTRAP": f"127.0.0.1:{kafka_port}",
         "PROTOLAKE_KAFKA_CONTROLLER_PORT": str(controller_port),
-        "PROTOLAKE_KAFKA_SASL_PORT": str(_free_port()),
+        "PROTOLAKE_KAFKA_SASL_PORT": str(free_port()),
         "PROTOLAKE_REGISTRY_URL": f"http://127.0.0.1:{registry_port}",
         "PROTOLAKE_KAFKA_HEAP": "256m",
     }
@@ -182,7 +177,7 @@ def test_up_refuses_a_port_held_by_another_process(tmp_path):
 
 
 def test_private_apicurio_lifecycle(tmp_path):
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "PROTOLAKE_RUN_DIR": str(tmp_path / "run"),

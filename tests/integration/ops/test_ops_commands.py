@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ops_itkit import LATE_RECORDS, LATE_SCHEMA, LATE_TYPE, Lakehouse
 
 from lakehouse.layout import Layout
 from pipelines.cli import main as cli_main
@@ -28,6 +27,7 @@ from pipelines.ops import replay as replay_mod
 from pipelines.ops import status as status_mod
 from pipelines.quarantine import check_invariant
 from pipelines.settings import parse_config
+from tests.support.ops_itkit import LATE_RECORDS, LATE_SCHEMA, LATE_TYPE, Lakehouse
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -15,22 +15,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ops_itkit import (
-    BOOTSTRAP,
-    LATE_RECORDS,
-    LATE_SCHEMA,
-    LATE_TYPE,
-    _produce_late,
-    check_kafka,
-    framed,
-    ping_payload,
-)
 from registry_server import start_registry_server
 
 from lakehouse.layout import Layout
 from pipelines.naming import table_name_for
 from pipelines.ops import replay as replay_mod
 from pipelines.quarantine import check_invariant
+from tests.support.ops_itkit import (
+    LATE_RECORDS,
+    LATE_SCHEMA,
+    LATE_TYPE,
+    _produce_late,
+    framed,
+    ping_payload,
+)
+from tests.support.stack import BOOTSTRAP, check_kafka
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ from pathlib import Path
 
 import pyspark
 import pytest
+
+from tests.support.stack import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -35,12 +36,6 @@ print(json.dumps({{
 }}))
 spark.stop()
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for_text(path: Path, text: str, timeout: float) -> None:

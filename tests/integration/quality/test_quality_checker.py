@@ -7,11 +7,11 @@ from datetime import datetime
 import pytest
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
-from quality_testkit import NOW, ORDER, TABLE, keys, make_batch, order_row
 
 from quality.checker import QualityChecker, QualityFailed
 from quality.results import summarize
 from quality.rules import QualityConfigError, parse_rules
+from tests.support.quality_testkit import NOW, ORDER, TABLE, keys, make_batch, order_row
 
 pytestmark = pytest.mark.integration
 

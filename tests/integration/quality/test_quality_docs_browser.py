@@ -12,10 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from quality_testkit import ORDER, TABLE, make_batch, order_row
 
 from quality.checker import QualityChecker
 from quality.rules import parse_rules
+from tests.support.quality_testkit import ORDER, TABLE, make_batch, order_row
 
 pytestmark = pytest.mark.integration
 

@@ -7,12 +7,12 @@ import re
 import threading
 
 import pytest
-from quality_testkit import NOW, ORDER, TABLE, make_batch, order_row
 
 from lakehouse.layout import Layout
 from quality.checker import QualityChecker
 from quality.results import summarize
 from quality.rules import parse_rules
+from tests.support.quality_testkit import NOW, ORDER, TABLE, make_batch, order_row
 
 pytestmark = pytest.mark.integration
 

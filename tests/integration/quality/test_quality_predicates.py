@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 
 import great_expectations as gx
 import pytest
-from quality_testkit import NOW, make_batch, order_row
 
 from quality.predicates import MODELLED_EXPECTATIONS, unexpected_predicate
 from quality.rules import KAFKA_KEY, ExpectationRule
+from tests.support.quality_testkit import NOW, make_batch, order_row
 
 pytestmark = pytest.mark.integration
 

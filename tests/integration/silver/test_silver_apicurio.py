@@ -8,7 +8,6 @@ silver job, which resolves every schema from Apicurio's /apis/ccompat/v7.
 
 from __future__ import annotations
 
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,16 +17,14 @@ from confluent_kafka import Producer
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from silver_itkit import ROOT, make_config, unique_prefix
 
 from codec import Decoder, HttpSchemaRegistry, write_frame
 from lakehouse.layout import Layout
 from pipelines import bronze, silver
 from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant
-
-sys.path.insert(0, str(ROOT / "tests" / "unit" / "codec"))
-from codec_test_support import compile_protos, import_generated  # noqa: E402
+from tests.support.codec_test_support import compile_protos, import_generated
+from tests.support.silver_itkit import make_config, unique_prefix
 
 pytestmark = pytest.mark.integration
 

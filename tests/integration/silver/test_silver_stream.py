@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from silver_itkit import ROOT, make_config, unique_prefix, write_config_file
 
 from lakehouse.delta import list_delta_tables
 from lakehouse.layout import Layout
@@ -24,6 +23,7 @@ from pipelines import bronze, silver
 from pipelines.demo.produce import produce_demo_stream
 from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant
+from tests.support.silver_itkit import ROOT, make_config, unique_prefix, write_config_file
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import pyspark
 import pytest
-from silver_itkit import free_port, make_config, unique_prefix, write_config_file
 
 from lakehouse.delta import list_delta_tables
 from lakehouse.layout import Layout
@@ -22,6 +21,8 @@ from pipelines import bronze
 from pipelines.demo.produce import produce_demo_stream
 from pipelines.jobs import submit_command
 from pipelines.quarantine import check_invariant
+from tests.support.silver_itkit import make_config, unique_prefix, write_config_file
+from tests.support.stack import free_port
 
 pytestmark = pytest.mark.integration
 

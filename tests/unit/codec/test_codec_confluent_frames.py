@@ -8,7 +8,11 @@ confluent-kafka's own ProtobufDeserializer on the same frames.
 from __future__ import annotations
 
 import pytest
-from codec_test_support import (
+from confluent_kafka.schema_registry.common.protobuf import _create_index_array
+from google.protobuf import json_format
+
+from codec import Decoder, SchemaResolver, UnknownMessage, parse_frame
+from tests.support.codec_test_support import (
     ConfluentMockRegistry,
     compile_protos,
     confluent_decode,
@@ -16,10 +20,6 @@ from codec_test_support import (
     import_generated,
     new_mock_client,
 )
-from confluent_kafka.schema_registry.common.protobuf import _create_index_array
-from google.protobuf import json_format
-
-from codec import Decoder, SchemaResolver, UnknownMessage, parse_frame
 
 COMMON = """\
 syntax = "proto3";

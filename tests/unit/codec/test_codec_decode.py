@@ -6,7 +6,6 @@ import re
 import textwrap
 
 import pytest
-from codec_test_support import MemoryRegistry
 
 from codec import (
     BadPayload,
@@ -21,6 +20,7 @@ from codec import (
     message_to_json,
     write_frame,
 )
+from tests.support.codec_test_support import MemoryRegistry
 
 WRITER = textwrap.dedent(
     """\

@@ -6,7 +6,6 @@ import gc
 import textwrap
 
 import pytest
-from codec_test_support import MemoryRegistry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +20,7 @@ from codec import (
     write_frame,
 )
 from codec.framing import KEY_SCHEMA_ID_HEADER, VALUE_SCHEMA_ID_HEADER
+from tests.support.codec_test_support import MemoryRegistry
 
 SCHEMA = textwrap.dedent(
     """\

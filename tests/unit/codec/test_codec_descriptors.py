@@ -8,7 +8,6 @@ import sys
 import textwrap
 
 import pytest
-from codec_test_support import MemoryRegistry
 from google.protobuf import descriptor_pb2
 
 from codec import (
@@ -22,6 +21,7 @@ from codec import (
 )
 from codec.descriptors import ResolvedSchema, builtin_file_descriptor_set, is_builtin
 from codec.protoc import run_protoc
+from tests.support.codec_test_support import MemoryRegistry
 
 COMMON = 'syntax = "proto3";\npackage dsc.shop;\nmessage Money { string currency = 1; int64 units = 2; }\n'
 ADDRESS = (

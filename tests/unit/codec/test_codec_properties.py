@@ -5,7 +5,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from codec_test_support import MemoryRegistry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +29,7 @@ from codec.varint import (
     write_varint32,
     write_varint64,
 )
+from tests.support.codec_test_support import MemoryRegistry
 
 SCHEMA = textwrap.dedent(
     """\

@@ -14,12 +14,9 @@ from pathlib import Path
 
 import pyspark
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
-
-from protolake_support.environment import config_path, env_int  # noqa: E402
-from protolake_support.progress import CheckpointProgress, judge_stream  # noqa: E402
-from protolake_support.supervision import stop_stream, stream_pid  # noqa: E402
+from protolake_support.environment import config_path, env_int
+from protolake_support.progress import CheckpointProgress, judge_stream
+from protolake_support.supervision import stop_stream, stream_pid
 
 FAKE_SPARK_SUBMIT = """#!{python}
 import json, os, sys

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from proto_types_testkit import Protos, compile_protos  # noqa: E402
+from tests.support.proto_types_testkit import Protos, compile_protos
 
 
 @pytest.fixture(scope="session")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from proto_types_testkit import Protos, compile_protos
 
 from pipelines.proto_types import RowConverter
+from tests.support.proto_types_testkit import Protos, compile_protos
 
 
 @pytest.fixture(scope="module")

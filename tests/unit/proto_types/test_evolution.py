@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from proto_types_testkit import Protos, compile_protos
 from pyspark.sql.types import (
     ArrayType,
     DoubleType,
@@ -17,6 +16,7 @@ from pyspark.sql.types import (
 )
 
 from pipelines.proto_types import schemas_compatible, spark_schema_for
+from tests.support.proto_types_testkit import Protos, compile_protos
 
 ORDER = "protolake.test.evolve.Order"
 

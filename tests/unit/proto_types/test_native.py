@@ -20,12 +20,12 @@ import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from proto_types_testkit import Protos, compile_protos
 
 from codec import CodecError, decode_payloads
 from codec.varint import write_uvarint64 as _varint
 from pipelines.proto_types import RowConversionError, RowConverter, native_decoder
 from pipelines.proto_types._native import library
+from tests.support.proto_types_testkit import Protos, compile_protos
 
 FD = FieldDescriptor
 ROOT = Path(__file__).resolve().parents[3]

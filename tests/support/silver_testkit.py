@@ -17,8 +17,8 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-PROTOS = Path(__file__).resolve().parent / "protos"
-REPO = Path(__file__).resolve().parents[3]
+PROTOS = Path(__file__).resolve().parent / "protos" / "silver"
+REPO = Path(__file__).resolve().parents[2]
 
 BRONZE_DDL = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import struct
-import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
+from registry_server import start_registry_server
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "infra"))
+from tests.support.stack import BOOTSTRAP, free_port
 
-from registry_server import start_registry_server  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
-BOOTSTRAP = os.environ.get("PROTOLAKE_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
 LATE_SCHEMA = """syntax = "proto3";
 package ops.v1;
 
@@ -29,22 +24,6 @@ message Ping {
 """
 LATE_TYPE = "ops.v1.Ping"
 LATE_RECORDS = 6
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def check_kafka(bootstrap: str) -> None:
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-
-    try:
-        AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=15)
-    except KafkaException as exc:
-        pytest.fail(f"Kafka at {bootstrap} does not answer ({exc}); run `infra/stack.sh up`")
 
 
 def _varint(n: int) -> bytes:

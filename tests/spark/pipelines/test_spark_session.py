@@ -11,21 +11,6 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    from pipelines.spark import build_session
-
-    existing = SparkSession.getActiveSession()  # another folder's fixture, in a whole-suite run
-    session = build_session("spark-session-unit-tests")
-    yield session
-    if existing is None:
-        session.stop()
-
 
 def test_python_workers_run_this_interpreter(spark: Any) -> None:
     def interpreter(_: Any) -> Iterator[tuple[str, str]]:

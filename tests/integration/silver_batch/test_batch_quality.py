@@ -6,7 +6,6 @@ import datetime as dt
 from typing import Any
 
 import pytest
-from silver_testkit import bronze_row, write_bronze
 
 from codec import SchemaResolver, open_registry
 from lakehouse.delta import list_delta_tables
@@ -14,6 +13,7 @@ from lakehouse.layout import Layout
 from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant
 from pipelines.silver import SilverBatch
+from tests.support.silver_testkit import bronze_row, write_bronze
 
 TOPIC = "ut.pings"
 PING = "silvertest.v1.Ping"
@@ -181,7 +181,7 @@ ORDER = "silvertest.v1.Order"
 def two_types(producer: Any, versions: Any) -> list[tuple[Any, ...]]:
     """Two orders and three pings; the last ping's Kafka timestamp is two days after bronze
     had it (the default timestamp bound quarantines it)."""
-    from silver_testkit import make_order
+    from tests.support.silver_testkit import make_order
 
     v1 = versions["v1"]
     frames = [producer.frame(make_order(v1, i), TOPIC) for i in range(2)]

@@ -9,7 +9,7 @@ from google.protobuf.descriptor import Descriptor
 
 from codec.protoc import compile_descriptor_set
 
-PROTO_DIR = Path(__file__).parent / "protos"
+PROTO_DIR = Path(__file__).parent / "protos" / "proto_types"
 
 
 def compile_protos(out_dir: Path, *names: str) -> bytes:

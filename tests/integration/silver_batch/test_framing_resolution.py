@@ -9,7 +9,6 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from silver_testkit import make_order
 
 from codec import RegistryUnavailable, SchemaResolver, open_registry, write_frame
 from codec.framing import write_message_indexes
@@ -23,6 +22,7 @@ from pipelines.silver.framing import (
     schema_key,
 )
 from pipelines.silver.resolution import resolve_schema_key, resolve_schema_keys
+from tests.support.silver_testkit import make_order
 
 
 def test_schema_key_round_trip() -> None:

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 from pyspark.sql import functions as F  # noqa: N812
-from silver_testkit import bronze_row, make_order, poison_values, write_bronze
 
 from codec import SchemaResolver, open_registry
 from lakehouse.layout import Layout
 from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant
 from pipelines.silver import SilverBatch
+from tests.support.silver_testkit import bronze_row, make_order, poison_values, write_bronze
 
 TOPIC = "ut.orders"
 ORDER = "silvertest.v1.Order"

@@ -3,7 +3,6 @@ acknowledged, write configuration files, read bronze tables back."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -13,8 +12,7 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-ROOT = Path(__file__).resolve().parents[3]
-BOOTSTRAP = os.environ.get("PROTOLAKE_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
+ROOT = Path(__file__).resolve().parents[2]
 
 # (topic, partition, offset) -> (key, value, headers, timestamp ms)
 Expected = dict[

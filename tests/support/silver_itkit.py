@@ -3,25 +3,15 @@ test server that can be stopped and restarted on its port, unique topic prefixes
 
 from __future__ import annotations
 
-import os
-import socket
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "infra"))
+from registry_server import start_registry_server
 
-from registry_server import start_registry_server  # noqa: E402
+from tests.support.stack import BOOTSTRAP, free_port
 
-BOOTSTRAP = os.environ.get("PROTOLAKE_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Registry:

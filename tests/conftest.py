@@ -1,0 +1,59 @@
+"""Fixtures of the whole suite: one Spark session per test process, the local stack's Kafka
+and a fresh in-process registry test server.
+
+Layout: ``tests/unit`` is pure (no JVM, no socket: its conftest enforces it), ``tests/spark``
+needs Spark with Delta but no service, ``tests/integration`` needs the local stack
+(``infra/stack.sh``) or starts servers. Shared helpers live in ``tests/support``.
+
+The Spark session is shared by every test of the process and never stopped by a test: a test
+that changes a runtime setting (``spark.conf.set``) restores it, and tables and databases use
+names of their own test folder.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.stack import BOOTSTRAP, REGISTRY, check_kafka, check_registry
+
+# What every folder's session had: few partitions for small test data, on a 2-core machine.
+SPARK_TEST_CONF = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """local[2] with Delta, UI off, driver on loopback (``pipelines.spark.build_session``)."""
+    # No PYSPARK_PYTHON here: build_session gives the workers this interpreter by itself, and
+    # tests/spark/pipelines/test_spark_session.py checks that it does.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pipelines.spark import build_session
+
+    session = build_session("protolake-tests", conf=SPARK_TEST_CONF)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def bootstrap() -> str:
+    """The local stack's Kafka bootstrap address (fails when the broker does not answer)."""
+    return check_kafka(BOOTSTRAP)
+
+
+@pytest.fixture(scope="session")
+def registry_url() -> str:
+    """The local stack's schema registry URL (fails when it does not answer)."""
+    return check_registry(REGISTRY)
+
+
+@pytest.fixture
+def registry() -> Iterator[Any]:
+    """A fresh in-memory registry test server (``infra/registry_server.py``) on a free port."""
+    from registry_server import start_registry_server
+
+    handle = start_registry_server(port=0)
+    yield handle
+    handle.stop()
