@@ -176,6 +176,14 @@ def test_env_int():
         env_int("X", 5, {"X": "twelve"})
 
 
+def _await_exec(pid: int, marker: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    while marker not in cmdline.read_bytes().decode(errors="replace"):
+        assert time.monotonic() < deadline, f"process {pid} did not exec within {timeout} s"
+        time.sleep(0.05)
+
+
 def test_a_pid_counts_only_while_it_is_that_jobs_spark_submit(tmp_path):
     (tmp_path / "silver.pid").write_text("not a pid")
     assert stream_pid("silver", tmp_path) is None
@@ -192,6 +200,7 @@ def test_a_pid_counts_only_while_it_is_that_jobs_spark_submit(tmp_path):
     )
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
+        _await_exec(job.pid, "run.py")  # until exec, the child's command line is pytest's
         (tmp_path / "silver.pid").write_text(f"{job.pid}\n")
         (tmp_path / "bronze.pid").write_text(f"{other.pid}\n")
         assert stream_pid("silver", tmp_path) == job.pid
