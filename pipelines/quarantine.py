@@ -192,21 +192,42 @@ def check_invariant(
     bronze_paths = (
         bronze_tables if bronze_tables is not None else list_delta_tables(layout.bronze, spark)
     )
-    key_cols = [F.col("t"), F.col("p"), F.col("o")]
     report = InvariantReport()
     if not bronze_paths:
         return report
-    bronze = None
-    for p in bronze_paths:
-        b = (
-            spark.read.format("delta")
-            .load(p)
-            .select(
-                F.col("topic").alias("t"), F.col("partition").alias("p"), F.col("offset").alias("o")
-            )
+    bronze = _bronze_keys(spark, bronze_paths)
+    places = _destination_counts(
+        spark, layout, bronze, only_bronze_topics=bronze_tables is not None
+    )
+    classified = _classify(bronze, places).cache()
+    try:
+        _fill_report(report, classified, sample)
+    finally:
+        classified.unpersist()
+    return report
+
+
+_KEY = ("t", "p", "o")  # topic, partition, offset: a record's identity
+
+
+def _bronze_keys(spark: SparkSession, paths: list[str]) -> DataFrame:
+    """(t, p, o) of every bronze row of the given tables."""
+    frames = [
+        spark.read.format("delta")
+        .load(p)
+        .select(
+            F.col("topic").alias("t"), F.col("partition").alias("p"), F.col("offset").alias("o")
         )
-        bronze = b if bronze is None else bronze.unionByName(b)
-    assert bronze is not None
+        for p in paths
+    ]
+    bronze = frames[0]
+    for frame in frames[1:]:
+        bronze = bronze.unionByName(frame)
+    return bronze
+
+
+def _destination_rows(spark: SparkSession, layout: Layout) -> list[DataFrame]:
+    """(t, p, o, where, s, q) of every silver row and every row still quarantined."""
     dests: list[DataFrame] = []
     for p in list_delta_tables(layout.silver, spark):
         dests.append(
@@ -222,8 +243,7 @@ def check_invariant(
             )
         )
     if is_delta_table(layout.quarantine, spark):
-        qdf = spark.read.format("delta").load(layout.quarantine)
-        active = qdf.filter(still_quarantined())
+        active = spark.read.format("delta").load(layout.quarantine).filter(still_quarantined())
         dests.append(
             active.select(
                 F.col("_kafka_topic").alias("t"),
@@ -234,27 +254,35 @@ def check_invariant(
                 F.lit(1).alias("q"),
             )
         )
-    b_counts = bronze.groupBy(*key_cols).agg(F.count(F.lit(1)).alias("bn"))
-    if dests:
-        d = dests[0]
-        for x in dests[1:]:
-            d = d.unionByName(x)
-        topics = bronze.select("t").distinct()
-        if bronze_tables is not None:
-            d = d.join(F.broadcast(topics), "t", "left_semi")
-        d_counts = d.groupBy(*key_cols).agg(
-            F.sum("s").alias("sn"),
-            F.sum("q").alias("qn"),
-            F.sort_array(F.collect_list("where")).alias("where"),
-        )
-    else:
-        d_counts = spark.createDataFrame(
+    return dests
+
+
+def _destination_counts(
+    spark: SparkSession, layout: Layout, bronze: DataFrame, *, only_bronze_topics: bool
+) -> DataFrame:
+    """Per record: how often it is in silver (sn), in quarantine (qn), and where."""
+    dests = _destination_rows(spark, layout)
+    if not dests:
+        return spark.createDataFrame(
             [], "t string, p int, o long, sn long, qn long, where array<string>"
         )
-    joined = b_counts.join(d_counts, ["t", "p", "o"], "full_outer").select(
-        "t",
-        "p",
-        "o",
+    d = dests[0]
+    for x in dests[1:]:
+        d = d.unionByName(x)
+    if only_bronze_topics:
+        d = d.join(F.broadcast(bronze.select("t").distinct()), "t", "left_semi")
+    return d.groupBy(*_KEY).agg(
+        F.sum("s").alias("sn"),
+        F.sum("q").alias("qn"),
+        F.sort_array(F.collect_list("where")).alias("where"),
+    )
+
+
+def _classify(bronze: DataFrame, places: DataFrame) -> DataFrame:
+    """Bronze counts beside destination counts, with the kind of fault (null: none)."""
+    b_counts = bronze.groupBy(*_KEY).agg(F.count(F.lit(1)).alias("bn"))
+    joined = b_counts.join(places, list(_KEY), "full_outer").select(
+        *_KEY,
         F.coalesce("bn", F.lit(0)).alias("bn"),
         F.coalesce("sn", F.lit(0)).alias("sn"),
         F.coalesce("qn", F.lit(0)).alias("qn"),
@@ -267,35 +295,36 @@ def check_invariant(
         .when(F.col("sn") + F.col("qn") == 0, "missing")
         .when(F.col("sn") + F.col("qn") > 1, "duplicated")
     )
-    classified = joined.withColumn("kind", kind).cache()
-    try:
-        totals = classified.agg(
-            F.sum("bn").alias("bn"), F.sum("sn").alias("sn"), F.sum("qn").alias("qn")
-        ).first()
-        assert totals is not None
-        report.bronze_records = int(totals["bn"] or 0)
-        report.silver_records = int(totals["sn"] or 0)
-        report.quarantined_records = int(totals["qn"] or 0)
-        bad = classified.filter(F.col("kind").isNotNull())
-        for row in bad.groupBy("kind").count().collect():
-            setattr(report, row["kind"], int(row["count"]))
-        if not report.holds:
-            ranked = bad.withColumn("rn", F.row_number().over(_window_by_kind())).filter(
-                F.col("rn") <= sample
-            )
-            for row in ranked.orderBy("kind", "t", "p", "o").collect():
-                report.offenders.setdefault(row["kind"], []).append(
-                    {
-                        "topic": row["t"],
-                        "partition": row["p"],
-                        "offset": row["o"],
-                        "bronze_count": row["bn"],
-                        "found_in": list(row["where"] or []),
-                    }
-                )
-    finally:
-        classified.unpersist()
-    return report
+    return joined.withColumn("kind", kind)
+
+
+def _fill_report(report: InvariantReport, classified: DataFrame, sample: int) -> None:
+    """Totals, counts per kind of fault, and up to ``sample`` offenders of each kind."""
+    totals = classified.agg(
+        F.sum("bn").alias("bn"), F.sum("sn").alias("sn"), F.sum("qn").alias("qn")
+    ).first()
+    assert totals is not None
+    report.bronze_records = int(totals["bn"] or 0)
+    report.silver_records = int(totals["sn"] or 0)
+    report.quarantined_records = int(totals["qn"] or 0)
+    bad = classified.filter(F.col("kind").isNotNull())
+    for row in bad.groupBy("kind").count().collect():
+        setattr(report, row["kind"], int(row["count"]))
+    if report.holds:
+        return
+    ranked = bad.withColumn("rn", F.row_number().over(_window_by_kind())).filter(
+        F.col("rn") <= sample
+    )
+    for row in ranked.orderBy("kind", "t", "p", "o").collect():
+        report.offenders.setdefault(row["kind"], []).append(
+            {
+                "topic": row["t"],
+                "partition": row["p"],
+                "offset": row["o"],
+                "bronze_count": row["bn"],
+                "found_in": list(row["where"] or []),
+            }
+        )
 
 
 def _window_by_kind() -> Any:
