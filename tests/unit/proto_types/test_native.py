@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from codec import CodecError, decode_payloads
 from codec.varint import write_uvarint64 as _varint
 from pipelines.proto_types import RowConversionError, RowConverter, native_decoder
-from pipelines.proto_types._native import library
+from pipelines.proto_types._library import library
 from tests.support.proto_types_testkit import Protos, compile_protos
 
 FD = FieldDescriptor
@@ -387,7 +387,7 @@ def test_timestamps_out_of_range_are_given_back(protos: Any, lib: Any) -> None:
 def _fresh_python(env: dict[str, str], tmp: Path) -> subprocess.CompletedProcess[str]:
     code = (
         "import logging; logging.basicConfig(level=logging.INFO)\n"
-        "from pipelines.proto_types._native import library\n"
+        "from pipelines.proto_types._library import library\n"
         "print('LIB', library() is not None)\n"
     )
     full = {**os.environ, "PROTOLAKE_NATIVE_CACHE": str(tmp), **env}
