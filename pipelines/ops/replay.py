@@ -249,7 +249,8 @@ def _run_silver(
     """Feed the selection to silver's batch function; return the still-failing keys (persisted)."""
     from pyspark import StorageLevel
 
-    from pipelines.silver.job import SilverBatch, make_checker, open_resolver
+    from pipelines.silver.batch import SilverBatch
+    from pipelines.silver.job import make_checker, open_resolver
 
     checker = make_checker(spark, cfg)
     captured: list[Any] = []
