@@ -5,6 +5,9 @@ whatever the number of records). Each is resolved with ``codec.SchemaResolver``,
 by schema id/GUID across batches, so the registry is asked once per schema for the life of
 the job.
 
+The framing pass's distinct keys and counts come as :class:`KeyCounts`; what they resolve to
+goes on as :class:`Resolved`.
+
 Contract:
 
 - ``RegistryUnavailable`` propagates: the batch fails, Spark retries it later, and nothing is
