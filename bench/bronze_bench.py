@@ -46,7 +46,7 @@ BOOTSTRAP = os.environ.get("PROTOLAKE_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
 
 def run_job(kind: str, topic: str, lake: str, bootstrap: str) -> dict[str, Any]:
     from pipelines import bronze
-    from pipelines.config import parse_config
+    from pipelines.settings import parse_config
     from pipelines.spark import build_session
 
     spark = build_session(f"bronze-bench-{kind}")

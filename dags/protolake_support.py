@@ -256,7 +256,7 @@ def local_path(path_or_uri: str) -> Path | None:
 def load_job_config(config: str) -> Any:
     """The configuration as the jobs see it (``${env:...}`` from the worker's environment and
     the ``protolake_registry`` connection)."""
-    from pipelines.config import load_config
+    from pipelines.settings import load_config
 
     return load_config(config, env={**os.environ, **registry_env()})
 

@@ -57,7 +57,7 @@ from lakehouse.streaming import (
     stop_on_signals,
     with_trigger,
 )
-from pipelines.config import ConfigError, ProtolakeConfig, load_config
+from pipelines.settings import ConfigError, ProtolakeConfig, load_config
 from pipelines.naming import bronze_table_of_topic
 from pipelines.spark import build_session
 

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lakehouse.streaming import TRIGGERS
-from pipelines.config import ConfigError
+from pipelines.settings import ConfigError
 
 # name -> (module, one-line help). Keep in step with docs/contracts.md ("Command line").
 COMMANDS: dict[str, tuple[str, str]] = {

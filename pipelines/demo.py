@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines.config import ProtolakeConfig, parse_config
+from pipelines.settings import ProtolakeConfig, parse_config
 from pipelines.demo_stream import (
     DQ_QUANTITY,
     TOPIC_SUFFIXES,
@@ -137,9 +137,9 @@ def load_demo_config(
     """Load the demo configuration and apply the demo's overrides (module docstring, step 1).
 
     Raises:
-        pipelines.config.ConfigError: the file is missing or invalid.
+        pipelines.settings.ConfigError: the file is missing or invalid.
     """
-    from pipelines.config import ConfigError
+    from pipelines.settings import ConfigError
 
     environ = os.environ if env is None else env
     source = Path(path) if path is not None else DEMO_CONFIG
@@ -682,7 +682,7 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> DemoRepor
 
     Raises:
         StackDownError: Kafka or the registry does not answer.
-        pipelines.config.ConfigError: the configuration is invalid.
+        pipelines.settings.ConfigError: the configuration is invalid.
         DemoStreamError: the stream could not be produced.
     """
     cfg = load_demo_config(opts.config, lakehouse=opts.lakehouse, topic_prefix=opts.topic_prefix)

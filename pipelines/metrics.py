@@ -48,7 +48,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from pipelines.config import ProtolakeConfig
+from pipelines.settings import ProtolakeConfig
 
 log = logging.getLogger("pipelines.metrics")
 

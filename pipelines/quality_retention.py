@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from pipelines.config import ProtolakeConfig
+    from pipelines.settings import ProtolakeConfig
 
 log = logging.getLogger("pipelines.quality_retention")
 

@@ -44,7 +44,7 @@ LOCAL_CONF: dict[str, str] = {
 # Spark's default `spark.redaction.regex` is (?i)secret|password|token|access[.]?key. The
 # Spark provider passes a job's environment as spark.kubernetes.driverEnv.* / spark.yarn.
 # appMasterEnv.* settings, so PROTOLAKE_REGISTRY_AUTH (user:pass) would show in the UI and the
-# event log: also redact what pipelines.config treats as secret (auth, jaas, credential).
+# event log: also redact what pipelines.settings treats as secret (auth, jaas, credential).
 REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|auth|jaas|credential"
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from lakehouse.delta import list_delta_tables
 from lakehouse.layout import Layout
-from pipelines.config import ProtolakeConfig, load_config
+from pipelines.settings import ProtolakeConfig, load_config
 from pipelines.ops.common import emit, kafka_client_conf, open_session, progress, table
 from pipelines.quarantine import InvariantReport, check_invariant
 

@@ -22,7 +22,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from pipelines.config import ProtolakeConfig
+from pipelines.settings import ProtolakeConfig
 
 log = logging.getLogger("pipelines.ops")
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from lakehouse.delta import list_delta_tables
 from lakehouse.layout import LAYERS, Layout
-from pipelines.config import load_config
+from pipelines.settings import load_config
 from pipelines.ops.common import emit, open_session, progress, table
 
 log = logging.getLogger("pipelines.ops.maintain")

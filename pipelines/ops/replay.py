@@ -47,7 +47,7 @@ from typing import Any
 
 from lakehouse.delta import is_delta_table, retry_conflicts, silver_versions, table_version
 from lakehouse.layout import Layout
-from pipelines.config import ProtolakeConfig, load_config
+from pipelines.settings import ProtolakeConfig, load_config
 from pipelines.ops.common import effective_reason, emit, open_session, parse_time, progress, table
 from pipelines.quarantine import RECORD_KEY, REPLAYED, still_quarantined
 

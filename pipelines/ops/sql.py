@@ -28,7 +28,7 @@ from typing import Any
 
 from lakehouse.delta import is_delta_table, list_delta_tables
 from lakehouse.layout import Layout, table_name
-from pipelines.config import ProtolakeConfig, load_config
+from pipelines.settings import ProtolakeConfig, load_config
 from pipelines.ops.common import emit, open_session, table, to_jsonable
 
 DEFAULT_DATABASE = "protolake"

@@ -32,7 +32,7 @@ from typing import Any
 
 from lakehouse.delta import is_delta_table, list_delta_tables
 from lakehouse.layout import Layout
-from pipelines.config import ProtolakeConfig, load_config
+from pipelines.settings import ProtolakeConfig, load_config
 from pipelines.ops.common import (
     effective_reason,
     emit,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lakehouse.streaming import await_queries, stop_on_signals
-from pipelines.config import load_config
+from pipelines.settings import load_config
 
 from .job import JOB, run, summarize
 

@@ -24,7 +24,7 @@ from codec import SchemaResolver
 from lakehouse.delta import list_delta_tables
 from lakehouse.layout import Layout, table_name
 from lakehouse.streaming import TRIGGERS, await_queries, load_app_id, with_trigger
-from pipelines.config import ConfigError, ProtolakeConfig
+from pipelines.settings import ConfigError, ProtolakeConfig
 from pipelines.quality_retention import prune_quality_results
 from pipelines.spark import build_session
 

@@ -10,7 +10,7 @@ import pytest
 from bronze_itkit import Kafka, only, read_bronze, unique_prefix, write_config
 
 from pipelines import bronze
-from pipelines.config import load_config
+from pipelines.settings import load_config
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from pipelines import bronze
-from pipelines.config import load_config
+from pipelines.settings import load_config
 
 pytestmark = pytest.mark.integration
 

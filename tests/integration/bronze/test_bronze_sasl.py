@@ -19,7 +19,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from pipelines import bronze
-from pipelines.config import load_config
+from pipelines.settings import load_config
 from pipelines.ops.status import kafka_offsets
 
 pytestmark = pytest.mark.integration

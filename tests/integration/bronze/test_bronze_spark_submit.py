@@ -13,7 +13,7 @@ from bronze_itkit import Kafka, read_bronze, unique_prefix, write_config
 
 from lakehouse.layout import Layout
 from pipelines import bronze
-from pipelines.config import load_config
+from pipelines.settings import load_config
 from pipelines.jobs import submit_command
 
 pytestmark = pytest.mark.integration

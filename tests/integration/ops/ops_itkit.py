@@ -162,7 +162,7 @@ def write_config(path: Path, lake: Path, topics: list[str], registry_url: str, p
 def build_lakehouse(spark: Any, tmp: Path) -> Lakehouse:
     """Produce the streams, run bronze then silver (available-now) into ``tmp/lakehouse``."""
     from pipelines import bronze, silver
-    from pipelines.config import load_config
+    from pipelines.settings import load_config
     from pipelines.demo_stream import produce_demo_stream
 
     registry = start_registry_server(port=0)

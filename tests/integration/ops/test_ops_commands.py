@@ -21,7 +21,7 @@ from ops_itkit import LATE_RECORDS, LATE_SCHEMA, LATE_TYPE, Lakehouse
 
 from lakehouse.layout import Layout
 from pipelines.cli import main as cli_main
-from pipelines.config import parse_config
+from pipelines.settings import parse_config
 from pipelines.naming import bronze_table_of_topic, table_name_for
 from pipelines.ops import audit as audit_mod
 from pipelines.ops import maintain as maintain_mod

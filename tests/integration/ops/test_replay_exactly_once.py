@@ -55,7 +55,7 @@ def test_replay_after_a_crash_before_marking_writes_nothing_twice(
 ) -> None:
     from pyspark.sql import functions as F  # noqa: N812
 
-    from pipelines.config import parse_config
+    from pipelines.settings import parse_config
 
     check_kafka(BOOTSTRAP)
     registry = start_registry_server(port=0)

@@ -193,7 +193,7 @@ def test_old_results_are_pruned_by_the_configured_retention(spark, tmp_path):
     from dataclasses import replace
     from datetime import timedelta
 
-    from pipelines.config import parse_config
+    from pipelines.settings import parse_config
     from pipelines.quality_retention import prune_quality_results
     from quality.results import write_results
 
@@ -219,7 +219,7 @@ def test_maintain_of_the_quality_group_prunes_results_too(spark, tmp_path):
     from dataclasses import replace
     from datetime import timedelta
 
-    from pipelines.config import parse_config
+    from pipelines.settings import parse_config
     from pipelines.ops.maintain import prune_results_of
     from quality.results import write_results
 

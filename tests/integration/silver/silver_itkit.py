@@ -49,7 +49,7 @@ class Registry:
 
 def make_config(lake: Path, topics: list[str], registry_url: str, **silver: Any) -> Any:
     """A validated configuration for one test's lakehouse and topics."""
-    from pipelines.config import parse_config
+    from pipelines.settings import parse_config
 
     return parse_config(
         {

@@ -13,7 +13,7 @@ from pipelines.bronze import (
     kafka_source_options,
     loggable_config,
 )
-from pipelines.config import ProtolakeConfig, parse_config
+from pipelines.settings import ProtolakeConfig, parse_config
 
 
 def config(**sections: dict) -> ProtolakeConfig:

@@ -31,7 +31,7 @@ from pipelines.bronze import (
     to_bronze_rows,
     topics_in_batch,
 )
-from pipelines.config import parse_config
+from pipelines.settings import parse_config
 
 HEADERS = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])

@@ -21,7 +21,7 @@ import pytest
 
 STAND_IN = """#!{python}
 import json, os, sys, time
-from pipelines.config import load_config
+from pipelines.settings import load_config
 config = sys.argv[sys.argv.index("--config") + 1]
 keys = ("SPARK_LOCAL_IP", "PROTOLAKE_REGISTRY_AUTH")
 with open(os.environ["FAKE_OUT"], "a") as f:

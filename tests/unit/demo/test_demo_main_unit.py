@@ -10,7 +10,7 @@ import pytest
 
 from pipelines import demo
 from pipelines.cli import build_parser
-from pipelines.config import ConfigError
+from pipelines.settings import ConfigError
 from pipelines.demo_stream import (
     DQ_EMAIL,
     DQ_QUANTITY,

@@ -12,7 +12,7 @@ import pytest
 
 from pipelines import metrics
 from pipelines.cli import build_parser
-from pipelines.config import parse_config
+from pipelines.settings import parse_config
 from pipelines.ops.audit import Gap, GapCheck, _read_partition_gaps
 from pipelines.ops.common import kafka_client_conf, parse_time, to_jsonable
 from pipelines.ops.replay import ReplayFilter, filter_from_args, selection_id

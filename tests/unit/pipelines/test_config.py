@@ -1,4 +1,4 @@
-"""pipelines.config: TOML validated on load, ${env:NAME} secrets, a redacted view."""
+"""pipelines.settings: TOML validated on load, ${env:NAME} secrets, a redacted view."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.config import ConfigError, ProtolakeConfig, load_config, parse_config
+from pipelines.settings import ConfigError, ProtolakeConfig, load_config, parse_config
 
 MINIMAL = """
 [kafka]

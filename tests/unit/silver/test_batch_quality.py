@@ -197,7 +197,7 @@ def two_types(producer: Any, versions: Any) -> list[tuple[Any, ...]]:
 def test_every_table_gets_the_default_suite(
     spark: Any, tmp_path: Any, registry: Any, two_types: Any, configured: Any
 ) -> None:
-    from pipelines.config import parse_config
+    from pipelines.settings import parse_config
     from pipelines.silver.job import make_checker
     from quality.rules import default_rules
 
