@@ -36,7 +36,7 @@ from pipelines.settings import ConfigError
 COMMANDS: dict[str, tuple[str, str]] = {
     "bronze": ("pipelines.bronze", "land Kafka records in bronze Delta tables, exactly once"),
     "silver": (
-        "pipelines.silver",
+        "pipelines.silver.cli",
         "decode bronze into silver tables per message type + quarantine",
     ),
     "demo": ("pipelines.demo.main", "produce a demo stream and run every stage on it"),

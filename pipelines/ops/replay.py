@@ -251,7 +251,8 @@ def _run_silver(
     from pyspark import StorageLevel
 
     from pipelines.settings.clients import open_resolver
-    from pipelines.silver.job import SilverBatch, make_checker
+    from pipelines.silver.batch import SilverBatch
+    from pipelines.silver.job import make_checker
 
     checker = make_checker(spark, cfg)
     captured: list[Any] = []

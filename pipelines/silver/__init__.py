@@ -1,30 +1,21 @@
 """Silver: decode bronze records into one Delta table per message type, plus quarantine.
 
-See :mod:`pipelines.silver.job` for the contract. Public API::
+See :mod:`pipelines.silver.job` for the queries, :mod:`pipelines.silver.batch` for the
+contract of a micro-batch and :mod:`pipelines.silver.cli` for ``protolake silver``. Public API::
 
     run(cfg, trigger=None, *, spark=None, bronze_table_names=None) -> SilverRun
-    add_parser(subparsers)      # `protolake silver`
-    main(argv=None)
     register_tables(spark, lakehouse_path, database)  # (re-)register every silver table
 """
 
-from pipelines.silver.job import (
-    SCHEMA_CONFLICT,
-    SilverBatch,
-    SilverRun,
-    add_parser,
-    main,
-    run,
-    summarize,
-)
+from pipelines.silver.batch import SilverBatch
+from pipelines.silver.job import SilverRun, run, summarize
+from pipelines.silver.rejects import SCHEMA_CONFLICT
 from pipelines.silver.tables import register_tables
 
 __all__ = [
     "SCHEMA_CONFLICT",
     "SilverBatch",
     "SilverRun",
-    "add_parser",
-    "main",
     "register_tables",
     "run",
     "summarize",

@@ -2,6 +2,6 @@
 
 import sys
 
-from pipelines.silver.job import main
+from pipelines.silver.cli import main
 
 sys.exit(main())

@@ -1,4 +1,4 @@
-"""Step 3 of a silver micro-batch: decode one schema version of one message type.
+"""Step 5 of a silver micro-batch: decode one schema version of one message type.
 
 Runs on the executors (``mapInArrow``; :func:`decode_bronze` frames the bronze rows in the
 same pass). Per Arrow batch, the compiled decoder (``pipelines.proto_types.native_decoder``)

@@ -5,6 +5,9 @@ whatever the number of records). Each is resolved with ``codec.SchemaResolver``,
 by schema id/GUID across batches, so the registry is asked once per schema for the life of
 the job.
 
+The framing pass's distinct keys and counts come as :class:`KeyCounts`; what they resolve to
+goes on as :class:`Resolved`.
+
 Contract:
 
 - ``RegistryUnavailable`` propagates: the batch fails, Spark retries it later, and nothing is
@@ -16,8 +19,11 @@ Contract:
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from pyspark.sql import Row
 
 from codec import CodecError, Frame, RegistryUnavailable, SchemaResolver
 
@@ -46,6 +52,57 @@ class Resolution:
     def version(self) -> str:
         """The writer schema, ``id:<n>`` or ``guid:<g>``: one schema version of the type."""
         return self.schema_key.partition("|")[0]
+
+
+@dataclass(frozen=True)
+class KeyCounts:
+    """Step 1's result: records per (value schema key, key schema key); null key: bad frame."""
+
+    rows: list[Row]
+
+    @property
+    def records(self) -> int:
+        return sum(int(r["count"]) for r in self.rows)
+
+    @property
+    def value_keys(self) -> list[str]:
+        return sorted({r["_schema_key"] for r in self.rows if r["_schema_key"]})
+
+    @property
+    def key_keys(self) -> list[str]:
+        return sorted({r["_key_schema_key"] for r in self.rows if r["_key_schema_key"]})
+
+    @property
+    def bad_frames(self) -> bool:
+        return any(r["_schema_key"] is None for r in self.rows)
+
+    def per_value_key(self) -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        for r in self.rows:
+            if r["_schema_key"]:
+                out[r["_schema_key"]] += int(r["count"])
+        return out
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Step 2's result: what each value schema key and each key schema key resolved to."""
+
+    values: dict[str, Resolution]
+    keys: dict[str, Resolution]
+
+    @property
+    def faults(self) -> list[Resolution]:
+        return [r for r in self.values.values() if not r.ok]
+
+    @property
+    def key_types(self) -> dict[str, tuple[bytes, str]]:
+        """Descriptors and message type of each resolved key schema (for ``DecodeSpec``)."""
+        return {
+            k: (r.file_descriptor_set, r.message_type)
+            for k, r in self.keys.items()
+            if r.ok and r.file_descriptor_set is not None and r.message_type is not None
+        }
 
 
 def resolve_schema_key(resolver: SchemaResolver, key: str) -> Resolution:

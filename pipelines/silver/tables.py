@@ -1,4 +1,4 @@
-"""Step 4 and 6 of a silver micro-batch: schema evolution and idempotent Delta writes.
+"""Steps 3 and 7 of a silver micro-batch: schema evolution and idempotent Delta writes.
 
 - One table per fully-qualified message type, at ``<lakehouse>/silver/<table_name_for(type)>``;
   every schema version of the type writes there. The table schema is the union of the

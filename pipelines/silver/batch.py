@@ -1,0 +1,427 @@
+"""One silver micro-batch: bronze rows -> silver tables + quarantine, in ONE ``foreachBatch``.
+
+:class:`SilverBatch` runs these steps, each a method of its own:
+
+1. frame (``framing.schema_keys``, on the executors): only the distinct schema keys and their
+   counts come back to the driver;
+2. resolve the distinct schema keys on the driver, once each (``resolution``);
+   ``RegistryUnavailable`` fails the batch (Spark retries it when the query restarts;
+   nothing is quarantined for an outage);
+3. plan each table's schema (``plan``): compatible versions are merged, others go to
+   quarantine with ``SCHEMA_CONFLICT``;
+4. quarantine what cannot be decoded at all (bad frames, failed resolutions, schema
+   conflicts), from the framed batch with its raw bytes (``framing.frame_records``), which is
+   computed only when there are quarantine rows to take from it;
+5. decode, per message type and schema version, framing again and decoding on the executors
+   in one pass (``decode.decode_bronze``); rows that fail go to quarantine;
+6. check quality on every table (``quality``: the default suite of every silver table plus the
+   configured expectations of its message type, one validation per table per batch): failed
+   rows go to quarantine (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
+7. write every silver table, then the quarantine, then the quality results, each with
+   ``txnAppId``/``txnVersion``;
+8. count, for the summary and the metrics (:class:`BatchStats`).
+
+A batch that fails after some of its writes committed is run again with the same batch id and
+the same bronze rows (Spark's offset log), and Delta skips the writes already committed. That
+is only safe because every step decides the same way on a retry: in particular the quality
+rules' "now" is the batch's reference time, the latest ``_ingested_at`` of its bronze rows
+(:func:`batch_reference_time`), never the wall clock. With the wall clock, a record quarantined
+on the first attempt (silver appended without it, then a crash before the quarantine append)
+could pass on the retry and go into a silver append Delta skips: lost.
+
+Every bronze record ends in exactly one silver table or in quarantine
+(:func:`pipelines.quarantine.check_invariant` checks it).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
+from pyspark.sql import types as T  # noqa: N812
+
+from codec import SchemaResolver
+from lakehouse.delta import append_idempotent
+from lakehouse.layout import Layout
+
+from .decode import DecodeSpec, decode_bronze, message_spark_schema
+from .framing import BRONZE_COLUMNS, frame_records, schema_keys
+from .plan import TablePlan, plan_tables, table_rows, table_schema
+from .rejects import (
+    quarantine_bad_frames,
+    quarantine_conflicts,
+    quarantine_decode_failures,
+    quarantine_dq,
+    quarantine_faults,
+)
+from .resolution import KeyCounts, Resolution, Resolved, resolve_schema_keys
+from .tables import ensure_table, existing_schema, message_part, register_table, union_all
+
+log = logging.getLogger("pipelines.silver")
+# Table creation, catalog registration and resolver calls of concurrent queries (processing-time
+# runs one query per bronze table in driver threads) go one at a time.
+_DRIVER_LOCK = threading.RLock()
+INGESTED_AT = "_ingested_at"  # bronze's column: when bronze wrote the row
+
+
+@dataclass
+class BatchStats:
+    """What one micro-batch did (kept for the summary and for tests)."""
+
+    batch_id: int
+    records: int = 0
+    silver: dict[str, int] = field(default_factory=dict)
+    quarantined: dict[str, int] = field(default_factory=dict)
+    schema_keys: int = 0
+    seconds: float = 0.0
+
+
+class SilverBatch:
+    """The ``foreachBatch`` function of one silver query (see the module docstring).
+
+    Args:
+        spark: the session.
+        lakehouse_path: the lakehouse root.
+        app_id: the idempotent-write app id of this query's checkpoint.
+        resolver: shared schema resolver (its cache outlives batches and queries).
+        max_depth: recursion depth of message columns (``silver.max_recursion_depth``).
+        allow_unknown_fields: keep rows with unknown fields (``silver.keep_unknown_fields``).
+        native: decode with the compiled decoder where it applies (``silver.native_decoder``).
+        cache_bronze: keep the micro-batch's bronze rows in executor memory for the passes
+            over it (``silver.cache_bronze``). Off (the default), each pass reads them again:
+            faster when that read is cheap (local disk: ``bench/silver_bench.py``), and
+            Spark's ``numInputRows`` counts every pass (protolake's metrics count records
+            once, see ``pipelines.metrics``). On: one read, one cache.
+        database: catalog database to register tables in ("" = do not register).
+        checker: a ``quality.checker.QualityChecker`` (validates every table of every batch) or None
+            (no checks: the quality extra is not installed).
+        quarantine_writer: writes the batch's quarantine rows instead of appending them to the
+            quarantine table (replay updates the rows it re-decoded).
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        lakehouse_path: str,
+        app_id: str,
+        resolver: SchemaResolver,
+        *,
+        max_depth: int = 3,
+        allow_unknown_fields: bool = False,
+        native: bool = True,
+        cache_bronze: bool = False,
+        database: str = "",
+        checker: Any = None,
+        quarantine_writer: Callable[[DataFrame, int], None] | None = None,
+    ) -> None:
+        self.spark = spark
+        # replay (pipelines/ops/replay.py) updates the quarantine rows it re-decoded instead of
+        # appending new ones; metrics (pipelines/metrics.py) set on_batch to see each batch
+        self.quarantine_writer = quarantine_writer
+        self.on_batch: Callable[[BatchStats], None] | None = None
+        self.layout = Layout(lakehouse_path)
+        self.app_id = app_id
+        self.resolver = resolver
+        self.max_depth = max_depth
+        self.allow_unknown_fields = allow_unknown_fields
+        self.native = native
+        self.cache_bronze = cache_bronze
+        self.database = database
+        self.checker = checker
+        self.history: list[BatchStats] = []
+        self._registered: set[str] = set()
+        # message columns of each table as this query last wrote it: saves reading the Delta
+        # log every batch; dropped when a batch fails (another writer may have changed it)
+        self._schemas: dict[str, T.StructType] = {}
+        self._lock = _DRIVER_LOCK
+
+    def __call__(self, bronze: DataFrame, batch_id: int) -> None:
+        t0 = time.monotonic()
+        stats = BatchStats(batch_id=int(batch_id))
+        persisted: list[DataFrame] = []
+        try:
+            self._process(bronze, int(batch_id), stats, persisted)
+        except BaseException:
+            self._schemas.clear()
+            raise
+        finally:
+            for df in persisted:
+                df.unpersist()
+        stats.seconds = round(time.monotonic() - t0, 3)
+        self.history.append(stats)
+        if self.on_batch is not None:
+            self.on_batch(stats)
+        log.info(
+            "silver: batch %d: %d records -> silver %s, quarantine %s (%.1f s)",
+            batch_id,
+            stats.records,
+            stats.silver,
+            stats.quarantined,
+            stats.seconds,
+        )
+
+    def _process(
+        self, bronze: DataFrame, batch_id: int, stats: BatchStats, persisted: list[DataFrame]
+    ) -> None:
+        processed_at = datetime.now(UTC)
+        q_time = F.lit(processed_at).cast("timestamp")
+        if self.cache_bronze:
+            # read once: the keys pass and every decode pass below read the batch again
+            columns = [*BRONZE_COLUMNS, *([INGESTED_AT] if INGESTED_AT in bronze.columns else [])]
+            bronze = bronze.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
+            persisted.append(bronze)
+        counts = self._frame(bronze)
+        stats.records = counts.records
+        if stats.records == 0:
+            return
+        stats.schema_keys = len(counts.value_keys)
+        resolved = self._resolve(counts)
+        plans = self._plan(resolved)
+        checked = self.checker is not None and bool(plans)
+        framed = self._framed(bronze, counts, resolved, plans, checked, persisted)
+        quarantine = self._quarantine(framed, counts, resolved, q_time)
+        tables = self._decode(bronze, framed, plans, resolved, q_time, quarantine, persisted)
+        reference_time = batch_reference_time(bronze, processed_at) if checked else None
+        to_write, results = self._check(
+            tables, framed, batch_id, reference_time, q_time, quarantine
+        )
+        quarantined = self._write(to_write, quarantine, results, batch_id)
+        self._count(stats, counts, to_write, quarantined)
+
+    # -- the steps --------------------------------------------------------------------------
+
+    def _frame(self, bronze: DataFrame) -> KeyCounts:
+        """(1) Distinct schema keys of values and keys, with their counts: a handful of rows
+        to the driver, whatever the number of records (one Spark job; only key, value and
+        headers go to the Python workers)."""
+        groups = schema_keys(bronze).groupBy("_schema_key", "_key_schema_key").count()
+        return KeyCounts(groups.collect())
+
+    def _resolve(self, counts: KeyCounts) -> Resolved:
+        """(2) Resolve each distinct schema key once (``RegistryUnavailable`` propagates)."""
+        with self._lock:  # resolver calls from concurrent queries share one cache
+            values = resolve_schema_keys(self.resolver, counts.value_keys)
+            keys = resolve_schema_keys(self.resolver, counts.key_keys)
+        return Resolved(values, keys)
+
+    def _plan(self, resolved: Resolved) -> list[TablePlan]:
+        """(3) One plan per message type: the table's schema after this batch, the conflicts."""
+        return plan_tables(
+            resolved.values.values(), self.layout.silver_table, self._known_schema, self.max_depth
+        )
+
+    def _known_schema(self, path: str) -> T.StructType | None:
+        known = self._schemas.get(path)
+        if known is not None:
+            return known
+        current = existing_schema(self.spark, path)
+        return message_part(current) if current is not None else None
+
+    def _framed(
+        self,
+        bronze: DataFrame,
+        counts: KeyCounts,
+        resolved: Resolved,
+        plans: list[TablePlan],
+        checked: bool,
+        persisted: list[DataFrame],
+    ) -> DataFrame:
+        """The framed batch (raw bytes beside the framing columns).
+
+        It feeds the quarantine rows of bad frames, failed resolutions, schema conflicts and
+        quality failures; decoding frames on its own (decode_bronze). So it is computed, once,
+        only when this batch can have such rows.
+        """
+        framed = frame_records(bronze)
+        conflicts = any(p.conflicts for p in plans)
+        if counts.bad_frames or resolved.faults or checked or conflicts:
+            framed = framed.persist(StorageLevel.MEMORY_AND_DISK)
+            persisted.append(framed)
+        return framed
+
+    def _quarantine(
+        self, framed: DataFrame, counts: KeyCounts, resolved: Resolved, q_time: Column
+    ) -> list[DataFrame]:
+        """(4) Quarantine rows of records that cannot be decoded: bad frames, then failed
+        resolutions (schema conflicts follow per table, in :meth:`_decode`)."""
+        parts = []
+        if counts.bad_frames:
+            parts.append(quarantine_bad_frames(framed, q_time))
+        faults = resolved.faults
+        if faults:
+            parts.append(quarantine_faults(self.spark, framed, faults, q_time))
+        return parts
+
+    def _decode(
+        self,
+        bronze: DataFrame,
+        framed: DataFrame,
+        plans: list[TablePlan],
+        resolved: Resolved,
+        q_time: Column,
+        quarantine: list[DataFrame],
+        persisted: list[DataFrame],
+    ) -> list[tuple[TablePlan, DataFrame]]:
+        """(5) Per table, its conflicts to quarantine, then each version decoded: the failures
+        to quarantine, the others aligned to the table's schema; returns the table frames."""
+        key_types = resolved.key_types
+        tables: list[tuple[TablePlan, DataFrame]] = []
+        for plan in plans:
+            quarantine.extend(quarantine_conflicts(framed, plan, q_time))
+            good_parts: list[DataFrame] = []
+            for res in plan.versions:
+                decoded = self._decode_version(bronze, plan, res, key_types)
+                persisted.append(decoded)
+                quarantine.append(
+                    quarantine_decode_failures(decoded, res, plan.message_type, q_time)
+                )
+                good_parts.append(table_rows(decoded, res, plan, q_time))
+            table_df = union_all(good_parts)
+            if table_df is not None:
+                tables.append((plan, table_df))
+        return tables
+
+    def _decode_version(
+        self,
+        bronze: DataFrame,
+        plan: TablePlan,
+        res: Resolution,
+        key_types: dict[str, tuple[bytes, str]],
+    ) -> DataFrame:
+        """The records of one schema version decoded (persisted: read for both outcomes)."""
+        assert res.file_descriptor_set is not None
+        spec = DecodeSpec(
+            file_descriptor_set=res.file_descriptor_set,
+            message_type=plan.message_type,
+            max_depth=self.max_depth,
+            allow_unknown_fields=self.allow_unknown_fields,
+            key_types=key_types,
+            native=self.native,
+        )
+        msg_schema = message_spark_schema(
+            res.file_descriptor_set, plan.message_type, self.max_depth
+        )
+        decoded = decode_bronze(bronze, res.schema_key, spec, msg_schema)
+        return decoded.persist(StorageLevel.MEMORY_AND_DISK)
+
+    def _check(
+        self,
+        tables: list[tuple[TablePlan, DataFrame]],
+        framed: DataFrame,
+        batch_id: int,
+        reference_time: datetime | None,
+        q_time: Column,
+        quarantine: list[DataFrame],
+    ) -> tuple[list[tuple[TablePlan, DataFrame]], list[Any]]:
+        """(6) Quality, before anything is written: the rows to write per table and the
+        results; failed rows to quarantine; a ``fail`` policy writes the results and raises."""
+        if self.checker is None:
+            return tables, []
+        to_write: list[tuple[TablePlan, DataFrame]] = []
+        results: list[Any] = []
+        failed_outcome: Any = None
+        for plan, table_df in tables:
+            outcome = self.checker.validate(
+                table_df,
+                message_type=plan.message_type,
+                table=plan.table,
+                batch_id=batch_id,
+                reference_time=reference_time,
+            )
+            results.extend(outcome.results)
+            if outcome.fail_batch and failed_outcome is None:
+                failed_outcome = outcome
+            to_write.append((plan, outcome.passed))
+            if outcome.rows_quarantined:
+                quarantine.append(quarantine_dq(outcome.failed, framed, plan, q_time))
+        if failed_outcome is not None:
+            from quality.checker import QualityFailed
+
+            self.checker.write_results(results, batch_id, source=self.app_id)
+            raise QualityFailed(failed_outcome)
+        return to_write, results
+
+    def _write(
+        self,
+        to_write: list[tuple[TablePlan, DataFrame]],
+        quarantine_parts: list[DataFrame],
+        results: list[Any],
+        batch_id: int,
+    ) -> DataFrame:
+        """(7) Silver tables, then quarantine, then quality results; each skipped by Delta
+        when already committed. Returns the quarantine rows written."""
+        for plan, df in to_write:
+            assert plan.merged is not None
+            if plan.path not in self._schemas:
+                with self._lock:
+                    ensure_table(
+                        self.spark, plan.path, table_schema(plan.merged), plan.message_type
+                    )
+            append_idempotent(df, plan.path, self.app_id, batch_id, merge_schema=True, logger=log)
+            self._schemas[plan.path] = plan.merged
+            self._register(plan)
+        quarantine = union_all(quarantine_parts)
+        assert quarantine is not None
+        if self.quarantine_writer is not None:
+            self.quarantine_writer(quarantine, batch_id)
+        else:
+            append_idempotent(quarantine, self.layout.quarantine, self.app_id, batch_id, logger=log)
+        if results:
+            self.checker.write_results(results, batch_id, source=self.app_id)
+        return quarantine
+
+    def _count(
+        self,
+        stats: BatchStats,
+        counts: KeyCounts,
+        written: list[tuple[TablePlan, DataFrame]],
+        quarantine: DataFrame,
+    ) -> None:
+        """(8) Counts for the summary: one small job over the persisted frames (no
+        re-decoding). A table's rows: its versions' records less those quarantined."""
+        per_key = counts.per_value_key()
+        lost: dict[str, int] = defaultdict(int)
+        for row in quarantine.groupBy("reason_code", "_message_type").count().collect():
+            stats.quarantined[row["reason_code"]] = stats.quarantined.get(
+                row["reason_code"], 0
+            ) + int(row["count"])
+            if row["_message_type"] is not None:
+                lost[row["_message_type"]] += int(row["count"])
+        for plan, _ in written:
+            arrived = sum(
+                per_key.get(r.schema_key, 0) for r in plan.versions + [c for c, _ in plan.conflicts]
+            )
+            stats.silver[plan.table] = arrived - lost.get(plan.message_type, 0)
+
+    def _register(self, plan: TablePlan) -> None:
+        if not self.database or plan.table in self._registered:
+            return
+        with self._lock:
+            register_table(self.spark, self.database, plan.table, plan.path)
+            self._registered.add(plan.table)
+
+
+def batch_reference_time(bronze: DataFrame, default: datetime) -> datetime:
+    """A micro-batch's "now" for the quality rules: the latest ``_ingested_at`` of its rows.
+
+    Stable across attempts: a retried batch reads the same bronze rows, whose ``_ingested_at``
+    bronze wrote once (see the module docstring for why the wall clock would lose records).
+    ``default`` when the rows have no ``_ingested_at`` column or only nulls.
+    """
+    if INGESTED_AT not in bronze.columns:
+        return default
+    row = bronze.agg(F.max(INGESTED_AT)).first()
+    latest = row[0] if row is not None else None
+    if latest is None:
+        return default
+    # Spark gives a naive datetime in this process's local time; make it an instant
+    return latest.astimezone(UTC) if isinstance(latest, datetime) else default

@@ -1,0 +1,143 @@
+"""The quarantine rows of a silver micro-batch, one builder per way a record can fail.
+
+Each builder is a ``DataFrame -> DataFrame`` transform to the quarantine table's columns
+(:func:`pipelines.quarantine.to_quarantine_rows`), stamped with the batch's ``quarantined_at``:
+
+- bad framing and failed resolutions (reason from the framing or the resolver), and schema
+  conflicts (``SCHEMA_CONFLICT``): taken from the framed batch (``framing.frame_records``),
+  which carries the raw bytes;
+- decode failures: taken from the decoded rows of one schema version (they carry the raw bytes);
+- quality failures (``DQ_FAILED``): the failed rows' Kafka coordinates joined back to the framed
+  batch for their raw bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
+
+from pipelines.quarantine import to_quarantine_rows
+
+from .plan import TablePlan
+from .resolution import Resolution
+
+SCHEMA_CONFLICT = "SCHEMA_CONFLICT"
+
+
+def quarantine_framed(
+    df: DataFrame,
+    code: Column | str,
+    stage: Column | str,
+    reason: Column | str,
+    q_time: Column,
+    message_type: Column | None = None,
+) -> DataFrame:
+    """Quarantine rows of framed records (columns of ``framing.frame_records``)."""
+    return to_quarantine_rows(
+        df,
+        key="key",
+        value="value",
+        headers="headers",
+        topic="topic",
+        partition="partition",
+        offset="offset",
+        timestamp="timestamp",
+        reason_code=code,
+        stage=stage,
+        reason=reason,
+        schema_id="_schema_id",
+        schema_guid="_schema_guid",
+        message_indexes="_message_indexes",
+        message_type=message_type,
+        quarantined_at=q_time,
+    )
+
+
+def quarantine_bad_frames(framed: DataFrame, q_time: Column) -> DataFrame:
+    """Records whose value could not be framed (the framing's code, stage and reason)."""
+    return quarantine_framed(
+        framed.where(F.col("_frame_code").isNotNull()),
+        "_frame_code",
+        "_frame_stage",
+        "_frame_reason",
+        q_time,
+    )
+
+
+def quarantine_faults(
+    spark: SparkSession, framed: DataFrame, faults: list[Resolution], q_time: Column
+) -> DataFrame:
+    """Records whose schema key did not resolve (the resolver's code, stage and reason)."""
+    by_key = spark.createDataFrame(
+        [(r.schema_key, r.code, r.stage, r.reason) for r in faults],
+        "_schema_key string, _res_code string, _res_stage string, _res_reason string",
+    )
+    return quarantine_framed(
+        framed.join(F.broadcast(by_key), "_schema_key", "inner"),
+        "_res_code",
+        "_res_stage",
+        "_res_reason",
+        q_time,
+    )
+
+
+def quarantine_conflicts(framed: DataFrame, plan: TablePlan, q_time: Column) -> list[DataFrame]:
+    """Records of the versions that could not be merged into the table (``SCHEMA_CONFLICT``)."""
+    return [
+        quarantine_framed(
+            framed.where(F.col("_schema_key") == res.schema_key),
+            F.lit(SCHEMA_CONFLICT),
+            F.lit("schema"),
+            F.lit(reason),
+            q_time,
+            message_type=F.lit(plan.message_type),
+        )
+        for res, reason in plan.conflicts
+    ]
+
+
+def quarantine_decode_failures(
+    decoded: DataFrame, res: Resolution, message_type: str, q_time: Column
+) -> DataFrame:
+    """Decoded rows of one schema version that failed (``decode.decode_bronze``'s errors)."""
+    return to_quarantine_rows(
+        decoded.where(F.col("_decode_code").isNotNull()),
+        key="_key",
+        value="_value",
+        headers="_headers",
+        topic="_kafka_topic",
+        partition="_kafka_partition",
+        offset="_kafka_offset",
+        timestamp="_kafka_timestamp",
+        reason_code="_decode_code",
+        stage="_decode_stage",
+        reason="_decode_reason",
+        schema_id=F.lit(res.schema_id),
+        schema_guid=F.lit(res.schema_guid),
+        message_indexes=F.array(*[F.lit(i) for i in res.message_indexes]),
+        message_type=F.lit(message_type),
+        quarantined_at=q_time,
+    )
+
+
+def quarantine_dq(failed: DataFrame, framed: DataFrame, plan: TablePlan, q_time: Any) -> DataFrame:
+    """Rows a quality rule rejected, with their raw bytes from the framed batch."""
+    ids = failed.select(
+        F.col("_kafka_topic").alias("topic"),
+        F.col("_kafka_partition").alias("partition"),
+        F.col("_kafka_offset").alias("offset"),
+        F.col("reason_code").alias("_dq_code"),
+        F.col("stage").alias("_dq_stage"),
+        F.col("reason").alias("_dq_reason"),
+    )
+    joined = framed.join(ids, ["topic", "partition", "offset"], "inner")
+    return quarantine_framed(
+        joined,
+        "_dq_code",
+        "_dq_stage",
+        "_dq_reason",
+        q_time,
+        message_type=F.lit(plan.message_type),
+    )
