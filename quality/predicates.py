@@ -41,8 +41,12 @@ def unexpected_predicate(
     build = _BUILDERS.get(rule.expectation)
     if build is None or _UNMODELLED & set(rule.kwargs):
         return None
-    kwargs = {k: _resolve(v, parameters or {}) for k, v in rule.kwargs.items()}
-    return build(kwargs)
+    return build(resolve_kwargs(rule.kwargs, parameters or {}))
+
+
+def resolve_kwargs(kwargs: Mapping[str, Any], parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments with GE's ``{"$PARAMETER": name}`` values replaced by ``parameters[name]``."""
+    return {k: _resolve(v, parameters) for k, v in kwargs.items()}
 
 
 def _resolve(value: Any, parameters: Mapping[str, Any]) -> Any:
