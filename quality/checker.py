@@ -572,7 +572,7 @@ def _rows_failed(
     }
     if counted != failed_ids:
         return None
-    return int(verdicts.found["__any_quarantine"])
+    return int(verdicts.found["__any_quarantine"] or 0)
 
 
 def _missing_columns(rules: list[ExpectationRule], schema: StructType) -> dict[str, list[str]]:

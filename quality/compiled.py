@@ -64,6 +64,8 @@ _STRING_ONLY = frozenset(
         "expect_column_values_to_not_match_regex",
     }
 )
+# conditions over a window (uniqueness): GE counts their rows instead of summing a flag
+_WINDOWED = frozenset({"expect_column_values_to_be_unique", "expect_compound_columns_to_be_unique"})
 _BETWEEN = frozenset(
     {
         "expect_column_values_to_be_between",
@@ -223,11 +225,13 @@ def _metrics(i: int, c: CompiledRule, found: dict[str, Any], sample_size: int) -
         if c.metric != ROW_COUNT:
             metrics[c.metric] = found[f"m{i}_value"]
         return metrics
-    unexpected = int(found[f"m{i}_unexpected"] or 0)
+    unexpected = _int_or_none(found[f"m{i}_unexpected"])
+    if unexpected is None and c.rule.expectation in _WINDOWED:
+        unexpected = 0  # GE counts a window condition's rows (count()), not a sum: 0, not None
     prefix = c.map_metric
     metrics[f"{prefix}.unexpected_count"] = unexpected
     if c.rule.expectation == "expect_column_values_to_not_be_null":
-        values: list[Any] = [None] * min(unexpected, sample_size)
+        values: list[Any] = [None] * min(unexpected or 0, sample_size)
     else:
         values = list(found.get(f"m{i}_values") or [])
         if c.rule.expectation in _MULTICOLUMN:
@@ -236,7 +240,7 @@ def _metrics(i: int, c: CompiledRule, found: dict[str, Any], sample_size: int) -
     if c.domain is not None:
         metrics[f"{prefix}.filtered_row_count"] = int(found[f"m{i}_domain"] or 0)
     elif c.rule.expectation not in _NULL_CHECKS:
-        metrics[NULL_COUNT] = int(found[f"m{i}_nulls"] or 0)
+        metrics[NULL_COUNT] = _int_or_none(found[f"m{i}_nulls"])
     return metrics
 
 
@@ -274,7 +278,12 @@ def _kept(kwargs: dict[str, Any], cols: list[Column]) -> Column:
 
 
 def _count_if(cond: Column) -> Column:
-    return F.coalesce(F.sum(F.when(cond, F.lit(1)).otherwise(F.lit(0))), F.lit(0)).cast("long")
+    """GE's Spark count of a condition: a sum, so null (None) over an empty batch."""
+    return F.sum(F.when(cond, F.lit(1)).otherwise(F.lit(0))).cast("long")
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _any(conds: Sequence[Column]) -> Column:
