@@ -23,14 +23,7 @@ How a batch is judged:
   Great Expectations' Spark engine, under a process-wide lock (GE keeps the active batch as
   shared state), with a second GE run of each failed one for its unexpected sample.
 
-Compiled: ``expect_column_values_to_not_be_null``, ``expect_column_values_to_be_null``,
-``expect_column_values_to_be_in_set``, ``expect_column_values_to_not_be_in_set``,
-``expect_column_values_to_be_between``, ``expect_column_value_lengths_to_be_between``,
-``expect_column_value_lengths_to_equal``, ``expect_column_values_to_match_regex``,
-``expect_column_values_to_not_match_regex``, ``expect_column_values_to_be_unique``,
-``expect_compound_columns_to_be_unique``, ``expect_table_row_count_to_be_between``,
-``expect_table_row_count_to_equal``, ``expect_column_min_to_be_between``,
-``expect_column_max_to_be_between``. Run by Great Expectations: every other type.
+The compiled and the GE-run types are listed in :mod:`quality`'s docstring.
 
 The outcome:
 
@@ -67,33 +60,29 @@ from __future__ import annotations
 
 import logging
 import tempfile
-import threading
-from copy import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import great_expectations as gx
 from great_expectations.core import ExpectationSuite
-from great_expectations.core.batch_definition import BatchDefinition
 from great_expectations.core.expectation_validation_result import (
     ExpectationSuiteValidationResult,
     ExpectationValidationResult,
 )
 from great_expectations.data_context.types.base import ProgressBarsConfig
-from great_expectations.expectations.expectation import Expectation
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import StructType
 
 from lakehouse.layout import Layout
 from quality.compiled import CompiledRule, compile_rule, evaluate, validation_result
 from quality.docs import DataDocs, suite_result
+from quality.ge_run import DATASOURCE, SAMPLE_SIZE, WITH_SAMPLE, GreatExpectationsRunner, Suite
 from quality.predicates import unexpected_predicate
 from quality.results import QualityResult, format_observed, write_results
 from quality.rules import (
-    KAFKA_KEY,
     TIMESTAMP_MAX_PARAMETER,
     TIMESTAMP_MAX_SLACK,
     ExpectationRule,
@@ -101,20 +90,11 @@ from quality.rules import (
     java_regex_error,
     suite_rules,
 )
+from quality.split import split_batch, with_reason
 
 log = logging.getLogger(__name__)
 
-REASON_CODE = "DQ_FAILED"
-STAGE = "quality"
-DATASOURCE = "protolake_silver"
-_FLAG = "__dq_flag_{}"
 SKIPPED = "skipped"  # observed_value prefix of a rule whose columns a batch lacks
-SAMPLE_SIZE = 5  # unexpected values kept for a failed expectation (results, Data Docs)
-# GE's BASIC result (verdict and counts) without its sample of unexpected values: GE fetches
-# that sample with one Spark job per row-level expectation, passed or not; validate() asks GE
-# for it again for the failed GE-run expectations only.
-COUNTS_ONLY = {"result_format": "BASIC", "partial_unexpected_count": 0}
-WITH_SAMPLE = {"result_format": "BASIC", "partial_unexpected_count": SAMPLE_SIZE}
 
 
 class QualityFailed(RuntimeError):  # noqa: N818  (name fixed by the silver contract)
@@ -149,16 +129,6 @@ class QualityOutcome:
 
 
 @dataclass
-class _Suite:
-    suite: ExpectationSuite
-    rules: list[ExpectationRule]
-    by_id: dict[str, ExpectationRule] = field(default_factory=dict)
-    expectation_of: dict[str, Expectation] = field(default_factory=dict)  # by expectation_id
-    # the suite without the rules GE does not run on a batch (compiled, or columns missing)
-    partial: dict[frozenset[str], ExpectationSuite] = field(default_factory=dict)
-
-
-@dataclass
 class _Verdicts:
     """One batch's verdicts: by expectation id, in GE's form, and how to find their rows."""
 
@@ -190,20 +160,12 @@ class QualityChecker:
         self._context.variables.save()
         self._docs = DataDocs(self._context, local.local_quality_docs())
         self.docs_dir = self._docs.docs_dir
-        # persist=False: GE's default persists every batch it loads (each validate() and each
-        # _flag_by_keys() call) and never unpersists it; a long-running stream then fills the
-        # executors' memory and disk with every batch it ever checked. The caller persists the
-        # batch when computing it twice is expensive (silver persists its decoded rows).
-        self._datasource = self._context.data_sources.add_or_update_spark(
-            name=DATASOURCE, persist=False
-        )
-        self._batch_definitions: dict[str, BatchDefinition] = {}
-        self._suites: dict[str, _Suite] = {}
+        self._ge = GreatExpectationsRunner(self._context, spark)
+        self._suites: dict[str, Suite] = {}
         self._latest: dict[str, tuple[ExpectationSuiteValidationResult, str, int, datetime]] = {}
-        # GE's Spark engine keeps the active batch as state shared by every asset of the
-        # datasource, and its context is not thread-safe: GE runs, suite creation and Data Docs
-        # take turns. Compiled rules never take it.
-        self._lock = threading.RLock()
+        # GE's context is not thread-safe: GE runs, suite creation and Data Docs take turns.
+        # Compiled rules never take this lock.
+        self._lock = self._ge.lock
         for message_type in sorted({r.message_type for r in self._rules}):
             self._suite_for(message_type)
 
@@ -241,20 +203,11 @@ class QualityChecker:
         """
         entry = self._suite_for(message_type)
         missing = _missing_columns(entry.rules, df.schema)
-        for rule in entry.rules:
-            if rule.expectation_id in missing:
-                log.warning(
-                    "%s on %s batch %s: skipped, column(s) %s not in the batch%s",
-                    rule.describe(),
-                    table,
-                    batch_id,
-                    ", ".join(missing[rule.expectation_id]),
-                    " (policy fail: the batch fails)" if rule.policy == "fail" else "",
-                )
+        _warn_skipped(entry.rules, missing, table, batch_id)
         validated_at = datetime.now(UTC)
         reference = reference_time if reference_time is not None else validated_at
         parameters = {TIMESTAMP_MAX_PARAMETER: reference + TIMESTAMP_MAX_SLACK}
-        verdicts = self._judge(df, entry, table, frozenset(missing), parameters, validated_at)
+        verdicts = self._judge(df, entry, table, frozenset(missing), parameters)
         ran = [
             (r, verdicts.by_id[r.expectation_id])
             for r in entry.rules
@@ -270,31 +223,9 @@ class QualityChecker:
         else:
             passed, failed, rows_quarantined = (
                 df,
-                _with_reason(df.where(F.lit(False)), F.lit("")),
+                with_reason(df.where(F.lit(False)), F.lit("")),
                 0,
             )
-
-        def result(rule: ExpectationRule) -> QualityResult:
-            v = verdicts.by_id.get(rule.expectation_id)  # None: skipped, its columns missing
-            return QualityResult(
-                batch_id=int(batch_id),
-                table=table,
-                message_type=message_type,
-                expectation=rule.expectation_id,
-                expectation_type=rule.expectation,
-                policy=rule.policy,
-                success=bool(v.success) if v is not None else False,
-                element_count=_int_or_none(v.result.get("element_count")) if v else None,
-                unexpected_count=_int_or_none(v.result.get("unexpected_count")) if v else None,
-                observed_value=format_observed(v.result)
-                if v is not None
-                else f"{SKIPPED}: column(s) {', '.join(missing[rule.expectation_id])} "
-                "not in the batch",
-                validated_at=validated_at,
-                rows_checked=rows_checked,
-                rows_quarantined=rows_quarantined,
-            )
-
         self._latest[message_type] = (
             suite_result(
                 message_type,
@@ -307,13 +238,28 @@ class QualityChecker:
             int(batch_id),
             validated_at,
         )
+        template = QualityResult(
+            batch_id=int(batch_id),
+            table=table,
+            message_type=message_type,
+            expectation="",
+            expectation_type="",
+            policy="",
+            success=False,
+            element_count=None,
+            unexpected_count=None,
+            observed_value=None,
+            validated_at=validated_at,
+            rows_checked=rows_checked,
+            rows_quarantined=rows_quarantined,
+        )
         return QualityOutcome(
             table=table,
             message_type=message_type,
             batch_id=int(batch_id),
             passed=passed,
             failed=failed,
-            results=[result(rule) for rule in entry.rules],  # in the suite's order
+            results=[_result(template, r, verdicts.by_id, missing) for r in entry.rules],
             fail_batch=fail_batch,
             rows_checked=rows_checked,
             rows_quarantined=rows_quarantined,
@@ -322,11 +268,10 @@ class QualityChecker:
     def _judge(
         self,
         df: DataFrame,
-        entry: _Suite,
+        entry: Suite,
         table: str,
         skipped: frozenset[str],
         parameters: dict[str, Any],
-        validated_at: datetime,
     ) -> _Verdicts:
         """Every runnable rule's GE result: compiled ones in one aggregation, the rest by GE."""
         verdicts = _Verdicts()
@@ -349,79 +294,9 @@ class QualityChecker:
                 verdicts.by_id[expectation_id] = v
         not_by_ge = skipped | frozenset(verdicts.compiled)
         if len(not_by_ge) < len(entry.rules):
-            with self._lock:
-                verdicts.ge_batch = self._batch_definition(table).get_batch(
-                    batch_parameters={"dataframe": df}
-                )
-                self._run_ge(verdicts, entry, not_by_ge, parameters)
+            verdicts.ge_batch, ran = self._ge.run(df, table, entry, not_by_ge, parameters)
+            verdicts.by_id.update((rule.expectation_id, v) for rule, v in ran)
         return verdicts
-
-    def _run_ge(
-        self,
-        verdicts: _Verdicts,
-        entry: _Suite,
-        not_by_ge: frozenset[str],
-        parameters: dict[str, Any],
-    ) -> None:
-        """GE's verdicts on the rules not compiled (caller holds the lock)."""
-        suite_result = verdicts.ge_batch.validate(
-            self._runnable_suite(entry, not_by_ge),
-            result_format=COUNTS_ONLY,
-            expectation_parameters=parameters,
-        )
-        for rule, verdict in self._match_results(entry, suite_result, not_by_ge):
-            if not verdict.success and verdict.result.get("unexpected_count"):
-                # the sample COUNTS_ONLY left out, for the failures only (results, Data Docs)
-                sample = verdicts.ge_batch.validate(
-                    rule.to_expectation(),
-                    result_format=WITH_SAMPLE,
-                    expectation_parameters=parameters,
-                )
-                verdict.result["partial_unexpected_list"] = sample.result.get(
-                    "partial_unexpected_list", []
-                )
-            verdicts.by_id[rule.expectation_id] = verdict
-
-    def _runnable_suite(self, entry: _Suite, left_out: frozenset[str]) -> ExpectationSuite:
-        """The suite, or a copy without the ``left_out`` rules (by expectation id)."""
-        if not left_out:
-            return entry.suite
-        found = entry.partial.get(left_out)
-        if found is None:
-            kept = [
-                e
-                for e in entry.suite.expectations
-                if entry.by_id[str(e.id)].expectation_id not in left_out
-            ]
-            # not stored: Data Docs show the full suite. GE binds only id-less copies to a
-            # suite; the copies get the ids back so that their results find their rules.
-            found = ExpectationSuite(name=entry.suite.name, expectations=[copy(e) for e in kept])
-            for bound, original in zip(found.expectations, kept, strict=True):
-                bound.id = original.id
-            entry.partial[left_out] = found
-        return found
-
-    def _match_results(
-        self,
-        entry: _Suite,
-        suite_result: ExpectationSuiteValidationResult,
-        left_out: frozenset[str] = frozenset(),
-    ) -> list[tuple[ExpectationRule, ExpectationValidationResult]]:
-        by_rule: dict[str, ExpectationValidationResult] = {}
-        for v in suite_result.results:
-            config = v.expectation_config
-            rule = entry.by_id.get(str(config.id)) if config is not None else None
-            if rule is None:
-                raise RuntimeError(f"Great Expectations returned a result for no rule: {config}")
-            message = _exception_message(v.exception_info)
-            if message is not None:
-                raise QualityConfigError(f"{rule.describe()}: Great Expectations raised: {message}")
-            by_rule[rule.expectation_id] = v
-        return [
-            (rule, by_rule[rule.expectation_id])
-            for rule in entry.rules
-            if rule.expectation_id not in left_out
-        ]
 
     def _split(
         self,
@@ -430,76 +305,19 @@ class QualityChecker:
         failing: list[tuple[ExpectationRule, ExpectationValidationResult]],
         parameters: dict[str, Any],
     ) -> tuple[DataFrame, DataFrame, int]:
-        """Flag the rows of each failed quarantine rule; return (passed, failed, rows failed).
+        """(passed, failed, rows failed): a compiled rule's rows are flagged by the predicate
+        that counted them, a GE-run rule's by GE's list of their Kafka coordinates."""
 
-        A compiled rule's rows are flagged by the predicate that counted them; a GE-run rule's
-        by GE's list of their Kafka coordinates.
-        """
-        flagged = df
-        flags: list[str] = []
-        for i, (rule, _) in enumerate(failing):
-            name = _FLAG.format(i)
-            predicate = (
-                unexpected_predicate(rule, parameters)
-                if rule.expectation_id in verdicts.compiled
-                else None
-            )
-            if predicate is None:
-                with self._lock:
-                    flagged = self._flag_by_keys(flagged, verdicts.ge_batch, rule, parameters, name)
-            else:
-                flagged = flagged.withColumn(name, F.coalesce(predicate, F.lit(False)))
-            flags.append(name)
-        any_flag = _any(F.col(f) for f in flags)
-        rows_failed = _rows_failed(verdicts, failing)
-        if rows_failed is None:
-            rows_failed = int(flagged.where(any_flag).count())
-        reason = F.concat_ws(
-            "; ",
-            *[
-                F.when(F.col(flags[i]), F.lit(_reason(rule, verdict)))
-                for i, (rule, verdict) in enumerate(failing)
-            ],
-        )
-        columns = df.columns
-        passed = flagged.where(~any_flag).select(*columns)
-        failed = _with_reason(flagged.where(any_flag), reason).select(
-            *columns, "reason_code", "stage", "reason"
-        )
-        return passed, failed, rows_failed
+        def flag(flagged: DataFrame, rule: ExpectationRule, name: str) -> DataFrame:
+            if rule.expectation_id in verdicts.compiled:
+                predicate = unexpected_predicate(rule, parameters)
+                if predicate is not None:
+                    return flagged.withColumn(name, F.coalesce(predicate, F.lit(False)))
+            return self._ge.flag_by_keys(flagged, verdicts.ge_batch, rule, parameters, name)
 
-    def _flag_by_keys(
-        self,
-        df: DataFrame,
-        batch: Any,
-        rule: ExpectationRule,
-        parameters: dict[str, Any],
-        name: str,
-    ) -> DataFrame:
-        """Flag the rows GE lists as unexpected, found by their Kafka coordinates."""
-        verdict = batch.validate(
-            rule.to_expectation(),
-            result_format={
-                "result_format": "COMPLETE",
-                "unexpected_index_column_names": list(KAFKA_KEY),
-                "return_unexpected_index_query": False,
-            },
-            expectation_parameters=parameters,
-        )
-        keys = {
-            tuple(item[k] for k in KAFKA_KEY)
-            for item in verdict.result.get("unexpected_index_list") or []
-        }
-        key_schema = StructType([df.schema[k] for k in KAFKA_KEY])
-        key_df = self._spark.createDataFrame(sorted(keys), schema=key_schema).withColumn(
-            name, F.lit(True)
-        )
-        joined = df.join(F.broadcast(key_df), on=list(KAFKA_KEY), how="left")
-        return joined.withColumn(name, F.coalesce(F.col(name), F.lit(False)))
+        return split_batch(df, failing, flag, _rows_failed(verdicts, failing))
 
-    # -- suites, assets, docs --------------------------------------------------------------
-
-    def _suite_for(self, message_type: str) -> _Suite:
+    def _suite_for(self, message_type: str) -> Suite:
         entry = self._suites.get(message_type)
         if entry is not None:
             return entry
@@ -512,27 +330,12 @@ class QualityChecker:
             for rule in rules:
                 suite.add_expectation(rule.to_expectation())
             suite = self._context.suites.add_or_update(suite)
-            entry = _Suite(suite=suite, rules=rules)
+            entry = Suite(suite=suite, rules=rules)
             for rule, expectation in zip(rules, suite.expectations, strict=True):
                 entry.by_id[str(expectation.id)] = rule
                 entry.expectation_of[rule.expectation_id] = expectation
             self._suites[message_type] = entry
             return entry
-
-    def _batch_definition(self, table: str) -> BatchDefinition:
-        found = self._batch_definitions.get(table)
-        if found is not None:
-            return found
-        try:
-            asset = self._datasource.get_asset(table)
-        except LookupError:
-            asset = self._datasource.add_dataframe_asset(name=table)
-        try:
-            definition = asset.get_batch_definition("whole_batch")
-        except (KeyError, LookupError):
-            definition = asset.add_batch_definition_whole_dataframe("whole_batch")
-        self._batch_definitions[table] = definition
-        return definition
 
     def build_data_docs(self) -> Path:
         """Render every suite and the latest result of each under ``<lakehouse>/quality/docs``.
@@ -575,6 +378,47 @@ def _rows_failed(
     return int(verdicts.found["__any_quarantine"] or 0)
 
 
+def _result(
+    template: QualityResult,
+    rule: ExpectationRule,
+    by_id: dict[str, ExpectationValidationResult],
+    missing: dict[str, list[str]],
+) -> QualityResult:
+    """The rule's result row: its verdict, or "skipped" when the batch lacks its columns."""
+    v = by_id.get(rule.expectation_id)
+    mine = replace(
+        template,
+        expectation=rule.expectation_id,
+        expectation_type=rule.expectation,
+        policy=rule.policy,
+    )
+    if v is None:
+        columns = ", ".join(missing[rule.expectation_id])
+        return replace(mine, observed_value=f"{SKIPPED}: column(s) {columns} not in the batch")
+    return replace(
+        mine,
+        success=bool(v.success),
+        element_count=_int_or_none(v.result.get("element_count")),
+        unexpected_count=_int_or_none(v.result.get("unexpected_count")),
+        observed_value=format_observed(v.result),
+    )
+
+
+def _warn_skipped(
+    rules: list[ExpectationRule], missing: dict[str, list[str]], table: str, batch_id: int
+) -> None:
+    for rule in rules:
+        if rule.expectation_id in missing:
+            log.warning(
+                "%s on %s batch %s: skipped, column(s) %s not in the batch%s",
+                rule.describe(),
+                table,
+                batch_id,
+                ", ".join(missing[rule.expectation_id]),
+                " (policy fail: the batch fails)" if rule.policy == "fail" else "",
+            )
+
+
 def _missing_columns(rules: list[ExpectationRule], schema: StructType) -> dict[str, list[str]]:
     """The columns each rule reads that the batch lacks, by expectation id (only rules with some)."""
     present = set(schema.fieldNames())
@@ -599,42 +443,6 @@ def _check_java_regexes(spark: SparkSession, rules: list[ExpectationRule]) -> No
                     f"{rule.describe()}: invalid regular expression {pattern!r} for Java's "
                     f"java.util.regex (Spark's engine): {error}"
                 )
-
-
-def _reason(rule: ExpectationRule, verdict: ExpectationValidationResult) -> str:
-    result = verdict.result
-    return (
-        f"{rule.expectation_id} failed: {result.get('unexpected_count')} of "
-        f"{result.get('element_count')} rows unexpected"
-    )
-
-
-def _with_reason(df: DataFrame, reason: Column) -> DataFrame:
-    return df.withColumns(
-        {"reason_code": F.lit(REASON_CODE), "stage": F.lit(STAGE), "reason": reason.cast("string")}
-    )
-
-
-def _any(flags: Any) -> Column:
-    out = F.lit(False)
-    for flag in flags:
-        out = out | flag
-    return out
-
-
-def _exception_message(info: Any) -> str | None:
-    """GE reports an exception either flat or keyed by the metric that raised it."""
-    if not isinstance(info, dict):
-        return None
-    found = (
-        [info] if "raised_exception" in info else [v for v in info.values() if isinstance(v, dict)]
-    )
-    messages = [
-        " ".join(str(e.get("exception_message")).split())
-        for e in found
-        if e.get("raised_exception")
-    ]
-    return "; ".join(messages) if messages else None
 
 
 def _int_or_none(value: Any) -> int | None:
