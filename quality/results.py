@@ -6,13 +6,20 @@ name. ``rows_checked`` and ``rows_quarantined`` describe the whole batch of the 
 repeated on each of its records, so a summary needs no second table.
 
 Writes are idempotent: :func:`write_results` replaces the records of ``(source, batch_id,
-table)`` atomically (one Delta commit with ``replaceWhere``), so a retried micro-batch leaves
+table)`` atomically (one Delta commit: an ``overwrite`` with a predicate), so a retried micro-batch leaves
 exactly one record per ``(source, batch_id, table, expectation)``. A new streaming checkpoint
 restarts batch ids at 0 and then replaces the older run's records of the same batch id: the table
 holds the latest verdict per batch id, not a history of retries.
 
+Writes cost milliseconds: a local results table (a plain path or ``file:`` URI) is written by
+delta-rs (``deltalake``) in this process, with no Spark job (Spark's ``replaceWhere`` runs about
+six jobs for a handful of rows: constraint check, snapshot state, the scan for rows to replace,
+the write; seconds per batch on a busy machine). A table on an object store is written by
+Spark's ``replaceWhere`` (Spark's file systems reach it). Both readers and writers share one Delta
+log; a table written before the ``source`` column existed gets it first (Spark's ``ALTER TABLE``).
+
 Writes are conflict-safe: the table is not partitioned, so Delta's conflict check cannot tell
-that two streams' ``replaceWhere`` commits touch different rows and one of two concurrent
+that two streams' commits touch different rows and one of two concurrent
 commits fails (``ConcurrentAppendException`` and kin; silver's processing-time mode runs one
 query per bronze table, each writing results). Such a commit is retried, with a jittered
 backoff (:func:`lakehouse.delta.retry_conflicts`): the write is idempotent, so a retry is the
