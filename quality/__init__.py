@@ -17,6 +17,26 @@ Policies: ``warn`` records the verdict; ``quarantine`` moves the unexpected rows
 ``outcome.failed`` (``reason_code = DQ_FAILED``, ``stage = quality``); ``fail`` sets
 ``fail_batch``. This package never imports ``pipelines`` or Airflow.
 
+How rules run (:mod:`quality.checker`): the expectation types below are compiled to Spark
+columns (:mod:`quality.compiled`), all compiled rules of a table evaluated in ONE aggregation
+over the batch and judged by each expectation's own GE ``_validate``, with no lock between
+tables or queries; any other type, and a compiled type whose arguments or column types the
+compiled form does not model (``row_condition``, ``condition_parser``, a regex or length rule
+on a non-string column, a between rule whose bounds do not fit the column's type), runs through
+Great Expectations' Spark engine, one batch at a time under a lock. Both give GE validation
+results; results rows and Data Docs do not tell them apart.
+
+- compiled: ``expect_column_values_to_not_be_null``, ``expect_column_values_to_be_null``,
+  ``expect_column_values_to_be_in_set``, ``expect_column_values_to_not_be_in_set``,
+  ``expect_column_values_to_be_between``, ``expect_column_value_lengths_to_be_between``,
+  ``expect_column_value_lengths_to_equal``, ``expect_column_values_to_match_regex``,
+  ``expect_column_values_to_not_match_regex``, ``expect_column_values_to_be_unique``,
+  ``expect_compound_columns_to_be_unique``, ``expect_table_row_count_to_be_between``,
+  ``expect_table_row_count_to_equal``, ``expect_column_min_to_be_between``,
+  ``expect_column_max_to_be_between`` (:data:`quality.compiled.COMPILED_EXPECTATIONS`);
+- run by Great Expectations: every other type, e.g. ``expect_column_pair_values_a_to_be_
+  greater_than_b``, ``expect_column_mean_to_be_between``, ``expect_column_values_to_be_of_type``.
+
 Importing the package loads nothing: only :mod:`quality.rules` and :mod:`quality.checker`
 import Great Expectations (seconds), so reading results (:mod:`quality.results`) does not.
 """

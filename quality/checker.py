@@ -1,4 +1,4 @@
-"""Validate silver micro-batches with Great Expectations and split them into kept and failed rows.
+"""Validate silver micro-batches against Great Expectations suites and split them into kept and failed rows.
 
 ``QualityChecker(spark, lakehouse_path, rules)`` opens one Great Expectations file context under
 ``<lakehouse>/quality/gx`` (created once, reused for every batch), registers one Spark dataframe
@@ -6,27 +6,42 @@ asset per silver table and builds one expectation suite per message type: the de
 :func:`quality.rules.default_rules` plus the configured rules (suites are code: rebuilt at every
 start, the stored JSON is only what Data Docs render).
 
-``validate(df, message_type=..., table=..., batch_id=..., reference_time=...)`` runs the suite on
-the batch (GE's ``BASIC`` result format: verdict and counts) and returns a
-:class:`QualityOutcome`. ``reference_time`` is the batch's "now" (the Kafka timestamp bound of
-:func:`quality.rules.default_rules` is ``reference_time + 1 day``): a caller that may run the same
-batch again passes a value derived from the batch, never the wall clock, so that the split below
-is the same on every attempt (``quality.rules``).
+``validate(df, message_type=..., table=..., batch_id=..., reference_time=...)`` judges the batch
+by the suite and returns a :class:`QualityOutcome`. ``reference_time`` is the batch's "now" (the
+Kafka timestamp bound of :func:`quality.rules.default_rules` is ``reference_time + 1 day``): a
+caller that may run the same batch again passes a value derived from the batch, never the wall
+clock, so that the split below is the same on every attempt (``quality.rules``).
+
+How a batch is judged:
+
+- compiled expectations (:data:`quality.compiled.COMPILED_EXPECTATIONS`, listed below) are
+  evaluated together in ONE Spark aggregation over the batch (counts, unexpected samples,
+  observed values), and GE's own ``_validate`` of each expectation turns those metrics into its
+  ``ExpectationValidationResult``; no lock: concurrent tables and queries run side by side;
+- every other expectation (and a compiled type whose arguments or column types the compiled
+  form does not model, e.g. a ``row_condition``, a regex on a number column) runs through
+  Great Expectations' Spark engine, under a process-wide lock (GE keeps the active batch as
+  shared state), with a second GE run of each failed one for its unexpected sample.
+
+The compiled and the GE-run types are listed in :mod:`quality`'s docstring.
+
+The outcome:
 
 - ``passed``: the rows that stay in silver: all of them unless a ``quarantine`` rule failed;
 - ``failed``: the rows unexpected by a failed ``quarantine`` rule, with ``reason_code =
   "DQ_FAILED"``, ``stage = "quality"`` and ``reason`` naming every such rule, e.g.
   ``expect_column_values_to_not_be_null(column=order_id) failed: 3 of 100 rows unexpected``;
 - ``passed`` and ``failed`` partition the input: every row is in exactly one of them;
-- ``results``: one :class:`QualityResult` per expectation;
+- ``results``: one :class:`QualityResult` per expectation (GE's ``BASIC`` result: verdict,
+  counts, observed value, and for a failure a sample of up to 5 unexpected values);
 - ``fail_batch``: a ``fail`` rule failed; the caller raises :class:`QualityFailed` and commits
   nothing (it may write the results first: :meth:`write_results` is idempotent).
 
-Rows are found by :mod:`quality.predicates` (Spark conditions equal to GE's), checked against
-GE's unexpected counts; otherwise by GE's ``unexpected_index_list`` keyed by the Kafka
-coordinates ``(_kafka_topic, _kafka_partition, _kafka_offset)``. ``passed`` and ``failed`` are
-lazy DataFrames over the input, which is read several times (GE's metrics, then each write):
-the caller should persist the batch first when computing it is expensive.
+Rows of a compiled rule are found by the same :mod:`quality.predicates` expression that counted
+them; rows of a GE-run rule by GE's ``unexpected_index_list`` keyed by the Kafka coordinates
+``(_kafka_topic, _kafka_partition, _kafka_offset)``. ``passed`` and ``failed`` are lazy
+DataFrames over the input, which is read again by each write: the caller should persist the
+batch first when computing it is expensive.
 
 A rule whose column the batch lacks (e.g. a field a later schema version adds, while the
 table has only seen earlier versions) is skipped: its result has ``success = False`` and
@@ -36,70 +51,50 @@ moves; the batch fails only when the rule's policy is ``fail`` (``fail_batch``).
 Raises :class:`QualityConfigError` when Great Expectations raises while evaluating a rule
 (e.g. a regex on a number column), and at start-up when a configured regular expression is
 not valid for Java's ``java.util.regex`` (Spark's engine). Great Expectations keeps its
-context (and Data Docs) on the local disk: under ``<lakehouse>/quality`` for a local lakehouse
-(or ``file://`` URI), in a local temporary folder otherwise (the results table is still in the
-lakehouse).
+context (and Data Docs, :mod:`quality.docs`) on the local disk: under ``<lakehouse>/quality``
+for a local lakehouse (or ``file://`` URI), in a local temporary folder otherwise (the results
+table is still in the lakehouse).
 """
 
 from __future__ import annotations
 
-import html
 import logging
-import re
-import shutil
 import tempfile
-import threading
-from copy import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import great_expectations as gx
 from great_expectations.core import ExpectationSuite
-from great_expectations.core.batch_definition import BatchDefinition
 from great_expectations.core.expectation_validation_result import (
     ExpectationSuiteValidationResult,
     ExpectationValidationResult,
 )
-from great_expectations.core.run_identifier import RunIdentifier
 from great_expectations.data_context.types.base import ProgressBarsConfig
-from great_expectations.data_context.types.resource_identifiers import (
-    ExpectationSuiteIdentifier,
-    ValidationResultIdentifier,
-)
-from great_expectations.expectations.expectation import Expectation
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import StructType
 
 from lakehouse.layout import Layout
+from quality.compiled import CompiledRule, compile_rule, evaluate, validation_result
+from quality.docs import DataDocs, suite_result
+from quality.ge_run import DATASOURCE, SAMPLE_SIZE, WITH_SAMPLE, GreatExpectationsRunner, Suite
 from quality.predicates import unexpected_predicate
 from quality.results import QualityResult, format_observed, write_results
 from quality.rules import (
-    KAFKA_KEY,
     TIMESTAMP_MAX_PARAMETER,
     TIMESTAMP_MAX_SLACK,
     ExpectationRule,
     QualityConfigError,
-    format_expectation_id,
     java_regex_error,
     suite_rules,
 )
+from quality.split import split_batch, with_reason
 
 log = logging.getLogger(__name__)
 
-REASON_CODE = "DQ_FAILED"
-STAGE = "quality"
-DOCS_SITE = "protolake"
-DATASOURCE = "protolake_silver"
-_FLAG = "__dq_flag_{}"
-OVERVIEW_ID = "protolake-overview"
 SKIPPED = "skipped"  # observed_value prefix of a rule whose columns a batch lacks
-# GE's BASIC result (verdict and counts) without its sample of unexpected values: GE fetches
-# that sample with one Spark job per row-level expectation, passed or not (about two thirds
-# of a validation's jobs); validate() asks for it again for the failed expectations only.
-COUNTS_ONLY = {"result_format": "BASIC", "partial_unexpected_count": 0}
 
 
 class QualityFailed(RuntimeError):  # noqa: N818  (name fixed by the silver contract)
@@ -134,18 +129,20 @@ class QualityOutcome:
 
 
 @dataclass
-class _Suite:
-    suite: ExpectationSuite
-    rules: list[ExpectationRule]
-    by_id: dict[str, ExpectationRule] = field(default_factory=dict)
-    # the suite without the rules a batch cannot run (their columns missing), by those rules
-    partial: dict[frozenset[str], ExpectationSuite] = field(default_factory=dict)
+class _Verdicts:
+    """One batch's verdicts: by expectation id, in GE's form, and how to find their rows."""
+
+    by_id: dict[str, ExpectationValidationResult] = field(default_factory=dict)
+    compiled: dict[str, CompiledRule] = field(default_factory=dict)
+    ge_batch: Any = None  # GE's batch, when GE ran some rule (its rows are found through it)
+    found: dict[str, Any] = field(default_factory=dict)  # the compiled aggregation's row
 
 
 class QualityChecker:
     """One Great Expectations context and one suite per message type, reused for every batch.
 
-    Thread-safe: validations from concurrent streaming queries run one at a time.
+    Thread-safe: compiled rules of concurrent streaming queries run side by side; the rules
+    Great Expectations runs take turns (one lock, held only while GE runs).
     """
 
     def __init__(
@@ -157,30 +154,25 @@ class QualityChecker:
         local = _local_layout(self._layout)
         quality_dir = local.local_quality_dir()
         _check_java_regexes(spark, self._rules)
-        self.docs_dir = local.local_quality_docs()
         quality_dir.mkdir(parents=True, exist_ok=True)
         self._context = gx.get_context(mode="file", project_root_dir=str(quality_dir))
         self._context.variables.progress_bars = ProgressBarsConfig(globally=False)
         self._context.variables.save()
-        self._configure_docs_site()
-        # persist=False: GE's default persists every batch it loads (each validate() and each
-        # _flag_by_keys() call) and never unpersists it; a long-running stream then fills the
-        # executors' memory and disk with every batch it ever checked. The caller persists the
-        # batch when computing it twice is expensive (silver persists its decoded rows).
-        self._datasource = self._context.data_sources.add_or_update_spark(
-            name=DATASOURCE, persist=False
-        )
-        self._batch_definitions: dict[str, BatchDefinition] = {}
-        self._suites: dict[str, _Suite] = {}
+        self._docs = DataDocs(self._context, local.local_quality_docs())
+        self.docs_dir = self._docs.docs_dir
+        self._ge = GreatExpectationsRunner(self._context, spark)
+        self._suites: dict[str, Suite] = {}
         self._latest: dict[str, tuple[ExpectationSuiteValidationResult, str, int, datetime]] = {}
-        self._lock = threading.RLock()
+        # GE's context is not thread-safe: GE runs, suite creation and Data Docs take turns.
+        # Compiled rules never take this lock.
+        self._lock = self._ge.lock
         for message_type in sorted({r.message_type for r in self._rules}):
             self._suite_for(message_type)
 
     @property
     def docs_index(self) -> Path:
         """The Data Docs entry page (exists after :meth:`build_data_docs`)."""
-        return self.docs_dir / "index.html"
+        return self._docs.index
 
     def suite_names(self) -> list[str]:
         return sorted(self._suites)
@@ -209,295 +201,141 @@ class QualityChecker:
         Raises:
             QualityConfigError: GE raised while evaluating a rule.
         """
-        # Great Expectations' Spark execution engine keeps the active batch as state, shared by
-        # every asset of the datasource: concurrent streaming queries must take turns.
-        with self._lock:
-            return self._validate(
-                df,
-                message_type=message_type,
-                table=table,
-                batch_id=batch_id,
-                reference_time=reference_time,
-            )
-
-    def _validate(
-        self,
-        df: DataFrame,
-        *,
-        message_type: str,
-        table: str,
-        batch_id: int,
-        reference_time: datetime | None,
-    ) -> QualityOutcome:
         entry = self._suite_for(message_type)
         missing = _missing_columns(entry.rules, df.schema)
-        for rule in entry.rules:
-            if rule.expectation_id in missing:
-                log.warning(
-                    "%s on %s batch %s: skipped, column(s) %s not in the batch%s",
-                    rule.describe(),
-                    table,
-                    batch_id,
-                    ", ".join(missing[rule.expectation_id]),
-                    " (policy fail: the batch fails)" if rule.policy == "fail" else "",
-                )
+        _warn_skipped(entry.rules, missing, table, batch_id)
         validated_at = datetime.now(UTC)
         reference = reference_time if reference_time is not None else validated_at
         parameters = {TIMESTAMP_MAX_PARAMETER: reference + TIMESTAMP_MAX_SLACK}
-        batch = self._batch_definition(table).get_batch(batch_parameters={"dataframe": df})
-        suite_result = batch.validate(
-            self._runnable_suite(entry, frozenset(missing)),
-            result_format=COUNTS_ONLY,
-            expectation_parameters=parameters,
-        )
-        verdicts = self._match_results(entry, suite_result, frozenset(missing))
-        for rule, verdict in verdicts:
-            if not verdict.success and verdict.result.get("unexpected_count"):
-                # the sample COUNTS_ONLY left out, for the failures only (results, Data Docs)
-                sample = batch.validate(
-                    self._expectation(rule),
-                    result_format={"result_format": "BASIC", "partial_unexpected_count": 5},
-                    expectation_parameters=parameters,
-                )
-                verdict.result["partial_unexpected_list"] = sample.result.get(
-                    "partial_unexpected_list", []
-                )
-        rows_checked = max((v.result.get("element_count") or 0 for _, v in verdicts), default=None)
-        to_quarantine = [
-            (rule, v) for rule, v in verdicts if rule.policy == "quarantine" and not v.success
+        verdicts = self._judge(df, entry, table, frozenset(missing), parameters)
+        ran = [
+            (r, verdicts.by_id[r.expectation_id])
+            for r in entry.rules
+            if r.expectation_id in verdicts.by_id
         ]
-        fail_batch = any(rule.policy == "fail" and not v.success for rule, v in verdicts) or any(
-            rule.policy == "fail" for rule in entry.rules if rule.expectation_id in missing
+        rows_checked = max((v.result.get("element_count") or 0 for _, v in ran), default=None)
+        to_quarantine = [(r, v) for r, v in ran if r.policy == "quarantine" and not v.success]
+        fail_batch = any(r.policy == "fail" and not v.success for r, v in ran) or any(
+            r.policy == "fail" for r in entry.rules if r.expectation_id in missing
         )
         if to_quarantine:
-            passed, failed, rows_quarantined = self._split(df, batch, to_quarantine, parameters)
+            passed, failed, rows_quarantined = self._split(df, verdicts, to_quarantine, parameters)
         else:
             passed, failed, rows_quarantined = (
                 df,
-                _with_reason(df.where(F.lit(False)), F.lit("")),
+                with_reason(df.where(F.lit(False)), F.lit("")),
                 0,
             )
-        verdict_of = {rule.expectation_id: v for rule, v in verdicts}
-
-        def result(rule: ExpectationRule) -> QualityResult:
-            v = verdict_of.get(rule.expectation_id)  # None: skipped, its columns missing
-            return QualityResult(
-                batch_id=int(batch_id),
-                table=table,
-                message_type=message_type,
-                expectation=rule.expectation_id,
-                expectation_type=rule.expectation,
-                policy=rule.policy,
-                success=bool(v.success) if v is not None else False,
-                element_count=_int_or_none(v.result.get("element_count"))
-                if v is not None
-                else None,
-                unexpected_count=_int_or_none(v.result.get("unexpected_count"))
-                if v is not None
-                else None,
-                observed_value=format_observed(v.result)
-                if v is not None
-                else f"{SKIPPED}: column(s) {', '.join(missing[rule.expectation_id])} "
-                "not in the batch",
-                validated_at=validated_at,
-                rows_checked=rows_checked,
-                rows_quarantined=rows_quarantined,
-            )
-
-        results = [result(rule) for rule in entry.rules]  # in the suite's order
-        self._latest[message_type] = (suite_result, table, int(batch_id), validated_at)
+        self._latest[message_type] = (
+            suite_result(
+                message_type,
+                [v for _, v in ran],
+                datasource=DATASOURCE,
+                asset=table,
+                loaded_at=validated_at,
+            ),
+            table,
+            int(batch_id),
+            validated_at,
+        )
+        template = QualityResult(
+            batch_id=int(batch_id),
+            table=table,
+            message_type=message_type,
+            expectation="",
+            expectation_type="",
+            policy="",
+            success=False,
+            element_count=None,
+            unexpected_count=None,
+            observed_value=None,
+            validated_at=validated_at,
+            rows_checked=rows_checked,
+            rows_quarantined=rows_quarantined,
+        )
         return QualityOutcome(
             table=table,
             message_type=message_type,
             batch_id=int(batch_id),
             passed=passed,
             failed=failed,
-            results=results,
+            results=[_result(template, r, verdicts.by_id, missing) for r in entry.rules],
             fail_batch=fail_batch,
             rows_checked=rows_checked,
             rows_quarantined=rows_quarantined,
         )
 
-    def _runnable_suite(self, entry: _Suite, skipped: frozenset[str]) -> ExpectationSuite:
-        """The suite, or a copy without the ``skipped`` rules (by expectation id)."""
-        if not skipped:
-            return entry.suite
-        found = entry.partial.get(skipped)
-        if found is None:
-            kept = [
-                e
-                for e in entry.suite.expectations
-                if entry.by_id[str(e.id)].expectation_id not in skipped
-            ]
-            # not stored: Data Docs show the full suite. GE binds only id-less copies to a
-            # suite; the copies get the ids back so that their results find their rules.
-            found = ExpectationSuite(name=entry.suite.name, expectations=[copy(e) for e in kept])
-            for bound, original in zip(found.expectations, kept, strict=True):
-                bound.id = original.id
-            entry.partial[skipped] = found
-        return found
-
-    def _match_results(
+    def _judge(
         self,
-        entry: _Suite,
-        suite_result: ExpectationSuiteValidationResult,
-        skipped: frozenset[str] = frozenset(),
-    ) -> list[tuple[ExpectationRule, ExpectationValidationResult]]:
-        by_rule: dict[str, ExpectationValidationResult] = {}
-        for v in suite_result.results:
-            config = v.expectation_config
-            rule = entry.by_id.get(str(config.id)) if config is not None else None
-            if rule is None:
-                raise RuntimeError(f"Great Expectations returned a result for no rule: {config}")
-            message = _exception_message(v.exception_info)
-            if message is not None:
-                raise QualityConfigError(f"{rule.describe()}: Great Expectations raised: {message}")
-            by_rule[rule.expectation_id] = v
-        return [
-            (rule, by_rule[rule.expectation_id])
-            for rule in entry.rules
-            if rule.expectation_id not in skipped
-        ]
+        df: DataFrame,
+        entry: Suite,
+        table: str,
+        skipped: frozenset[str],
+        parameters: dict[str, Any],
+    ) -> _Verdicts:
+        """Every runnable rule's GE result: compiled ones in one aggregation, the rest by GE."""
+        verdicts = _Verdicts()
+        for rule in entry.rules:
+            if rule.expectation_id not in skipped:
+                compiled = compile_rule(rule, df.schema, parameters)
+                if compiled is not None:
+                    verdicts.compiled[rule.expectation_id] = compiled
+        if verdicts.compiled:
+            _, verdicts.found = evaluate(df, list(verdicts.compiled.values()), SAMPLE_SIZE)
+            for expectation_id, compiled in verdicts.compiled.items():
+                v = validation_result(
+                    compiled,
+                    entry.expectation_of[expectation_id],
+                    WITH_SAMPLE,
+                    f"{DATASOURCE}-{table}",
+                )
+                if v.success:  # as GE's COUNTS_ONLY run: a sample for failures only
+                    v.result["partial_unexpected_list"] = []
+                verdicts.by_id[expectation_id] = v
+        not_by_ge = skipped | frozenset(verdicts.compiled)
+        if len(not_by_ge) < len(entry.rules):
+            verdicts.ge_batch, ran = self._ge.run(df, table, entry, not_by_ge, parameters)
+            verdicts.by_id.update((rule.expectation_id, v) for rule, v in ran)
+        return verdicts
 
     def _split(
         self,
         df: DataFrame,
-        batch: Any,
+        verdicts: _Verdicts,
         failing: list[tuple[ExpectationRule, ExpectationValidationResult]],
         parameters: dict[str, Any],
     ) -> tuple[DataFrame, DataFrame, int]:
-        """Flag the rows of each failed quarantine rule; return (passed, failed, rows failed)."""
-        flagged = df
-        flags: list[str] = []
-        modelled: list[int] = []
-        for i, (rule, _) in enumerate(failing):
-            name = _FLAG.format(i)
-            predicate = unexpected_predicate(rule, parameters)
-            if predicate is None:
-                flagged = self._flag_by_keys(flagged, batch, rule, parameters, name)
-            else:
-                flagged = flagged.withColumn(name, F.coalesce(predicate, F.lit(False)))
-                modelled.append(i)
-            flags.append(name)
-        any_flag = _any(F.col(f) for f in flags)
-        counts = flagged.agg(
-            *[F.sum(F.col(f).cast("long")).alias(f) for f in flags],
-            F.sum(any_flag.cast("long")).alias("__any"),
-        ).first()
-        assert counts is not None
-        drifted = [
-            i
-            for i in modelled
-            if (counts[flags[i]] or 0) != failing[i][1].result.get("unexpected_count")
-        ]
-        for i in drifted:
-            rule, verdict = failing[i]
-            log.warning(
-                "%s: row predicate found %s rows, Great Expectations %s; using GE's row list",
-                rule.describe(),
-                counts[flags[i]],
-                verdict.result.get("unexpected_count"),
-            )
-            flagged = self._flag_by_keys(flagged.drop(flags[i]), batch, rule, parameters, flags[i])
-        rows_failed = int(counts["__any"] or 0)
-        if drifted:
-            rows_failed = int(flagged.where(any_flag).count())
-        reason = F.concat_ws(
-            "; ",
-            *[
-                F.when(F.col(flags[i]), F.lit(_reason(rule, verdict)))
-                for i, (rule, verdict) in enumerate(failing)
-            ],
-        )
-        columns = df.columns
-        passed = flagged.where(~any_flag).select(*columns)
-        failed = _with_reason(flagged.where(any_flag), reason).select(
-            *columns, "reason_code", "stage", "reason"
-        )
-        return passed, failed, rows_failed
+        """(passed, failed, rows failed): a compiled rule's rows are flagged by the predicate
+        that counted them, a GE-run rule's by GE's list of their Kafka coordinates."""
 
-    def _flag_by_keys(
-        self,
-        df: DataFrame,
-        batch: Any,
-        rule: ExpectationRule,
-        parameters: dict[str, Any],
-        name: str,
-    ) -> DataFrame:
-        """Flag the rows GE lists as unexpected, found by their Kafka coordinates."""
-        verdict = batch.validate(
-            self._expectation(rule),
-            result_format={
-                "result_format": "COMPLETE",
-                "unexpected_index_column_names": list(KAFKA_KEY),
-                "return_unexpected_index_query": False,
-            },
-            expectation_parameters=parameters,
-        )
-        keys = {
-            tuple(item[k] for k in KAFKA_KEY)
-            for item in verdict.result.get("unexpected_index_list") or []
-        }
-        key_schema = StructType([df.schema[k] for k in KAFKA_KEY])
-        key_df = self._spark.createDataFrame(sorted(keys), schema=key_schema).withColumn(
-            name, F.lit(True)
-        )
-        joined = df.join(F.broadcast(key_df), on=list(KAFKA_KEY), how="left")
-        return joined.withColumn(name, F.coalesce(F.col(name), F.lit(False)))
+        def flag(flagged: DataFrame, rule: ExpectationRule, name: str) -> DataFrame:
+            if rule.expectation_id in verdicts.compiled:
+                predicate = unexpected_predicate(rule, parameters)
+                if predicate is not None:
+                    return flagged.withColumn(name, F.coalesce(predicate, F.lit(False)))
+            return self._ge.flag_by_keys(flagged, verdicts.ge_batch, rule, parameters, name)
 
-    # -- suites, assets, docs --------------------------------------------------------------
+        return split_batch(df, failing, flag, _rows_failed(verdicts, failing))
 
-    def _suite_for(self, message_type: str) -> _Suite:
+    def _suite_for(self, message_type: str) -> Suite:
         entry = self._suites.get(message_type)
         if entry is not None:
             return entry
-        rules = suite_rules(message_type, self._rules)
-        suite = ExpectationSuite(name=message_type)
-        for rule in rules:
-            suite.add_expectation(self._expectation(rule))
-        suite = self._context.suites.add_or_update(suite)
-        entry = _Suite(suite=suite, rules=rules)
-        for rule, expectation in zip(rules, suite.expectations, strict=True):
-            entry.by_id[str(expectation.id)] = rule
-        self._suites[message_type] = entry
-        return entry
-
-    @staticmethod
-    def _expectation(rule: ExpectationRule) -> Expectation:
-        return rule.to_expectation()
-
-    def _batch_definition(self, table: str) -> BatchDefinition:
-        found = self._batch_definitions.get(table)
-        if found is not None:
-            return found
-        try:
-            asset = self._datasource.get_asset(table)
-        except LookupError:
-            asset = self._datasource.add_dataframe_asset(name=table)
-        try:
-            definition = asset.get_batch_definition("whole_batch")
-        except (KeyError, LookupError):
-            definition = asset.add_batch_definition_whole_dataframe("whole_batch")
-        self._batch_definitions[table] = definition
-        return definition
-
-    def _configure_docs_site(self) -> None:
-        for name in list(self._context.list_data_docs_sites()):
-            if name != DOCS_SITE:
-                self._context.delete_data_docs_site(name)
-        site: Any = {
-            "class_name": "SiteBuilder",
-            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-            "show_how_to_buttons": False,
-            "store_backend": {
-                "class_name": "TupleFilesystemStoreBackend",
-                "base_directory": str(self.docs_dir),
-            },
-        }
-        if DOCS_SITE in self._context.list_data_docs_sites():
-            self._context.update_data_docs_site(DOCS_SITE, site)
-        else:
-            self._context.add_data_docs_site(DOCS_SITE, site)
+        with self._lock:  # GE's context is not thread-safe; a new message type is rare
+            entry = self._suites.get(message_type)
+            if entry is not None:
+                return entry
+            rules = suite_rules(message_type, self._rules)
+            suite = ExpectationSuite(name=message_type)
+            for rule in rules:
+                suite.add_expectation(rule.to_expectation())
+            suite = self._context.suites.add_or_update(suite)
+            entry = Suite(suite=suite, rules=rules)
+            for rule, expectation in zip(rules, suite.expectations, strict=True):
+                entry.by_id[str(expectation.id)] = rule
+                entry.expectation_of[rule.expectation_id] = expectation
+            self._suites[message_type] = entry
+            return entry
 
     def build_data_docs(self) -> Path:
         """Render every suite and the latest result of each under ``<lakehouse>/quality/docs``.
@@ -506,67 +344,7 @@ class QualityChecker:
         so the index lists one result per suite. Returns the path of ``index.html``.
         """
         with self._lock:
-            return self._build_data_docs()
-
-    def _build_data_docs(self) -> Path:
-        store = self._context.validation_results_store
-        for message_type, (result, table, batch_id, when) in self._latest.items():
-            suite_id = ExpectationSuiteIdentifier(name=message_type)
-            for key in store.list_keys():
-                if isinstance(key, ValidationResultIdentifier) and (
-                    key.expectation_suite_identifier.name == message_type
-                ):
-                    store.remove_key(key)
-            run_id = RunIdentifier(run_name=f"{table}-batch-{batch_id}", run_time=when)
-            # GE's own ValidationDefinition.run stores these two (the renderer reads them).
-            meta: dict[str, Any] = {"run_id": run_id, "validation_time": when}
-            result.meta.update(meta)  # type: ignore[typeddict-item]
-            key = ValidationResultIdentifier(
-                expectation_suite_identifier=suite_id, run_id=run_id, batch_identifier=table
-            )
-            store.store_validation_results(result, key, suite_id)
-        # Pages of removed results would linger; the index is rebuilt from the store anyway.
-        shutil.rmtree(self.docs_dir / "validations", ignore_errors=True)
-        self._context.build_data_docs(site_names=[DOCS_SITE])
-        _insert_overview(self.docs_index, self._overview_rows())
-        return self.docs_index
-
-    def _overview_rows(self) -> list[dict[str, Any]]:
-        """Each stored suite with its latest stored validation (from this run or an earlier one)."""
-        store = self._context.validation_results_store
-        latest: dict[str, ValidationResultIdentifier] = {}
-        for key in store.list_keys():
-            if not isinstance(key, ValidationResultIdentifier):
-                continue
-            name = key.expectation_suite_identifier.name
-            if name not in latest or key.run_id.run_time > latest[name].run_id.run_time:
-                latest[name] = key
-        names = {suite.name for suite in self._context.suites.all()} | set(latest)
-        rows: list[dict[str, Any]] = []
-        for name in sorted(names):
-            row: dict[str, Any] = {"suite": name, "suite_page": _page("expectations", name)}
-            found = latest.get(name)
-            result = store.get(found) if found is not None else None
-            if found is not None and result is not None:
-                failed = [
-                    format_expectation_id(r.expectation_config.type, r.expectation_config.kwargs)
-                    for r in result.results
-                    if not r.success and r.expectation_config is not None
-                ]
-                pages = sorted(
-                    (self.docs_dir / "validations" / Path(*name.split("."))).rglob("*.html")
-                )
-                row.update(
-                    run=found.run_id.run_name,
-                    time=found.run_id.run_time,
-                    success=bool(result.success),
-                    evaluated=result.statistics.get("evaluated_expectations"),
-                    successful=result.statistics.get("successful_expectations"),
-                    failed=failed,
-                    result_page=pages[-1].relative_to(self.docs_dir).as_posix() if pages else None,
-                )
-            rows.append(row)
-        return rows
+            return self._docs.build(dict(self._latest))
 
     # -- results -----------------------------------------------------------------------------
 
@@ -579,47 +357,66 @@ class QualityChecker:
         return self._layout.quality_results
 
 
-def _page(kind: str, suite_name: str) -> str:
-    return f"{kind}/{'/'.join(suite_name.split('.'))}.html"
+def _rows_failed(
+    verdicts: _Verdicts, failing: list[tuple[ExpectationRule, ExpectationValidationResult]]
+) -> int | None:
+    """Rows the failed quarantine rules flag, from the compiled aggregation, if it counted them:
+    the failed rules are all compiled, and are exactly the compiled quarantine rules that
+    found a row (a rule that passes with unexpected rows, ``mostly``, would be counted too)."""
+    failed_ids = {rule.expectation_id for rule, _ in failing}
+    if not failed_ids <= set(verdicts.compiled):
+        return None
+    counted = {
+        expectation_id
+        for expectation_id, c in verdicts.compiled.items()
+        if c.rule.policy == "quarantine"
+        and c.predicate is not None
+        and (verdicts.by_id[expectation_id].result.get("unexpected_count") or 0) > 0
+    }
+    if counted != failed_ids:
+        return None
+    return int(verdicts.found["__any_quarantine"] or 0)
 
 
-def _insert_overview(index: Path, rows: list[dict[str, Any]]) -> None:
-    """Put a plain-HTML table of suites and latest results at the top of GE's index page.
+def _result(
+    template: QualityResult,
+    rule: ExpectationRule,
+    by_id: dict[str, ExpectationValidationResult],
+    missing: dict[str, list[str]],
+) -> QualityResult:
+    """The rule's result row: its verdict, or "skipped" when the batch lacks its columns."""
+    v = by_id.get(rule.expectation_id)
+    mine = replace(
+        template,
+        expectation=rule.expectation_id,
+        expectation_type=rule.expectation,
+        policy=rule.policy,
+    )
+    if v is None:
+        columns = ", ".join(missing[rule.expectation_id])
+        return replace(mine, observed_value=f"{SKIPPED}: column(s) {columns} not in the batch")
+    return replace(
+        mine,
+        success=bool(v.success),
+        element_count=_int_or_none(v.result.get("element_count")),
+        unexpected_count=_int_or_none(v.result.get("unexpected_count")),
+        observed_value=format_observed(v.result),
+    )
 
-    GE's own index tables are drawn by JavaScript loaded from public CDNs; this table reads
-    without them (offline machines, locked-down browsers) and is what the browser test checks.
-    """
 
-    def esc(value: Any) -> str:
-        return html.escape(str(value), quote=True)
-
-    lines = [
-        f'<section id="{OVERVIEW_ID}" class="container-fluid" style="padding:1em">',
-        "<h2>protolake: expectation suites and their latest results</h2>",
-        '<table class="table table-sm" border="1"><thead><tr><th>Suite</th><th>Latest run</th>'
-        "<th>Validated at</th><th>Status</th><th>Expectations met</th><th>Failed expectations</th>"
-        "</tr></thead><tbody>",
-    ]
-    for row in rows:
-        suite = f'<a href="{esc(row["suite_page"])}">{esc(row["suite"])}</a>'
-        if "run" not in row:
-            lines.append(f"<tr><td>{suite}</td><td colspan=5>not validated yet</td></tr>")
-            continue
-        run = esc(row["run"])
-        if row["result_page"]:
-            run = f'<a href="{esc(row["result_page"])}">{run}</a>'
-        status = "passed" if row["success"] else "FAILED"
-        failed = "<br>".join(esc(f) for f in row["failed"]) or "none"
-        lines.append(
-            f"<tr><td>{suite}</td><td>{run}</td><td>{esc(row['time'])}</td><td>{status}</td>"
-            f"<td>{esc(row['successful'])} of {esc(row['evaluated'])}</td><td>{failed}</td></tr>"
-        )
-    lines.append("</tbody></table></section>")
-    text = index.read_text(encoding="utf-8")
-    text = re.sub(rf'<section id="{OVERVIEW_ID}".*?</section>', "", text, flags=re.S)
-    body = re.search(r"<body[^>]*>", text)
-    at = body.end() if body else 0
-    index.write_text(text[:at] + "\n".join(lines) + text[at:], encoding="utf-8")
+def _warn_skipped(
+    rules: list[ExpectationRule], missing: dict[str, list[str]], table: str, batch_id: int
+) -> None:
+    for rule in rules:
+        if rule.expectation_id in missing:
+            log.warning(
+                "%s on %s batch %s: skipped, column(s) %s not in the batch%s",
+                rule.describe(),
+                table,
+                batch_id,
+                ", ".join(missing[rule.expectation_id]),
+                " (policy fail: the batch fails)" if rule.policy == "fail" else "",
+            )
 
 
 def _missing_columns(rules: list[ExpectationRule], schema: StructType) -> dict[str, list[str]]:
@@ -646,42 +443,6 @@ def _check_java_regexes(spark: SparkSession, rules: list[ExpectationRule]) -> No
                     f"{rule.describe()}: invalid regular expression {pattern!r} for Java's "
                     f"java.util.regex (Spark's engine): {error}"
                 )
-
-
-def _reason(rule: ExpectationRule, verdict: ExpectationValidationResult) -> str:
-    result = verdict.result
-    return (
-        f"{rule.expectation_id} failed: {result.get('unexpected_count')} of "
-        f"{result.get('element_count')} rows unexpected"
-    )
-
-
-def _with_reason(df: DataFrame, reason: Column) -> DataFrame:
-    return df.withColumns(
-        {"reason_code": F.lit(REASON_CODE), "stage": F.lit(STAGE), "reason": reason.cast("string")}
-    )
-
-
-def _any(flags: Any) -> Column:
-    out = F.lit(False)
-    for flag in flags:
-        out = out | flag
-    return out
-
-
-def _exception_message(info: Any) -> str | None:
-    """GE reports an exception either flat or keyed by the metric that raised it."""
-    if not isinstance(info, dict):
-        return None
-    found = (
-        [info] if "raised_exception" in info else [v for v in info.values() if isinstance(v, dict)]
-    )
-    messages = [
-        " ".join(str(e.get("exception_message")).split())
-        for e in found
-        if e.get("raised_exception")
-    ]
-    return "; ".join(messages) if messages else None
 
 
 def _int_or_none(value: Any) -> int | None:

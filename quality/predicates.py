@@ -1,17 +1,16 @@
 """Row predicates: which rows of a batch a row-level expectation finds unexpected.
 
-Great Expectations gives the verdict and the counts; to move failing rows out of silver we need
-the rows themselves. For the common column-map expectations this module writes the same
-condition GE's Spark implementation uses (``great_expectations/expectations/metrics/
-*_map_metrics``), negated and null-aware the way GE's map metrics are: a column-map
-expectation other than the null checks ignores null values, and a multicolumn one ignores the
-rows its ``ignore_row_if`` names. The checker compares each predicate's row count with GE's
-``unexpected_count`` and falls back to GE's ``unexpected_index_list`` if they ever differ, so
-a drift between GE and this module costs speed, never correctness.
+For the common column-map expectations this module writes the condition GE's Spark
+implementation uses (``great_expectations/expectations/metrics/*_map_metrics``), negated and
+null-aware the way GE's map metrics are: a column-map expectation other than the null checks
+ignores null values, and a multicolumn one ignores the rows its ``ignore_row_if`` names.
+:mod:`quality.compiled` counts the unexpected rows with these conditions and the checker moves
+the same rows out of silver; ``tests/integration/quality/test_quality_predicates.py`` and
+``test_quality_compiled_parity.py`` prove they find exactly GE's rows.
 
 ``unexpected_predicate(rule)`` returns a Spark ``Column`` that is true exactly for unexpected
-rows, or ``None`` when this module has no predicate (the checker then asks GE for the
-unexpected rows' Kafka coordinates). The uniqueness predicates are window functions: add the
+rows, or ``None`` when this module has no predicate (the rule then runs through GE, which names the
+unexpected rows by their Kafka coordinates). The uniqueness predicates are window functions: add the
 Column with ``withColumn`` and filter on that column (Spark refuses windows in ``where``).
 """
 
@@ -41,8 +40,12 @@ def unexpected_predicate(
     build = _BUILDERS.get(rule.expectation)
     if build is None or _UNMODELLED & set(rule.kwargs):
         return None
-    kwargs = {k: _resolve(v, parameters or {}) for k, v in rule.kwargs.items()}
-    return build(kwargs)
+    return build(resolve_kwargs(rule.kwargs, parameters or {}))
+
+
+def resolve_kwargs(kwargs: Mapping[str, Any], parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments with GE's ``{"$PARAMETER": name}`` values replaced by ``parameters[name]``."""
+    return {k: _resolve(v, parameters) for k, v in kwargs.items()}
 
 
 def _resolve(value: Any, parameters: Mapping[str, Any]) -> Any:

@@ -6,13 +6,20 @@ name. ``rows_checked`` and ``rows_quarantined`` describe the whole batch of the 
 repeated on each of its records, so a summary needs no second table.
 
 Writes are idempotent: :func:`write_results` replaces the records of ``(source, batch_id,
-table)`` atomically (one Delta commit with ``replaceWhere``), so a retried micro-batch leaves
+table)`` atomically (one Delta commit: an ``overwrite`` with a predicate), so a retried micro-batch leaves
 exactly one record per ``(source, batch_id, table, expectation)``. A new streaming checkpoint
 restarts batch ids at 0 and then replaces the older run's records of the same batch id: the table
 holds the latest verdict per batch id, not a history of retries.
 
+Writes cost milliseconds: a local results table (a plain path or ``file:`` URI) is written by
+delta-rs (``deltalake``) in this process, with no Spark job (Spark's ``replaceWhere`` runs about
+six jobs for a handful of rows: constraint check, snapshot state, the scan for rows to replace,
+the write; seconds per batch on a busy machine). A table on an object store is written by
+Spark's ``replaceWhere`` (Spark's file systems reach it). Both readers and writers share one Delta
+log; a table written before the ``source`` column existed gets it first (Spark's ``ALTER TABLE``).
+
 Writes are conflict-safe: the table is not partitioned, so Delta's conflict check cannot tell
-that two streams' ``replaceWhere`` commits touch different rows and one of two concurrent
+that two streams' commits touch different rows and one of two concurrent
 commits fails (``ConcurrentAppendException`` and kin; silver's processing-time mode runs one
 query per bronze table, each writing results). Such a commit is retried, with a jittered
 backoff (:func:`lakehouse.delta.retry_conflicts`): the write is idempotent, so a retry is the
@@ -30,7 +37,7 @@ import json
 import logging
 import math
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import Column, SparkSession
@@ -45,7 +52,7 @@ from pyspark.sql.types import (
 )
 
 from lakehouse.delta import is_delta_table, retry_conflicts
-from lakehouse.layout import Layout
+from lakehouse.layout import Layout, local_path
 
 log = logging.getLogger(__name__)
 
@@ -115,27 +122,97 @@ def write_results(
     if others:
         raise ValueError(f"write_results(batch_id={batch_id}) got results of batch ids {others}")
     tables = sorted({r.table for r in results})
-    frame = spark.createDataFrame([r.as_row(source) for r in results], schema=RESULTS_SCHEMA)
     path = Layout(lakehouse_path).quality_results
-    condition = (
-        f"batch_id = {int(batch_id)} AND `table` IN ({', '.join(_sql_str(t) for t in tables)})"
-        f" AND coalesce(source, '') = {_sql_str(source)}"
-    )
-
-    def commit() -> None:
-        _add_source_column(spark, path)
-        (
-            frame.coalesce(1)
-            .write.format("delta")
-            .mode("overwrite")
-            .option("replaceWhere", condition)
-            .save(path)
+    rows = [r.as_row(source) for r in results]
+    local = local_path(path)
+    what = f"quality results of batch {batch_id} ({source or 'no source'})"
+    if local is None:  # an object store: Spark's file systems know how to reach it
+        condition = (
+            f"batch_id = {int(batch_id)} AND `table` IN ({', '.join(_sql_str(t) for t in tables)})"
+            f" AND coalesce(source, '') = {_sql_str(source)}"
         )
-
-    retry_conflicts(
-        commit, f"quality results of batch {batch_id} ({source or 'no source'})", logger=log
-    )
+        retry_conflicts(lambda: _replace_with_spark(spark, path, rows, condition), what, logger=log)
+    else:
+        predicate = (
+            f'batch_id = {int(batch_id)} AND "table" IN ({", ".join(_df_str(t) for t in tables)})'
+            f" AND coalesce(source, '') = {_df_str(source)}"
+        )
+        retry_conflicts(
+            lambda: _replace_with_delta_rs(spark, str(local), rows, predicate), what, logger=log
+        )
     return len(results)
+
+
+def _replace_with_spark(
+    spark: SparkSession, path: str, rows: list[tuple[Any, ...]], condition: str
+) -> None:
+    """One ``replaceWhere`` commit through Spark (about six Spark jobs)."""
+    _add_source_column(spark, path)
+    frame = spark.createDataFrame(rows, schema=RESULTS_SCHEMA)
+    (
+        frame.coalesce(1)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", condition)
+        .save(path)
+    )
+
+
+def _replace_with_delta_rs(
+    spark: SparkSession, path: str, rows: list[tuple[Any, ...]], predicate: str
+) -> None:
+    """The same commit through delta-rs, in this process: no Spark job, milliseconds.
+
+    A lost race with a concurrent commit is raised as Delta's ``DELTA_CONCURRENT_TRANSACTION``
+    condition, which :func:`lakehouse.delta.retry_conflicts` retries.
+    """
+    from deltalake import DeltaTable, write_deltalake
+    from deltalake.exceptions import CommitFailedError, TableNotFoundError
+
+    data = _arrow_table(rows)
+    try:
+        try:
+            table = DeltaTable(path)
+        except TableNotFoundError:
+            write_deltalake(path, data, mode="append")
+            return
+        if "source" not in {f.name for f in table.schema().fields}:
+            _add_source_column(spark, path)
+            table = DeltaTable(path)
+        write_deltalake(table, data, mode="overwrite", predicate=predicate)
+    except CommitFailedError as exc:
+        raise RuntimeError(f"DELTA_CONCURRENT_TRANSACTION (delta-rs): {exc}") from exc
+
+
+def _arrow_table(rows: list[tuple[Any, ...]]) -> Any:
+    """The result rows as an Arrow table of :data:`RESULTS_SCHEMA` (timestamps in UTC)."""
+    import pyarrow as pa
+
+    kinds = {
+        "LongType": pa.int64(),
+        "StringType": pa.string(),
+        "BooleanType": pa.bool_(),
+        "TimestampType": pa.timestamp("us", tz="UTC"),
+    }
+    schema = pa.schema(
+        [
+            pa.field(f.name, kinds[type(f.dataType).__name__], nullable=f.nullable)
+            for f in RESULTS_SCHEMA.fields
+        ]
+    )
+    columns = list(zip(*rows, strict=True))
+    arrays = [
+        pa.array([_utc(v) for v in column], type=field.type)
+        for column, field in zip(columns, schema, strict=True)
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _utc(value: Any) -> Any:
+    """A naive datetime is local time (as Spark's ``createDataFrame`` reads it), made UTC."""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.astimezone(UTC)
+    return value
 
 
 def _add_source_column(spark: SparkSession, path: str) -> None:
@@ -265,3 +342,8 @@ def _json(value: Any) -> str:
 
 def _sql_str(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _df_str(value: str) -> str:
+    """A SQL string literal for delta-rs (DataFusion: a quote is doubled, backslash is plain)."""
+    return "'" + value.replace("'", "''") + "'"

@@ -246,3 +246,31 @@ def test_maintain_of_the_quality_group_prunes_results_too(spark, tmp_path):
     table = spark.read.format("delta").load(Layout(lake).quality_results)
     assert sorted({r["batch_id"] for r in table.collect()}) == [1]
     assert prune_results_of(spark, cfg, "all", dry_run=False) == 0
+
+
+def test_results_table_written_by_spark_without_source_takes_new_results(spark, tmp_path):
+    """A results table from before the ``source`` column (written by Spark) gets the column,
+    and later writes (delta-rs, in-process) replace their own rows and keep the old ones."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    from quality.results import RESULTS_SCHEMA, write_results
+
+    lake = str(tmp_path / "lakehouse")
+    path = Layout(lake).quality_results
+    old_schema = type(RESULTS_SCHEMA)([f for f in RESULTS_SCHEMA.fields if f.name != "source"])
+    old_rows = [r.as_row()[:-1] for r in _results(2, 0, "old_table")]
+    spark.createDataFrame(old_rows, schema=old_schema).write.format("delta").save(path)
+
+    write_results(spark, lake, _results(3, 1, TABLE), 1, "s")
+    write_results(spark, lake, _results(3, 1, TABLE), 1, "s")  # a retry: still one copy
+    table = spark.read.format("delta").load(path)
+    assert "source" in table.columns
+    counts = {
+        (r["table"], r["source"]): r["count"]
+        for r in table.groupBy("table", "source").count().collect()
+    }
+    assert counts == {("old_table", None): 2, (TABLE, "s"): 3}
+    [validated_at] = {
+        r[0] for r in table.where(F.col("table") == TABLE).select("validated_at").collect()
+    }
+    assert validated_at == NOW.replace(tzinfo=None)  # session time zone UTC: the same instant

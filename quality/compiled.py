@@ -1,0 +1,300 @@
+"""Expectations compiled to Spark columns: all compiled rules of a table in one aggregation.
+
+Great Expectations computes each expectation's metrics with Spark jobs of its own, under a lock
+(its Spark engine keeps the active batch as shared state). For the expectation types below this
+module computes the same metrics itself, as columns of ONE aggregation over the batch, and hands
+them to the expectation's own ``_validate`` (GE's verdict logic: ``mostly``, percentages, bounds,
+the result dict), so a compiled verdict is a GE ``ExpectationValidationResult`` like any other.
+
+Metrics per compiled rule, with GE's metric names:
+
+- every rule: ``table.row_count``;
+- column map (values in set, between, lengths, regex, unique, ...): ``column_values.nonnull.
+  unexpected_count`` (nulls, outside GE's domain), ``<map metric>.unexpected_count`` and
+  ``<map metric>.unexpected_values`` (the first ``sample_size`` unexpected values, GE's
+  ``partial_unexpected_list``); the null checks count over every row;
+- multicolumn map (compound uniqueness): ``<map metric>.filtered_row_count`` (rows
+  ``ignore_row_if`` keeps) besides the counts and values (dicts of the columns, as GE's);
+- aggregates: ``table.row_count`` (row count between / equal), ``column.min`` / ``column.max``.
+
+The unexpected rows are found by :mod:`quality.predicates` (GE's own conditions), so counting
+and splitting the batch use the same expressions. A rule is compiled only when its arguments and
+its columns' types are ones these predicates model (e.g. a numeric bound on a numeric column);
+anything else (``row_condition``, a regex on a number, an unknown expectation) returns ``None``
+from :func:`compile_rule` and runs through Great Expectations.
+
+The unexpected sample is collected in the aggregation (``collect_list`` of the unexpected values,
+cut to ``sample_size``): its memory grows with the number of unexpected rows of a rule, and its
+order is the order Spark merges partitions, not always the scan order GE's ``limit`` returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from great_expectations.core.expectation_validation_result import ExpectationValidationResult
+from great_expectations.expectations.expectation import Expectation
+from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql.types import (
+    DataType,
+    DateType,
+    NumericType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from quality.predicates import MODELLED_EXPECTATIONS, resolve_kwargs, unexpected_predicate
+from quality.rules import ExpectationRule, expectation_class
+
+ROW_COUNT = "table.row_count"
+NULL_COUNT = "column_values.nonnull.unexpected_count"
+_NULL_CHECKS = frozenset({"expect_column_values_to_not_be_null", "expect_column_values_to_be_null"})
+_MULTICOLUMN = frozenset({"expect_compound_columns_to_be_unique"})
+_STRING_ONLY = frozenset(
+    {
+        "expect_column_value_lengths_to_be_between",
+        "expect_column_value_lengths_to_equal",
+        "expect_column_values_to_match_regex",
+        "expect_column_values_to_not_match_regex",
+    }
+)
+# conditions over a window (uniqueness): GE counts their rows instead of summing a flag
+_WINDOWED = frozenset({"expect_column_values_to_be_unique", "expect_compound_columns_to_be_unique"})
+_BETWEEN = frozenset(
+    {
+        "expect_column_values_to_be_between",
+        "expect_column_min_to_be_between",
+        "expect_column_max_to_be_between",
+    }
+)
+# aggregate expectations: the metric each reads
+_AGGREGATES: dict[str, str] = {
+    "expect_table_row_count_to_be_between": ROW_COUNT,
+    "expect_table_row_count_to_equal": ROW_COUNT,
+    "expect_column_min_to_be_between": "column.min",
+    "expect_column_max_to_be_between": "column.max",
+}
+# arguments GE reads that the compiled metrics do not model
+_UNMODELLED = frozenset({"row_condition", "condition_parser", "parse_strings_as_datetimes"})
+
+COMPILED_EXPECTATIONS = MODELLED_EXPECTATIONS | frozenset(_AGGREGATES)
+"""Expectation types :func:`compile_rule` may compile (the checker runs the others through GE)."""
+
+_FLAG = "__dq_unexpected_{}"
+
+
+@dataclass
+class CompiledRule:
+    """One rule as Spark columns: its unexpected-row flag (row-level) and its metric aggregates."""
+
+    rule: ExpectationRule
+    kwargs: dict[str, Any]  # with suite parameters resolved
+    predicate: Column | None  # true for unexpected rows; None for an aggregate expectation
+    values: Column | None = None  # what GE lists for an unexpected row
+    domain: Column | None = None  # rows in GE's domain (multicolumn: not ignored)
+    metric: str | None = None  # an aggregate expectation's metric
+    flag: str = ""  # the flag's column name in evaluate()'s frame
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def map_metric(self) -> str | None:
+        return getattr(expectation_class(self.rule.expectation), "map_metric", None)
+
+
+def compile_rule(
+    rule: ExpectationRule, schema: StructType, parameters: Mapping[str, Any] | None = None
+) -> CompiledRule | None:
+    """The rule as Spark columns over a batch of ``schema``, or None: GE must run it."""
+    if rule.expectation not in COMPILED_EXPECTATIONS or _UNMODELLED & set(rule.kwargs):
+        return None
+    kwargs = resolve_kwargs(rule.kwargs, parameters or {})
+    types = {f.name: f.dataType for f in schema.fields}
+    if not all(name in types for name in rule.columns()):
+        return None
+    if not _types_fit(rule.expectation, kwargs, types):
+        return None
+    metric = _AGGREGATES.get(rule.expectation)
+    if metric is not None:
+        return CompiledRule(rule, kwargs, None, metric=metric)
+    predicate = unexpected_predicate(rule, parameters)
+    if predicate is None:
+        return None
+    if rule.expectation in _MULTICOLUMN:
+        cols = [F.col(c) for c in kwargs["column_list"]]
+        return CompiledRule(
+            rule, kwargs, predicate, values=F.struct(*cols), domain=_kept(kwargs, cols)
+        )
+    return CompiledRule(rule, kwargs, predicate, values=F.col(kwargs["column"]))
+
+
+def evaluate(
+    df: DataFrame, compiled: Sequence[CompiledRule], sample_size: int
+) -> tuple[DataFrame, dict[str, Any]]:
+    """Compute every rule's metrics in one aggregation; fill ``rule.metrics`` in place.
+
+    Returns the batch with one boolean flag column per row-level rule (``rule.flag``: its
+    unexpected rows), for splitting it, and the aggregated row (``__rows``: the row count,
+    ``__any_<policy>``: rows flagged by any row-level rule of that policy).
+    """
+    flags: dict[str, Column] = {}
+    for i, c in enumerate(compiled):
+        if c.predicate is not None:
+            c.flag = _FLAG.format(i)
+            flags[c.flag] = F.coalesce(c.predicate, F.lit(False))
+    flagged = df.withColumns(flags) if flags else df
+    aggs: list[Column] = [F.count(F.lit(1)).alias("__rows")]
+    for policy in ("quarantine",):
+        mine = [F.col(c.flag) for c in compiled if c.flag and c.rule.policy == policy]
+        aggs.append(_count_if(_any(mine)).alias(f"__any_{policy}"))
+    for i, c in enumerate(compiled):
+        aggs.extend(_aggregates(i, c, sample_size))
+    row = flagged.agg(*aggs).first()
+    assert row is not None
+    found = row.asDict(recursive=False)
+    for i, c in enumerate(compiled):
+        c.metrics = _metrics(i, c, found, sample_size)
+    return flagged, found
+
+
+def validation_result(
+    compiled: CompiledRule,
+    expectation: Expectation,
+    result_format: dict[str, Any],
+    batch_id: str,
+) -> ExpectationValidationResult:
+    """GE's verdict on the compiled metrics: the expectation's own ``_validate``.
+
+    Args:
+        expectation: the suite's expectation (its id and meta go into the result).
+        result_format: GE's result format (``BASIC`` with a ``partial_unexpected_count``).
+        batch_id: GE's name of the batch (``<datasource>-<asset>``), as its results carry it.
+    """
+    judge = expectation_class(compiled.rule.expectation)(**compiled.kwargs)
+    out = judge._validate(  # noqa: SLF001 - GE's verdict logic, fed with our metrics
+        compiled.metrics, runtime_configuration={"result_format": result_format}
+    )
+    config = expectation.configuration
+    kwargs = {"batch_id": batch_id, **config.kwargs, **compiled.kwargs}
+    return ExpectationValidationResult(
+        success=bool(out["success"]),
+        expectation_config=ExpectationConfiguration(
+            type=config.type,
+            kwargs=kwargs,
+            meta=config.meta,
+            id=config.id,
+            severity=config.severity,
+        ),
+        result=out.get("result", {}),
+        exception_info={
+            "raised_exception": False,
+            "exception_traceback": None,
+            "exception_message": None,
+        },
+    )
+
+
+def _aggregates(i: int, c: CompiledRule, sample_size: int) -> list[Column]:
+    if c.metric is not None:
+        if c.metric == ROW_COUNT:
+            return []
+        op = F.min if c.metric == "column.min" else F.max
+        return [op(F.col(c.kwargs["column"])).alias(f"m{i}_value")]
+    flag = F.col(c.flag)
+    out = [_count_if(flag).alias(f"m{i}_unexpected")]
+    if c.rule.expectation != "expect_column_values_to_not_be_null" and sample_size > 0:
+        assert c.values is not None
+        sample = F.collect_list(F.when(flag, c.values))
+        out.append(F.slice(sample, 1, sample_size).alias(f"m{i}_values"))
+    if c.domain is not None:
+        out.append(_count_if(c.domain).alias(f"m{i}_domain"))
+    elif c.rule.expectation not in _NULL_CHECKS:
+        out.append(_count_if(F.col(c.kwargs["column"]).isNull()).alias(f"m{i}_nulls"))
+    return out
+
+
+def _metrics(i: int, c: CompiledRule, found: dict[str, Any], sample_size: int) -> dict[str, Any]:
+    rows = int(found["__rows"])
+    metrics: dict[str, Any] = {ROW_COUNT: rows}
+    if c.metric is not None:
+        if c.metric != ROW_COUNT:
+            metrics[c.metric] = found[f"m{i}_value"]
+        return metrics
+    unexpected = _int_or_none(found[f"m{i}_unexpected"])
+    if unexpected is None and c.rule.expectation in _WINDOWED:
+        unexpected = 0  # GE counts a window condition's rows (count()), not a sum: 0, not None
+    prefix = c.map_metric
+    metrics[f"{prefix}.unexpected_count"] = unexpected
+    if c.rule.expectation == "expect_column_values_to_not_be_null":
+        values: list[Any] = [None] * min(unexpected or 0, sample_size)
+    else:
+        values = list(found.get(f"m{i}_values") or [])
+        if c.rule.expectation in _MULTICOLUMN:
+            values = [v.asDict() for v in values]
+    metrics[f"{prefix}.unexpected_values"] = values
+    if c.domain is not None:
+        metrics[f"{prefix}.filtered_row_count"] = int(found[f"m{i}_domain"] or 0)
+    elif c.rule.expectation not in _NULL_CHECKS:
+        metrics[NULL_COUNT] = _int_or_none(found[f"m{i}_nulls"])
+    return metrics
+
+
+def _types_fit(expectation: str, kwargs: dict[str, Any], types: dict[str, DataType]) -> bool:
+    """Whether the compiled predicate means what GE's does for these column types."""
+    column = kwargs.get("column")
+    kind = types.get(column) if isinstance(column, str) else None
+    if expectation in _STRING_ONLY:
+        return isinstance(kind, StringType)
+    if expectation in _BETWEEN:
+        bounds = [kwargs.get("min_value"), kwargs.get("max_value")]
+        if isinstance(kind, NumericType):
+            return all(b is None or _is_number(b) for b in bounds)
+        if isinstance(kind, (TimestampType, TimestampNTZType, DateType)):
+            from datetime import date
+
+            return expectation == "expect_column_values_to_be_between" and all(
+                b is None or isinstance(b, date) for b in bounds
+            )
+        return False
+    return True
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _kept(kwargs: dict[str, Any], cols: list[Column]) -> Column:
+    ignore = kwargs.get("ignore_row_if", "all_values_are_missing")
+    if ignore == "any_value_is_missing":
+        return _all([c.isNotNull() for c in cols])
+    if ignore == "never":
+        return F.lit(True)
+    return ~_all([c.isNull() for c in cols])
+
+
+def _count_if(cond: Column) -> Column:
+    """GE's Spark count of a condition: a sum, so null (None) over an empty batch."""
+    return F.sum(F.when(cond, F.lit(1)).otherwise(F.lit(0))).cast("long")
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _any(conds: Sequence[Column]) -> Column:
+    out = F.lit(False)
+    for cond in conds:
+        out = out | cond
+    return out
+
+
+def _all(conds: Sequence[Column]) -> Column:
+    out = F.lit(True)
+    for cond in conds:
+        out = out & cond
+    return out

@@ -1,0 +1,82 @@
+"""Splitting a batch into the rows that stay in silver and the rows failed quarantine rules flag.
+
+:func:`split_batch` takes the failed ``quarantine`` rules with their GE verdicts and a way to
+flag each rule's unexpected rows; it returns ``passed`` (no flag set), ``failed`` (some flag
+set, with ``reason_code = "DQ_FAILED"``, ``stage = "quality"`` and a ``reason`` naming every
+rule that flagged the row, e.g. ``expect_column_values_to_not_be_null(column=order_id) failed:
+3 of 100 rows unexpected``) and how many rows failed. Both are lazy DataFrames over the input
+and partition it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from great_expectations.core.expectation_validation_result import ExpectationValidationResult
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F  # noqa: N812
+
+from quality.rules import ExpectationRule
+
+REASON_CODE = "DQ_FAILED"
+STAGE = "quality"
+_FLAG = "__dq_flag_{}"
+
+
+def split_batch(
+    df: DataFrame,
+    failing: list[tuple[ExpectationRule, ExpectationValidationResult]],
+    flag: Callable[[DataFrame, ExpectationRule, str], DataFrame],
+    rows_failed: int | None = None,
+) -> tuple[DataFrame, DataFrame, int]:
+    """(passed, failed, rows failed); see the module docstring.
+
+    Args:
+        flag: adds a boolean column (the name given) true for the rule's unexpected rows.
+        rows_failed: the number of flagged rows when the caller counted them already (else
+            counted here, one Spark job).
+    """
+    flagged = df
+    flags: list[str] = []
+    for i, (rule, _) in enumerate(failing):
+        name = _FLAG.format(i)
+        flagged = flag(flagged, rule, name)
+        flags.append(name)
+    any_flag = _any(F.col(f) for f in flags)
+    if rows_failed is None:
+        rows_failed = int(flagged.where(any_flag).count())
+    reason = F.concat_ws(
+        "; ",
+        *[
+            F.when(F.col(flags[i]), F.lit(_reason(rule, verdict)))
+            for i, (rule, verdict) in enumerate(failing)
+        ],
+    )
+    columns = df.columns
+    passed = flagged.where(~any_flag).select(*columns)
+    failed = with_reason(flagged.where(any_flag), reason).select(
+        *columns, "reason_code", "stage", "reason"
+    )
+    return passed, failed, rows_failed
+
+
+def with_reason(df: DataFrame, reason: Column) -> DataFrame:
+    """``df`` with the quarantine columns of a quality failure."""
+    return df.withColumns(
+        {"reason_code": F.lit(REASON_CODE), "stage": F.lit(STAGE), "reason": reason.cast("string")}
+    )
+
+
+def _reason(rule: ExpectationRule, verdict: ExpectationValidationResult) -> str:
+    result = verdict.result
+    return (
+        f"{rule.expectation_id} failed: {result.get('unexpected_count')} of "
+        f"{result.get('element_count')} rows unexpected"
+    )
+
+
+def _any(flags: Iterable[Column]) -> Column:
+    out = F.lit(False)
+    for flag in flags:
+        out = out | flag
+    return out
