@@ -39,6 +39,7 @@ RETRYABLE_CONFLICTS = (
     "ConcurrentTransactionException",
     "MetadataChangedException",
     "ProtocolChangedException",
+    "CommitFailedError",  # delta-rs (deltalake): its commit lost a race with another writer
 )
 # The same races as Delta's error conditions (what pyspark shows once delta.exceptions has
 # converted the Java exception: its text then names the condition, not the class).
@@ -61,7 +62,8 @@ def is_delta_conflict(exc: BaseException) -> bool:
     """Whether ``exc`` is a Delta commit that lost a race with a concurrent commit.
 
     Recognised by class (the Python classes of ``delta.exceptions``, which have the Java
-    names), by Delta's error condition, or by the Java class named in a Py4J error's text.
+    names, and delta-rs' ``CommitFailedError``), by Delta's error condition, or by the Java
+    class named in a Py4J error's text.
     """
     if any(cls.__name__ in RETRYABLE_CONFLICTS for cls in type(exc).__mro__):
         return True

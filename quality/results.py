@@ -163,25 +163,22 @@ def _replace_with_delta_rs(
 ) -> None:
     """The same commit through delta-rs, in this process: no Spark job, milliseconds.
 
-    A lost race with a concurrent commit is raised as Delta's ``DELTA_CONCURRENT_TRANSACTION``
-    condition, which :func:`lakehouse.delta.retry_conflicts` retries.
+    A lost race with a concurrent commit raises delta-rs' ``CommitFailedError``, which
+    :func:`lakehouse.delta.retry_conflicts` retries.
     """
     from deltalake import DeltaTable, write_deltalake
-    from deltalake.exceptions import CommitFailedError, TableNotFoundError
+    from deltalake.exceptions import TableNotFoundError
 
     data = _arrow_table(rows)
     try:
-        try:
-            table = DeltaTable(path)
-        except TableNotFoundError:
-            write_deltalake(path, data, mode="append")
-            return
-        if "source" not in {f.name for f in table.schema().fields}:
-            _add_source_column(spark, path)
-            table = DeltaTable(path)
-        write_deltalake(table, data, mode="overwrite", predicate=predicate)
-    except CommitFailedError as exc:
-        raise RuntimeError(f"DELTA_CONCURRENT_TRANSACTION (delta-rs): {exc}") from exc
+        table = DeltaTable(path)
+    except TableNotFoundError:
+        write_deltalake(path, data, mode="append")
+        return
+    if "source" not in {f.name for f in table.schema().fields}:
+        _add_source_column(spark, path)
+        table = DeltaTable(path)
+    write_deltalake(table, data, mode="overwrite", predicate=predicate)
 
 
 def _arrow_table(rows: list[tuple[Any, ...]]) -> Any:

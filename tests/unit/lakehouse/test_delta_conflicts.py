@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from delta.exceptions import base as delta_errors
+from deltalake.exceptions import CommitFailedError
 
 from lakehouse.delta import is_delta_conflict, retry_conflicts
 
@@ -24,6 +25,8 @@ APPEND_TEXT = (
         # an unconverted Py4J error names the Java class
         RuntimeError("io.delta.exceptions.ConcurrentAppendException: Files were added"),
         RuntimeError(APPEND_TEXT),
+        # delta-rs (quality results are committed through it): a lost race
+        CommitFailedError("Commit failed: a concurrent transaction deleted the same data"),
     ],
 )
 def test_conflicts_are_recognised_by_class_condition_or_text(exc):
