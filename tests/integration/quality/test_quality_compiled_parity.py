@@ -22,10 +22,10 @@ from great_expectations.data_context.types.base import ProgressBarsConfig
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.types import LongType, StructField, StructType
-from quality_testkit import NOW, ORDER, SILVER_SCHEMA, order_row
 
 from quality.compiled import COMPILED_EXPECTATIONS, compile_rule, evaluate, validation_result
 from quality.rules import ExpectationRule
+from tests.support.quality_testkit import NOW, ORDER, SILVER_SCHEMA, order_row
 
 pytestmark = pytest.mark.integration
 
