@@ -1,7 +1,7 @@
 """The quarantine table and the invariant that nothing is lost.
 
-The quarantine table (Delta, ``lakehouse.layout.Layout.quarantine``) holds every bronze record that could not land in
-silver, with its raw bytes and a stable reason. Schema (docs/contracts.md), in this order:
+The quarantine table (Delta, ``lakehouse.layout.Layout.quarantine``) holds every bronze record
+that could not land in silver, with its raw bytes and a stable reason. Schema (docs/contracts.md), in this order:
 :data:`QUARANTINE_SCHEMA`.
 
 - ``reason_code``: the codec's codes (EMPTY_VALUE ... UNKNOWN_FIELDS), ``SCHEMA_CONFLICT``
