@@ -12,8 +12,7 @@ so ``spark-submit ... pipelines/jobs/run.py bronze --config FILE`` and
 - the jars are ``pipelines.spark.find_spark_jars()`` (Kafka source, Delta; from
   ``infra/fetch_jars.sh``'s cache);
 - the zip holds the packages of :data:`PACKAGES` (codec, lakehouse, pipelines, quality); it is
-  rebuilt only when
-  their content changes, under ``$PROTOLAKE_CACHE_DIR/py-files`` (default
+  rebuilt only when their content changes, under ``$PROTOLAKE_CACHE_DIR/py-files`` (default
   ``infra/.cache/py-files`` in a checkout, else ``~/.cache/protolake/py-files``);
 - local-master settings (``pipelines.spark.LOCAL_CONF``: loopback driver address, no UI) and
   this interpreter as the default Python go only to a local master. Without ``master``, the
