@@ -74,10 +74,9 @@ from great_expectations.core.expectation_validation_result import (
 from great_expectations.data_context.types.base import ProgressBarsConfig
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
-from pyspark.sql.types import StructType
 
 from lakehouse.layout import Layout
-from quality.compiled import CompiledRule, compile_rule, evaluate, validation_result
+from quality.compiled import CompiledRule, compile_rule, evaluate, int_or_none, validation_result
 from quality.docs import DataDocs, suite_result
 from quality.ge_run import DATASOURCE, SAMPLE_SIZE, WITH_SAMPLE, GreatExpectationsRunner, Suite
 from quality.predicates import unexpected_predicate
@@ -86,8 +85,8 @@ from quality.rules import (
     TIMESTAMP_MAX_PARAMETER,
     TIMESTAMP_MAX_SLACK,
     ExpectationRule,
-    QualityConfigError,
-    java_regex_error,
+    check_java_regexes,
+    missing_columns,
     suite_rules,
 )
 from quality.split import split_batch, with_reason
@@ -153,7 +152,7 @@ class QualityChecker:
         self._rules = list(rules)
         local = _local_layout(self._layout)
         quality_dir = local.local_quality_dir()
-        _check_java_regexes(spark, self._rules)
+        check_java_regexes(spark, self._rules)
         quality_dir.mkdir(parents=True, exist_ok=True)
         self._context = gx.get_context(mode="file", project_root_dir=str(quality_dir))
         self._context.variables.progress_bars = ProgressBarsConfig(globally=False)
@@ -202,7 +201,7 @@ class QualityChecker:
             QualityConfigError: GE raised while evaluating a rule.
         """
         entry = self._suite_for(message_type)
-        missing = _missing_columns(entry.rules, df.schema)
+        missing = missing_columns(entry.rules, df.schema)
         _warn_skipped(entry.rules, missing, table, batch_id)
         validated_at = datetime.now(UTC)
         reference = reference_time if reference_time is not None else validated_at
@@ -398,8 +397,8 @@ def _result(
     return replace(
         mine,
         success=bool(v.success),
-        element_count=_int_or_none(v.result.get("element_count")),
-        unexpected_count=_int_or_none(v.result.get("unexpected_count")),
+        element_count=int_or_none(v.result.get("element_count")),
+        unexpected_count=int_or_none(v.result.get("unexpected_count")),
         observed_value=format_observed(v.result),
     )
 
@@ -417,36 +416,6 @@ def _warn_skipped(
                 ", ".join(missing[rule.expectation_id]),
                 " (policy fail: the batch fails)" if rule.policy == "fail" else "",
             )
-
-
-def _missing_columns(rules: list[ExpectationRule], schema: StructType) -> dict[str, list[str]]:
-    """The columns each rule reads that the batch lacks, by expectation id (only rules with some)."""
-    present = set(schema.fieldNames())
-    out: dict[str, list[str]] = {}
-    for rule in rules:
-        missing = [c for c in rule.columns() if c not in present]
-        if missing:
-            out[rule.expectation_id] = missing
-    return out
-
-
-def _check_java_regexes(spark: SparkSession, rules: list[ExpectationRule]) -> None:
-    """Compile every configured regular expression with Java's engine, the one Spark uses."""
-    jvm = getattr(spark.sparkContext, "_jvm", None) if hasattr(spark, "sparkContext") else None
-    if jvm is None:  # Spark Connect: no JVM in this process; the Python pre-check stands
-        return
-    for rule in rules:
-        for pattern in rule.regexes():
-            error = java_regex_error(jvm, pattern)
-            if error is not None:
-                raise QualityConfigError(
-                    f"{rule.describe()}: invalid regular expression {pattern!r} for Java's "
-                    f"java.util.regex (Spark's engine): {error}"
-                )
-
-
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else int(value)
 
 
 def _local_layout(layout: Layout) -> Layout:

@@ -225,7 +225,7 @@ def _metrics(i: int, c: CompiledRule, found: dict[str, Any], sample_size: int) -
         if c.metric != ROW_COUNT:
             metrics[c.metric] = found[f"m{i}_value"]
         return metrics
-    unexpected = _int_or_none(found[f"m{i}_unexpected"])
+    unexpected = int_or_none(found[f"m{i}_unexpected"])
     if unexpected is None and c.rule.expectation in _WINDOWED:
         unexpected = 0  # GE counts a window condition's rows (count()), not a sum: 0, not None
     prefix = c.map_metric
@@ -240,7 +240,7 @@ def _metrics(i: int, c: CompiledRule, found: dict[str, Any], sample_size: int) -
     if c.domain is not None:
         metrics[f"{prefix}.filtered_row_count"] = int(found[f"m{i}_domain"] or 0)
     elif c.rule.expectation not in _NULL_CHECKS:
-        metrics[NULL_COUNT] = _int_or_none(found[f"m{i}_nulls"])
+        metrics[NULL_COUNT] = int_or_none(found[f"m{i}_nulls"])
     return metrics
 
 
@@ -282,7 +282,7 @@ def _count_if(cond: Column) -> Column:
     return F.sum(F.when(cond, F.lit(1)).otherwise(F.lit(0))).cast("long")
 
 
-def _int_or_none(value: Any) -> int | None:
+def int_or_none(value: Any) -> int | None:
     return None if value is None else int(value)
 
 

@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from great_expectations.exceptions import ExpectationNotFoundError
 from great_expectations.expectations.expectation import (
@@ -57,6 +57,10 @@ from great_expectations.expectations.registry import (
     get_expectation_impl,
     list_registered_expectation_implementations,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
 
 POLICIES = ("warn", "quarantine", "fail")
 RULE_KEYS = frozenset({"message_type", "expectation", "kwargs", "policy"})
@@ -377,3 +381,29 @@ def _show(value: Any) -> str:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
+
+
+def missing_columns(rules: list[ExpectationRule], schema: StructType) -> dict[str, list[str]]:
+    """The columns each rule reads that the batch lacks, by expectation id (only rules with some)."""
+    present = set(schema.fieldNames())
+    out: dict[str, list[str]] = {}
+    for rule in rules:
+        missing = [c for c in rule.columns() if c not in present]
+        if missing:
+            out[rule.expectation_id] = missing
+    return out
+
+
+def check_java_regexes(spark: SparkSession, rules: list[ExpectationRule]) -> None:
+    """Compile every configured regular expression with Java's engine, the one Spark uses."""
+    jvm = getattr(spark.sparkContext, "_jvm", None) if hasattr(spark, "sparkContext") else None
+    if jvm is None:  # Spark Connect: no JVM in this process; the Python pre-check stands
+        return
+    for rule in rules:
+        for pattern in rule.regexes():
+            error = java_regex_error(jvm, pattern)
+            if error is not None:
+                raise QualityConfigError(
+                    f"{rule.describe()}: invalid regular expression {pattern!r} for Java's "
+                    f"java.util.regex (Spark's engine): {error}"
+                )

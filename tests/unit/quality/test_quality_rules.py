@@ -8,6 +8,7 @@ from quality.rules import (
     ExpectationRule,
     QualityConfigError,
     default_rules,
+    missing_columns,
     parse_rules,
     suite_rules,
 )
@@ -226,3 +227,24 @@ def test_valid_java_regexes_are_accepted(regex):
 def test_regexes_broken_in_both_engines_are_refused(regex):
     with pytest.raises(QualityConfigError, match="invalid regular expression"):
         parse_rules([_regex_rule(regex)])
+
+
+def test_missing_columns_names_only_the_rules_whose_columns_the_batch_lacks():
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    rules = parse_rules(
+        [
+            rule(kwargs={"column": "order_id"}),
+            rule(kwargs={"column": "sales_channel"}),
+            rule(
+                expectation="expect_compound_columns_to_be_unique",
+                kwargs={"column_list": ["order_id", "region"]},
+            ),
+        ]
+    )
+    schema = StructType([StructField("order_id", LongType())])
+    missing = missing_columns(rules, schema)
+    assert missing == {
+        rules[1].expectation_id: ["sales_channel"],
+        rules[2].expectation_id: ["region"],
+    }
