@@ -7,7 +7,7 @@ one `FileDescriptorSet` holding the schema and everything it imports, in depende
 - Each referenced schema is stored under its reference *name*, so `import
   "shop/common.proto";` finds the schema registered under whatever subject the reference says.
 - Schemas that came back serialized (base64 `FileDescriptorProto`) are used as they are.
-  Schemas that came back as .proto text are compiled by protoc (grpcio-tools, run as
+  Schemas that came back as .proto text are compiled by protoc (`codec.protoc`, which runs
   `python -m grpc_tools.protoc` in a subprocess so its diagnostics can be captured); serialized
   imports are handed to it with `--descriptor_set_in`. There is no hand-written .proto parser.
 - Well-known types resolve without being registered: `google/protobuf/*.proto` (bundled with
@@ -46,8 +46,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
@@ -60,38 +58,12 @@ from .errors import (
     UnknownSchema,
 )
 from .framing import Frame
-from .protoc import grpc_tools_include_dir, run_protoc, shipped_proto_dir
+from .protoc import builtin_file_descriptor_set, is_builtin, run_protoc
 from .registry import RegisteredSchema, SchemaRegistry
 
 #: Bound on the files one schema may pull in through references.
 MAX_REFERENCED_FILES = 500
 ROOT_FILE_PREFIX = "protolake/schema-"
-
-
-def _proto_files_under(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*.proto")}
-
-
-@cache
-def builtin_file_names() -> frozenset[str]:
-    """Import names that resolve without the registry (well-known and shipped types)."""
-    names = {
-        n for n in _proto_files_under(grpc_tools_include_dir()) if n.startswith("google/protobuf/")
-    }
-    names |= _proto_files_under(shipped_proto_dir())
-    return frozenset(names)
-
-
-def is_builtin(name: str) -> bool:
-    """True when `name` is a well-known or shipped file the codec resolves by itself."""
-    return name in builtin_file_names()
-
-
-@cache
-def builtin_file_descriptor_set() -> descriptor_pb2.FileDescriptorSet:
-    """Every builtin file compiled once per process (for schemas that came serialized)."""
-    raw = run_protoc({}, sorted(builtin_file_names()))
-    return descriptor_pb2.FileDescriptorSet.FromString(raw)
 
 
 def _builtin_protos() -> dict[str, descriptor_pb2.FileDescriptorProto]:

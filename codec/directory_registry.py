@@ -41,9 +41,8 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2
 
-from .descriptors import is_builtin
 from .errors import RegistryUnavailable, SchemaInvalid, UnknownSchema
-from .protoc import run_protoc
+from .protoc import is_builtin, run_protoc
 from .registry import RegisteredSchema, SchemaReference
 
 INDEX_FILE = "index.json"

@@ -28,6 +28,8 @@ from functools import cache
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from google.protobuf import descriptor_pb2
+
 from .errors import SchemaCompilerUnavailable, SchemaInvalid
 
 PROTOC_TIMEOUT_SECONDS = 120
@@ -75,6 +77,32 @@ def grpc_tools_include_dir() -> Path:
 def protoc_available() -> bool:
     """Whether protoc (grpcio-tools) is installed here; callers that can do without it ask."""
     return importlib.util.find_spec("grpc_tools") is not None
+
+
+def _proto_files_under(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*.proto")}
+
+
+@cache
+def builtin_file_names() -> frozenset[str]:
+    """Import names that resolve without the registry (well-known and shipped types)."""
+    names = {
+        n for n in _proto_files_under(grpc_tools_include_dir()) if n.startswith("google/protobuf/")
+    }
+    names |= _proto_files_under(shipped_proto_dir())
+    return frozenset(names)
+
+
+def is_builtin(name: str) -> bool:
+    """True when `name` is a well-known or shipped file the codec resolves by itself."""
+    return name in builtin_file_names()
+
+
+@cache
+def builtin_file_descriptor_set() -> descriptor_pb2.FileDescriptorSet:
+    """Every builtin file compiled once per process (for schemas that came serialized)."""
+    raw = run_protoc({}, sorted(builtin_file_names()))
+    return descriptor_pb2.FileDescriptorSet.FromString(raw)
 
 
 def include_args() -> list[str]:

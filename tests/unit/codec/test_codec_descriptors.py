@@ -19,8 +19,8 @@ from codec import (
     UnknownMessage,
     message_class_for,
 )
-from codec.descriptors import ResolvedSchema, builtin_file_descriptor_set, is_builtin
-from codec.protoc import run_protoc
+from codec.descriptors import ResolvedSchema
+from codec.protoc import builtin_file_descriptor_set, is_builtin, run_protoc
 from tests.support.codec_test_support import MemoryRegistry
 
 COMMON = 'syntax = "proto3";\npackage dsc.shop;\nmessage Money { string currency = 1; int64 units = 2; }\n'
@@ -435,8 +435,7 @@ def test_shipped_protos_compile_when_codec_is_imported_from_a_zip(tmp_path):
         f"""
         import codec
         from codec import SchemaResolver, RegisteredSchema
-        from codec.descriptors import builtin_file_names
-        from codec.protoc import shipped_proto_dir
+        from codec.protoc import builtin_file_names, shipped_proto_dir
 
         class One:
             def get_schema_by_id(self, schema_id):
