@@ -220,23 +220,8 @@ class QualityChecker:
         if to_quarantine:
             passed, failed, rows_quarantined = self._split(df, verdicts, to_quarantine, parameters)
         else:
-            passed, failed, rows_quarantined = (
-                df,
-                with_reason(df.where(F.lit(False)), F.lit("")),
-                0,
-            )
-        self._latest[message_type] = (
-            suite_result(
-                message_type,
-                [v for _, v in ran],
-                datasource=DATASOURCE,
-                asset=table,
-                loaded_at=validated_at,
-            ),
-            table,
-            int(batch_id),
-            validated_at,
-        )
+            passed, failed, rows_quarantined = df, with_reason(df.where(F.lit(False)), F.lit("")), 0
+        self._remember(message_type, table, batch_id, [v for _, v in ran], validated_at)
         template = QualityResult(
             batch_id=int(batch_id),
             table=table,
@@ -263,6 +248,20 @@ class QualityChecker:
             rows_checked=rows_checked,
             rows_quarantined=rows_quarantined,
         )
+
+    def _remember(
+        self,
+        message_type: str,
+        table: str,
+        batch_id: int,
+        verdicts: list[ExpectationValidationResult],
+        validated_at: datetime,
+    ) -> None:
+        """Keep the type's latest suite result, which Data Docs render."""
+        result = suite_result(
+            message_type, verdicts, datasource=DATASOURCE, asset=table, loaded_at=validated_at
+        )
+        self._latest[message_type] = (result, table, int(batch_id), validated_at)
 
     def _judge(
         self,
