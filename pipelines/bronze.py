@@ -57,6 +57,7 @@ from lakehouse.streaming import (
     stop_on_signals,
     with_trigger,
 )
+from pipelines import progress
 from pipelines.naming import bronze_table_of_topic
 from pipelines.settings import ConfigError, ProtolakeConfig, load_config
 from pipelines.settings.clients import kafka_source_options, loggable_config
@@ -192,6 +193,7 @@ class TopicRouter:
     partition_by: tuple[str, ...]
     known_topic: str | None = None
     checkpoint: str | None = None
+    on_batch: Callable[[int, list[str]], None] | None = None  # (batch id, tables appended to)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         topics: set[str] | None
@@ -205,7 +207,7 @@ class TopicRouter:
         if topics is not None and len(_tables_of(topics)) <= 1:
             for table in _tables_of(topics):
                 self._append(rows, table, batch_id)
-            log.info("bronze: batch %d -> %s", batch_id, ", ".join(_tables_of(topics)) or "-")
+            self._done(batch_id, list(_tables_of(topics)))
             return
         kept = rows.persist(StorageLevel.DISK_ONLY)
         try:
@@ -218,9 +220,14 @@ class TopicRouter:
                 self._append(
                     kept if len(tables) == 1 else kept.where(_topic_in(members)), table, batch_id
                 )
-            log.info("bronze: batch %d -> %s", batch_id, ", ".join(tables) or "-")
+            self._done(batch_id, list(tables))
         finally:
             kept.unpersist()
+
+    def _done(self, batch_id: int, tables: list[str]) -> None:
+        log.debug("bronze: batch %d -> %s", batch_id, ", ".join(tables) or "-")
+        if self.on_batch is not None:
+            self.on_batch(batch_id, tables)
 
     def _append(self, rows: DataFrame, table: str, batch_id: int) -> None:
         append_idempotent(
@@ -280,9 +287,8 @@ def write_bronze(df: DataFrame, cfg: ProtolakeConfig, trigger: str) -> list[Stre
             f"(columns: {', '.join(df.columns)})"
         )
     checkpoint = bronze_checkpoint(cfg)
-    writer = df.writeStream.queryName(f"protolake-bronze-{cfg.bronze.table_mode}").option(
-        "checkpointLocation", checkpoint
-    )
+    query_name = f"protolake-bronze-{cfg.bronze.table_mode}"
+    writer = df.writeStream.queryName(query_name).option("checkpointLocation", checkpoint)
     if trigger not in TRIGGERS:
         raise ConfigError(f"trigger: must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
     writer = with_trigger(writer, trigger, cfg.bronze.processing_interval)
@@ -295,12 +301,15 @@ def write_bronze(df: DataFrame, cfg: ProtolakeConfig, trigger: str) -> list[Stre
         return [writer.start(path)]
     spark = df.sparkSession
     layout = Layout(cfg.lakehouse_path)
+    from pipelines.metrics import bronze_batch_hook
+
     router = TopicRouter(
         table_path=layout.bronze_table,
         app_id=load_app_id(spark, checkpoint),
         partition_by=partition_by,
         known_topic=cfg.kafka.topics[0] if len(cfg.kafka.topics) == 1 else None,
         checkpoint=checkpoint,
+        on_batch=bronze_batch_hook(query_name),
     )
     log.info("bronze: %s -> %s/<table> (checkpoint %s)", trigger, layout.bronze, checkpoint)
     return [writer.foreachBatch(router).start()]
@@ -325,7 +334,7 @@ def run(
         pyspark.errors.StreamingQueryException: a query failed.
     """
     trigger = trigger or cfg.bronze.trigger
-    log.info("bronze: configuration %s", json.dumps(loggable_config(cfg), sort_keys=True))
+    log.debug("bronze: configuration %s", json.dumps(loggable_config(cfg), sort_keys=True))
     if spark is None:
         spark = build_session(
             "protolake-bronze", master=cfg.spark.master or None, conf=cfg.spark.conf
@@ -370,7 +379,14 @@ def run_from_args(args: argparse.Namespace) -> int:
     """``protolake bronze``: load the configuration, run, print a summary."""
     cfg = load_config(args.config)
     t0 = time.monotonic()
-    queries = run(cfg, trigger=args.trigger, await_termination=False)
+    trigger = args.trigger or cfg.bronze.trigger
+    source = (
+        f"topics {', '.join(cfg.kafka.topics)}"
+        if cfg.kafka.topics
+        else f"topic pattern {cfg.kafka.topic_pattern!r}"
+    )
+    progress.say("bronze  %s -> %s (%s)", source, Layout(cfg.lakehouse_path).bronze, trigger)
+    queries = run(cfg, trigger=trigger, await_termination=False)
     stop_requested = stop_on_signals(queries, JOB)
     try:
         await_queries(queries)

@@ -42,6 +42,7 @@ from lakehouse.streaming import (
     load_app_id,
     with_trigger,
 )
+from pipelines import progress
 from pipelines.quality_retention import prune_quality_results
 from pipelines.settings import ConfigError, ProtolakeConfig
 from pipelines.settings.clients import open_resolver
@@ -105,7 +106,9 @@ def start_query(
     log.info(
         "silver: %s -> %s (checkpoint %s, %s)", bronze_path, layout.silver, checkpoint, trigger
     )
-    return writer.start(), batch
+    query = writer.start()
+    progress.say("silver  taking bronze table %s (%s)", name, trigger)
+    return query, batch
 
 
 @dataclass
@@ -293,6 +296,7 @@ def follow_bronze(
         bronze,
         cfg.silver.table_discovery_seconds,
     )
+    progress.say("silver  waiting for %s under %s", waiting_for, bronze)
     watcher.start()
     return out
 
