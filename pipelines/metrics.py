@@ -14,8 +14,9 @@ one JSON line on the ``pipelines.metrics`` logger (INFO), e.g.::
 Decoded and quarantined counts come from silver itself: ``SilverBatch`` calls the hook made by
 :func:`silver_batch_hook` at the end of each micro-batch (the listener sees only Spark's
 figures); bronze's router says which tables a batch wrote (:func:`bronze_batch_hook`, the
-record's ``tables``). Every progress with records also becomes one short line for people
-(:func:`pipelines.progress.report_batch`). Metric names (documented with examples in docs/metrics.md); ``query`` is the
+record's ``tables``). Every batch with records is also one short line for people
+(:func:`pipelines.progress.report_batch`): bronze's from its progress, silver's from the hook,
+when the batch ends. Metric names (documented with examples in docs/metrics.md); ``query`` is the
 streaming query's name (``protolake-bronze-per_topic``/``protolake-bronze-<single table>``,
 ``silver_<bronze table>``):
 
@@ -50,7 +51,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from pipelines.progress import report_batch
+from pipelines.progress import report_batch, stage_of
 from pipelines.settings import ProtolakeConfig
 
 log = logging.getLogger("pipelines.metrics")
@@ -142,6 +143,17 @@ def silver_batch_hook(query_name: str) -> Callable[[Any], None]:
                     "decoded": dict(stats.silver),
                     "quarantined": dict(stats.quarantined),
                 }
+            # said here, in the batch's own thread: in order with the job's other lines
+            report_batch(
+                {
+                    "query": query_name,
+                    "batch_id": int(stats.batch_id),
+                    "records_in": int(stats.records),
+                    "decoded": dict(stats.silver),
+                    "quarantined": dict(stats.quarantined),
+                    "duration_seconds": float(stats.seconds),
+                }
+            )
         except Exception:  # noqa: BLE001 - metrics never fail a batch
             log.exception("metrics: could not record silver batch of %s", query_name)
 
@@ -279,7 +291,8 @@ class MetricsListener(_listener_base()):  # type: ignore[misc]
         try:
             record = record_progress(json.loads(event.progress.json))
             log.info(json.dumps(record, sort_keys=True))
-            report_batch(record)
+            if stage_of(record["query"]) != "silver":  # silver's batches say it themselves
+                report_batch(record)
         except Exception:  # noqa: BLE001 - metrics never fail a query
             log.exception("metrics: could not record a query progress")
 

@@ -3,8 +3,8 @@ total is known.
 
 Lines go to the ``pipelines.progress`` logger at INFO; :func:`pipelines.cli.configure_logging`
 prints them as they are on stderr by default, and not with ``--json`` (the metrics' JSON
-lines stand in for them there). A micro-batch's line comes from its query progress
-(:class:`pipelines.metrics.MetricsListener` calls :func:`report_batch`)::
+lines stand in for them there). A micro-batch's line comes from its query progress, silver's
+from the end of the batch itself (:mod:`pipelines.metrics` calls :func:`report_batch`)::
 
     bronze  batch 3: 412 records -> 4 tables in 0.9 s  [######--------------]  1236/4000
     silver  demo_orders batch 2: 120 records -> 118 rows, 2 quarantined in 1.4 s

@@ -37,8 +37,7 @@ def test_a_bronze_batch_line_names_its_tables_and_fills_the_stage_bar() -> None:
     record = metrics.record_progress(_progress(q, 3, 400))
     assert record["tables"] == ["a_lines", "b_orders"]
     assert progress.batch_line(record) == (
-        "bronze  batch 3: 400 records -> 2 tables in 0.9 s  "
-        "[########------------]  400/1000"
+        "bronze  batch 3: 400 records -> 2 tables in 0.9 s  [########------------]  400/1000"
     )
     progress.expect("bronze", None)  # unknown total: no bar
     record = metrics.record_progress(_progress(q, 4, 1, ms=1500))
@@ -108,3 +107,20 @@ def test_what_each_mode_of_the_command_line_shows(
     # a progress line is the message alone, no timestamp nor logger name
     if "progress" in shown:
         assert "\nsilver  waiting" in "\n" + err
+
+
+def test_a_silver_batch_is_said_when_it_ends_and_not_again_from_its_progress(caplog: Any) -> None:
+    from types import SimpleNamespace
+
+    q = "silver_said_once"
+    progress.expect("silver", None)
+    with caplog.at_level("INFO", logger="pipelines.progress"):
+        metrics.silver_batch_hook(q)(
+            SimpleNamespace(batch_id=5, records=3, silver={"t": 3}, quarantined={}, seconds=0.4)
+        )
+        listener = metrics.MetricsListener()
+        listener.onQueryProgress(
+            SimpleNamespace(progress=SimpleNamespace(json=json.dumps(_progress(q, 5, 3))))
+        )
+    lines = [r.getMessage() for r in caplog.records if r.name == "pipelines.progress"]
+    assert lines == ["silver  said_once batch 5: 3 records -> 3 rows in 0.4 s"]
