@@ -159,7 +159,17 @@ def is_delta_table(path: str, spark: SparkSession | None = None) -> bool:
     if spark is not None:
         from delta.tables import DeltaTable
 
-        return bool(DeltaTable.isDeltaTable(spark, path))
+        if DeltaTable.isDeltaTable(spark, path):
+            return True
+        # Delta keeps one log object per path for the session; asked while another process
+        # was writing the first commit (the log folder there, no commit yet), it would answer
+        # "no table" until the session ends. Dropped, the next question reads the log again.
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        jvm.org.apache.spark.sql.delta.DeltaLog.invalidateCache(
+            spark._jsparkSession, jvm.org.apache.hadoop.fs.Path(path)
+        )
+        return False
     from deltalake import DeltaTable as RsDeltaTable
 
     return bool(RsDeltaTable.is_deltatable(path))

@@ -117,15 +117,32 @@ def _chosen_command(argv: Sequence[str]) -> str | None:
     return None
 
 
-def configure_logging(verbose: bool) -> None:
-    """Log to stderr: INFO for protolake (DEBUG with -v), WARNING for everything else."""
+def configure_logging(verbose: bool, as_json: bool = False) -> None:
+    """Log to stderr, for a person by default.
+
+    - default: a short line per stage and micro-batch (``pipelines.progress``, as is), and
+      warnings and errors of everything;
+    - ``--json``: protolake's INFO lines instead, among them one JSON line per micro-batch and
+      query event (``pipelines.metrics``) for machines to read;
+    - ``-v``: protolake at DEBUG (the configuration it runs with included), short lines too.
+    """
     logging.basicConfig(
         level=logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    level = logging.DEBUG if verbose else logging.INFO if as_json else logging.WARNING
     for name in ("pipelines", "codec", "lakehouse", "quality"):
-        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.INFO)
+        logging.getLogger(name).setLevel(level)
+    progress = logging.getLogger("pipelines.progress")
+    progress.propagate = False
+    progress.setLevel(logging.WARNING if as_json and not verbose else logging.INFO)
+    for old in [h for h in progress.handlers if getattr(h, "_protolake_progress", False)]:
+        progress.removeHandler(old)  # configured again: one handler, on today's stderr
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler._protolake_progress = True  # type: ignore[attr-defined]
+    progress.addHandler(handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -137,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"protolake: {exc}", file=sys.stderr)
         return 2
     args = parser.parse_args(args_list)
-    configure_logging(bool(getattr(args, "verbose", False)))
+    configure_logging(bool(getattr(args, "verbose", False)), bool(getattr(args, "json", False)))
     func = getattr(args, "func", None)
     if func is None:
         parser.error(f"{args.command}: the command registered no func")

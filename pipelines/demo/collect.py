@@ -38,7 +38,7 @@ def collect_report(spark: Any, cfg: ProtolakeConfig, report: DemoReport) -> None
     if bronze_paths:
         report.bronze_rows = _count_bronze(spark, bronze_paths, report.topics)
     silver_paths = [t["path"] for t in report.tables if t["layer"] == "silver"]
-    if report.stages.get("silver", "").startswith("ran") or silver_paths:
+    if "silver" in report.stages or silver_paths:
         report.silver_by_type = _count_silver(spark, silver_paths, report.topics)
         report.quarantine_by_reason = {}
         if any(t["layer"] == "quarantine" for t in report.tables):

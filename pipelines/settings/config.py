@@ -57,6 +57,8 @@ Example (every key, with its default)::
     cache_bronze = false                     # true: cache each batch once instead of re-reading it per
                                              # pass (better when reads are slow, e.g. object storage)
     catalog_database = "protolake"           # Spark catalog database the silver tables are registered in
+    table_discovery_seconds = 5.0            # processing-time: how often bronze/ is listed for new
+                                             # tables (each gets its query without a restart)
 
     [quality]
     results_retention_days = 0               # > 0: silver deletes older quality results when it starts
@@ -143,6 +145,7 @@ class SilverConfig:
     native_decoder: bool = True
     cache_bronze: bool = False
     catalog_database: str = "protolake"
+    table_discovery_seconds: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -325,6 +328,8 @@ def _check(cfg: ProtolakeConfig) -> None:
     for section, trigger in (("bronze", cfg.bronze.trigger), ("silver", cfg.silver.trigger)):
         if trigger not in TRIGGERS:
             raise ConfigError(f"{section}.trigger: must be one of {', '.join(TRIGGERS)}")
+    if cfg.silver.table_discovery_seconds <= 0:
+        raise ConfigError("silver.table_discovery_seconds: must be > 0")
     if cfg.silver.max_recursion_depth < 1:
         raise ConfigError("silver.max_recursion_depth: must be >= 1")
     if not cfg.registry.url:
