@@ -71,6 +71,7 @@ LONG_FILES_FIRST = (
     "tests/integration/demo/test_demo_end_to_end.py",  # ~120 s
     "tests/integration/quality/test_quality_compiled_parity.py",  # ~95 s
     "tests/integration/silver/test_silver_submit.py",  # ~85 s: a standalone cluster
+    "tests/integration/silver/test_silver_follows_bronze.py",  # ~90 s: three jobs in turn
     "tests/integration/dags/test_streaming_dag.py",  # ~85 s
     "tests/unit/dags/test_stream_supervision.py",  # ~50 s: real processes supervised
     "tests/integration/bronze/test_bronze_kill_restart.py",  # ~40 s
