@@ -326,3 +326,100 @@ def test_duckdb_and_delta_rs_read_silver_and_quarantine_by_path(lake: Lake, spar
     assert _query(f"SELECT count(*) FROM {lake.databases['silver']}.{table_name(order)}") == [
         (_delta_rows(order),)
     ]
+
+
+PING_SCHEMA = 'syntax = "proto3";\npackage catalogit.v1;\n\n// A probe.\nmessage Ping {\n  // Its name.\n  string id = 1;\n  int64 n = 2;\n}\n'
+
+
+def _produce_pings(topic: str, schema_id: int, start: int, count: int) -> None:
+    from confluent_kafka import Producer
+
+    from tests.support.ops_itkit import framed, ping_payload
+
+    p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all"})
+    for i in range(start, start + count):
+        p.produce(topic, value=framed(schema_id, ping_payload(f"p{i}", i)))
+    assert p.flush(30) == 0
+
+
+def _eventually(probe: Any, want: Any, seconds: float = 240) -> Any:
+    """Poll ``probe()`` until it returns ``want`` (errors count as not yet: a restart)."""
+    import time
+
+    deadline, got = time.monotonic() + seconds, None
+    while time.monotonic() < deadline:
+        try:
+            got = probe()
+        except Exception as exc:  # noqa: BLE001 - the endpoint may be reconnecting
+            got = exc
+        if got == want:
+            return got
+        time.sleep(2)
+    raise AssertionError(f"still {got!r} after {seconds} s, wanted {want!r}")
+
+
+def test_the_stream_and_the_endpoint_continue_across_a_metastore_restart(tmp_path: Path) -> None:
+    """Silver streams (processing-time) while an analyst counts its rows over the endpoint;
+    the metastore restarts in between, and both go on."""
+    import json as _json
+    import signal
+    import urllib.request
+
+    from pipelines.demo.produce import ensure_topics
+
+    registry = start_registry_server(port=0)
+    topic = f"it.catalog.stream.{uuid.uuid4().hex[:8]}"
+    ensure_topics(BOOTSTRAP, [topic], None, partitions=1)
+    req = urllib.request.Request(
+        f"{registry.url}/subjects/{topic}-value/versions",
+        data=_json.dumps({"schemaType": "PROTOBUF", "schema": PING_SCHEMA}).encode(),
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        schema_id = int(_json.loads(resp.read())["id"])
+    _produce_pings(topic, schema_id, 0, 5)
+    silver_db = f"it{uuid.uuid4().hex[:8]}_silver"
+    config = tmp_path / "protolake.toml"
+    config.write_text(
+        f'[lakehouse]\npath = "{tmp_path / "lakehouse"}"\n'
+        f'[kafka]\nbootstrap_servers = "{BOOTSTRAP}"\ntopics = ["{topic}"]\n'
+        f'[registry]\nurl = "{registry.url}"\n'
+        '[bronze]\nprocessing_interval = "2 seconds"\n'
+        '[silver]\nprocessing_interval = "2 seconds"\n'
+        f'[catalog]\nmetastore_uri = "{METASTORE_URI}"\nsilver_database = "{silver_db}"\n'
+        'bronze_database = ""\nquarantine_database = ""\nquality_database = ""\n'
+    )
+    stream = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pipelines import bronze, silver; "
+            "from pipelines.settings import load_config; cfg = load_config(sys.argv[1]); "
+            "bronze.run(cfg); bronze.run(cfg, 'processing-time', await_termination=False); "
+            "silver.run(cfg, 'processing-time')",
+            str(config),
+        ],
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "stream.log", "w"),  # noqa: SIM115 - lives as long as the stream
+    )
+    table = f"{silver_db}.{table_name_for('catalogit.v1.Ping')}"
+    try:
+        count = lambda: _query(f"SELECT count(*) FROM {table}")[0][0]  # noqa: E731
+        _eventually(count, 5)
+        stack = [str(ROOT / "infra/stack.sh")]
+        for step in ("down", "up"):
+            done = subprocess.run([*stack, step, "metastore"], env=_env(), capture_output=True)
+            assert done.returncode == 0, done.stderr[-2000:]
+        _produce_pings(topic, schema_id, 5, 7)
+        _eventually(count, 12)
+        assert stream.poll() is None, (tmp_path / "stream.log").read_text()[-3000:]
+    finally:
+        stream.send_signal(signal.SIGTERM)
+        try:
+            stream.wait(60)
+        except subprocess.TimeoutExpired:
+            stream.kill()
+        registry.stop()
+        _drop_databases([silver_db])
