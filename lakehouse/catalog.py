@@ -86,8 +86,9 @@ def register_table(
     """
     name = table_name(path)
     qualified = f"{quote(database)}.{quote(name)}"
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(database)}")
-    if spark.catalog.tableExists(name, database):
+    if not spark.catalog.databaseExists(database):
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(database)}")
+    if spark.catalog.tableExists(qualified):
         current = registered_location(spark, qualified)
         if current is None or not same_location(current, path):
             raise CatalogLocationError(

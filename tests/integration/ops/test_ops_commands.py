@@ -475,7 +475,7 @@ def test_sql_queries_the_tables_by_name(lake: Lakehouse, spark: Any, capsys: Any
 
     # a bad query is a clear error, exit 2
     capsys.readouterr()
-    assert cli_main(["sql", "--config", str(lake.config_file), "SELECT nope FROM quarantine"]) == 2
+    assert cli_main(["sql", "--config", str(lake.config_file), "SELECT nope FROM quarantine.records"]) == 2
     err = capsys.readouterr().err
     assert "protolake sql: the query failed:" in err and "nope" in err
 
