@@ -112,7 +112,9 @@ sqlserver_up() {
     die "PROTOLAKE_SQL_HOST=$sql_host is not loopback: set PROTOLAKE_SQL_PASSWORD_FILE (or PROTOLAKE_SQL_PASSWORD) first"
   fi
   mkdir -p "$run/sqlserver/tmp" "$logs"
-  jars="$(ls "$spark_jars"/delta-spark_*.jar "$spark_jars"/delta-storage-*.jar | paste -sd, -)"
+  # Delta and what it needs (delta-storage, the kernel and Unity Catalog client classes its
+  # catalog links against): every jar of the cache, as the jobs' sessions have them.
+  jars="$(ls "$spark_jars"/*.jar | paste -sd, -)"
   echo "starting sqlserver on jdbc:hive2://$sql_host:$sql_port/ (metastore thrift://127.0.0.1:$metastore_port, $([ ${#auth[@]} -gt 0 ] && echo "password required" || echo "no password"), heap $sql_heap)"
   local log_mark; log_mark="$(size_of "$logs/sqlserver.log")"
   # Run from the run folder: Spark writes nothing relative to the current directory then but

@@ -179,10 +179,9 @@ def test_a_second_spark_application_finds_every_table_by_name(lake: Lake) -> Non
         assert found[name]["rows"] == _delta_rows(path), name
         assert found[name]["location"].rstrip("/").endswith(path.rstrip("/")), name
     order = found[f"{lake.databases['silver']}.{table_name_for(ORDER)}"]
-    # comments from the .proto: the message's, and each field's (schema evolution included)
-    assert order["comment"].startswith("An order placed by a customer.")
-    assert order["columns"]["status"] == "Current status."
-    assert "sales_channel" in order["columns"]
+    # the demo registers its schemas without comments (see the stream test for those)
+    assert order["comment"].startswith("Protobuf message shop.v1.Order")
+    assert "sales_channel" in order["columns"]  # added by v2 of the schema
     assert order["properties"]["protolake.message_type"] == ORDER
     assert order["properties"]["protolake.schema_versions"].count("id:") == 2
 
@@ -194,8 +193,7 @@ def test_the_sql_endpoint_lists_describes_and_queries(lake: Lake) -> None:
 
     order = f"{lake.databases['silver']}.{table_name_for(ORDER)}"
     described = {r[0]: r for r in _query(f"DESCRIBE TABLE EXTENDED {order}")}
-    assert described["status"][2] == "Current status."
-    assert "sales_channel" in described
+    assert "status" in described and "sales_channel" in described
 
     # the quarantine by reason, as delta-rs counts it from the files
     from deltalake import DeltaTable
@@ -250,7 +248,7 @@ def test_a_wrong_password_is_refused(lake: Lake, tmp_path: Path) -> None:
             "SELECT 1", port=port, username="protolake", password="s3cret-for-tests", auth="CUSTOM"
         )
         assert good == [(1,)]
-        with pytest.raises(Exception, match="(?i)auth|password|sasl|peer"):
+        with pytest.raises(Exception, match="(?i)auth|password|sasl|peer|login"):
             _query("SELECT 1", port=port, username="protolake", password="wrong", auth="CUSTOM")
         log = (tmp_path / "run/logs/sqlserver.log").read_text()
         assert "s3cret-for-tests" not in log
@@ -414,6 +412,13 @@ def test_the_stream_and_the_endpoint_continue_across_a_metastore_restart(tmp_pat
             assert done.returncode == 0, done.stderr[-2000:]
         _produce_pings(topic, schema_id, 5, 7)
         _eventually(count, 12)
+        # what the analyst sees of the .proto: the message's and the fields' comments
+        columns = {r[0]: r[2] for r in _query(f"DESCRIBE TABLE {table}")}
+        assert columns["id"] == "Its name."
+        with _hive() as cur:
+            cur.execute(f"DESCRIBE DETAIL {table}")
+            detail = dict(zip([d[0] for d in cur.description], cur.fetchone(), strict=True))
+        assert detail["description"].startswith("A probe.")
         assert stream.poll() is None, (tmp_path / "stream.log").read_text()[-3000:]
     finally:
         stream.send_signal(signal.SIGTERM)
