@@ -113,7 +113,9 @@ sqlserver_up() {
   fi
   mkdir -p "$run/sqlserver/tmp" "$logs"
   # Delta and what it needs (delta-storage, the kernel and Unity Catalog client classes its
-  # catalog links against): every jar of the cache, as the jobs' sessions have them.
+  # catalog links against): every jar of the cache, as the jobs' sessions have them. They are
+  # on the driver's class path too: the Thrift Server's session threads resolve Delta's
+  # catalog classes through the system class loader, which --jars alone does not reach.
   jars="$(ls "$spark_jars"/*.jar | paste -sd, -)"
   echo "starting sqlserver on jdbc:hive2://$sql_host:$sql_port/ (metastore thrift://127.0.0.1:$metastore_port, $([ ${#auth[@]} -gt 0 ] && echo "password required" || echo "no password"), heap $sql_heap)"
   local log_mark; log_mark="$(size_of "$logs/sqlserver.log")"
@@ -123,7 +125,7 @@ sqlserver_up() {
     spawn sqlserver "$sqlserver_marker" "$logs/sqlserver.log" "$spark_home/bin/spark-submit" \
       --class org.apache.spark.sql.hive.thriftserver.HiveThriftServer2 \
       --name protolake-sqlserver --master "${PROTOLAKE_SQL_MASTER:-local[2]}" \
-      --driver-memory "$sql_heap" --jars "$jars" --driver-class-path "$hive_classes" \
+      --driver-memory "$sql_heap" --jars "$jars" --driver-class-path "$hive_classes:$spark_jars/*" \
       --conf "spark.driver.extraJavaOptions=$sqlserver_marker -Djava.io.tmpdir=$run/sqlserver/tmp" \
       --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension \
       --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog \
