@@ -24,6 +24,10 @@ stack-status:
 demo: setup
 	@infra/stack.sh up
 	@$(PY) -m pipelines.demo
+	@echo "Query every table by name (README, 'For analysts'):"
+	@echo "  JDBC/ODBC  jdbc:hive2://127.0.0.1:$${PROTOLAKE_SQL_PORT:-10000}/  (HiveServer2, no password on loopback)"
+	@echo "  Spark      --conf spark.sql.catalogImplementation=hive --conf spark.hadoop.hive.metastore.uris=thrift://127.0.0.1:$${PROTOLAKE_METASTORE_PORT:-9083} (plus Delta's two)"
+	@echo "  by path    DuckDB delta_scan('run/lakehouse/silver/<table>'), deltalake.DeltaTable(...)"
 
 test: setup
 	@infra/run_tests.sh

@@ -2,10 +2,12 @@
 
     python infra/healthcheck.py kafka 127.0.0.1:9092 [--timeout 60]
     python infra/healthcheck.py registry http://127.0.0.1:8081 [--timeout 30]
+    python infra/healthcheck.py tcp 127.0.0.1:9083 [--timeout 60]
 
 Exit 0 as soon as the service answers a real request (Kafka: a metadata request through
 confluent-kafka's AdminClient that names at least one broker; registry: ``GET /subjects``
-answering a JSON list), exit 1 with a one-line reason on stderr when the deadline passes.
+answering a JSON list; tcp: the port accepts a connection, for servers that open their port
+only once ready, as the metastore and the Spark Thrift Server do), exit 1 with a one-line reason on stderr when the deadline passes.
 ``--pid N`` makes the probe give up early when that process dies (no point waiting 60 s for
 a broker that crashed on start).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 import time
 import urllib.error
@@ -64,14 +67,24 @@ def probe_registry(url: str) -> str | None:
     return None
 
 
+def probe_tcp(address: str) -> str | None:
+    """Return None when ``host:port`` accepts a TCP connection."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=3):
+            return None
+    except OSError as exc:
+        return str(exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("service", choices=["kafka", "registry"])
+    parser.add_argument("service", choices=["kafka", "registry", "tcp"])
     parser.add_argument("address")
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--pid", type=int, default=None, help="give up when this process dies")
     args = parser.parse_args(argv)
-    probe = probe_kafka if args.service == "kafka" else probe_registry
+    probe = {"kafka": probe_kafka, "registry": probe_registry, "tcp": probe_tcp}[args.service]
     deadline = time.monotonic() + args.timeout
     reason = "not probed"
     while time.monotonic() < deadline:

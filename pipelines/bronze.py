@@ -46,7 +46,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark reader knows
 from pyspark.sql.streaming import StreamingQuery
 
-from lakehouse.layout import Layout
+from lakehouse.catalog import layer_tables, register_table
+from lakehouse.layout import BRONZE, Layout
 from lakehouse.streaming import (
     TRIGGERS,
     await_queries,
@@ -58,8 +59,7 @@ from pipelines import progress
 from pipelines.bronze_routing import TopicRouter
 from pipelines.naming import bronze_table_of_topic
 from pipelines.settings import ConfigError, ProtolakeConfig, load_config
-from pipelines.settings.clients import kafka_source_options, loggable_config
-from pipelines.spark import build_session
+from pipelines.settings.clients import kafka_source_options, loggable_config, open_session
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ def run(
         trigger: overrides ``bronze.trigger``.
         await_termination: wait until the queries end (available-now) or fail; with
             processing-time this waits until they are stopped (see :func:`stop_on_signals`).
-        spark: a session to use; default: :func:`pipelines.spark.build_session`.
+        spark: a session to use; default: :func:`pipelines.settings.clients.open_session`.
 
     Raises:
         pyspark.errors.StreamingQueryException: a query failed.
@@ -197,16 +197,30 @@ def run(
     trigger = trigger or cfg.bronze.trigger
     log.debug("bronze: configuration %s", json.dumps(loggable_config(cfg), sort_keys=True))
     if spark is None:
-        spark = build_session(
-            "protolake-bronze", master=cfg.spark.master or None, conf=cfg.spark.conf
-        )
+        spark = open_session(cfg, "protolake-bronze")
     from pipelines.metrics import install_metrics
 
     install_metrics(spark, cfg)
+    register_bronze(spark, cfg)
     queries = write_bronze(read_kafka(spark, cfg).transform(to_bronze_rows), cfg, trigger)
     if await_termination:
         await_queries(queries)
+        register_bronze(spark, cfg)  # the tables this run created
     return queries
+
+
+def register_bronze(spark: SparkSession, cfg: ProtolakeConfig) -> list[str]:
+    """Register every bronze table in ``catalog.bronze_database`` (none when it is empty).
+
+    Bronze tables are created by the stream's first write to them; a run registers those that
+    exist when it starts and, once its queries end, those it created (a processing-time run's
+    new tables are named at its next start, or by silver's).
+    """
+    database = cfg.catalog.bronze_database
+    if not database:
+        return []
+    layout = Layout(cfg.lakehouse_path)
+    return [register_table(spark, database, p) for p in layer_tables(layout, BRONZE, spark)]
 
 
 def summarize(queries: Sequence[StreamingQuery], cfg: ProtolakeConfig) -> dict[str, Any]:

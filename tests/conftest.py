@@ -7,12 +7,15 @@ needs Spark with Delta but no service, ``tests/integration`` needs the local sta
 
 The Spark session is shared by every test of the process and never stopped by a test: a test
 that changes a runtime setting (``spark.conf.set``) restores it, and tables and databases use
-names of their own test folder.
+names of their own test folder. The jobs register their tables in the session's catalog under
+the default ``[catalog]`` databases; after each test those databases are dropped (external
+tables: no data is deleted), so the next test's lakehouse can use the same names.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,6 +38,25 @@ def spark() -> Iterator[Any]:
     session = build_session("protolake-tests", conf=SPARK_TEST_CONF)
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _forget_catalog_tables() -> Iterator[None]:
+    """Drop the default catalog databases of the shared session after each test."""
+    yield
+    from lakehouse.catalog import CatalogDatabases
+
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is None:
+        return
+    defaults = CatalogDatabases()
+    for name in {defaults.bronze, defaults.silver, defaults.quarantine, defaults.quality}:
+        if session.catalog.databaseExists(name):
+            session.sql(f"DROP DATABASE IF EXISTS `{name}` CASCADE")
 
 
 @pytest.fixture(scope="session")

@@ -141,7 +141,7 @@ def _collect_sql(spark: Any, cfg: ProtolakeConfig, report: DemoReport) -> None:
     match = [t for t in report.tables if t["layer"] == "silver" and t["table"] == table]
     if not match:
         return
-    database = cfg.silver.catalog_database
+    database = cfg.catalog.silver_database
     source = f"delta.`{match[0]['path']}`"
     try:
         if spark.catalog.tableExists(f"{database}.{table}"):

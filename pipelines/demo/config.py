@@ -2,9 +2,11 @@
 
 :func:`load_demo_config` reads ``--config FILE`` (default: :data:`DEMO_CONFIG`), then applies
 the demo's rules on top of it: ``PROTOLAKE_KAFKA_BOOTSTRAP`` / ``PROTOLAKE_REGISTRY_URL``
-replace the broker and registry addresses, ``--lakehouse DIR`` the lakehouse root, and
-``kafka.topics`` becomes the demo's four topics under ``--topic-prefix`` (``kafka.topic_pattern``
-is dropped). It raises :class:`pipelines.settings.ConfigError` for a missing or invalid file.
+replace the broker and registry addresses (``PROTOLAKE_METASTORE_PORT`` the metastore's port),
+``--lakehouse DIR`` the lakehouse root, and ``kafka.topics`` becomes the demo's four topics under ``--topic-prefix`` (``kafka.topic_pattern``
+is dropped). A demo into another lakehouse than the configured one registers its tables in
+its session's own catalog, not in the shared metastore: the metastore's names
+(``silver.<table>``, ...) belong to the configured lakehouse. It raises :class:`pipelines.settings.ConfigError` for a missing or invalid file.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pipelines.settings import ConfigError, ProtolakeConfig, parse_config
 DEMO_CONFIG = Path(__file__).resolve().with_name("demo.toml")
 ENV_BOOTSTRAP = "PROTOLAKE_KAFKA_BOOTSTRAP"
 ENV_REGISTRY = "PROTOLAKE_REGISTRY_URL"
+ENV_METASTORE_PORT = "PROTOLAKE_METASTORE_PORT"
 
 
 @dataclass
@@ -63,8 +66,12 @@ def load_demo_config(
         kafka["bootstrap_servers"] = environ[ENV_BOOTSTRAP]
     if environ.get(ENV_REGISTRY):
         registry["url"] = environ[ENV_REGISTRY]
+    catalog = raw.setdefault("catalog", {})
+    if environ.get(ENV_METASTORE_PORT) and catalog.get("metastore_uri"):
+        catalog["metastore_uri"] = f"thrift://127.0.0.1:{environ[ENV_METASTORE_PORT]}"
     if lakehouse:
         raw.setdefault("lakehouse", {})["path"] = lakehouse
+        catalog["metastore_uri"] = ""
     kafka.pop("topic_pattern", None)
     kafka["topics"] = demo_topics(topic_prefix)
     return parse_config(raw, env=environ, source=str(source))

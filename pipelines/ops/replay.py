@@ -250,7 +250,7 @@ def _run_silver(
     """Feed the selection to silver's batch function; return the still-failing keys (persisted)."""
     from pyspark import StorageLevel
 
-    from pipelines.settings.clients import open_resolver
+    from pipelines.settings.clients import catalog_databases, open_resolver
     from pipelines.silver.batch import SilverBatch
     from pipelines.silver.job import make_checker
 
@@ -272,7 +272,7 @@ def _run_silver(
         allow_unknown_fields=cfg.silver.keep_unknown_fields,
         native=cfg.silver.native_decoder,
         cache_bronze=cfg.silver.cache_bronze,
-        database=cfg.silver.catalog_database,
+        databases=catalog_databases(cfg),
         checker=checker,
         quarantine_writer=keep_failures,
     )

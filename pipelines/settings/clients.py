@@ -12,7 +12,9 @@ them to the client and log only :func:`loggable_config`.
 - :func:`registry_client_conf`: confluent-kafka's ``SchemaRegistryClient`` (the demo).
 - :func:`open_resolver`: the codec's schema resolver on the configured registry (silver,
   replay).
-- :func:`open_session`: the Spark session of a job or command, with ``[spark]``.
+- :func:`open_session`: the Spark session of a job or command, with ``[spark]`` and the
+  ``[catalog]`` metastore (:func:`catalog_session_conf`).
+- :func:`catalog_databases`: the database of each layer's tables (``lakehouse.catalog``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.catalog import CatalogDatabases
 from pipelines.settings.config import ProtolakeConfig
 
 if TYPE_CHECKING:
@@ -123,11 +126,38 @@ def open_resolver(cfg: ProtolakeConfig) -> SchemaResolver:
     return SchemaResolver(open_registry(r.url, **kwargs))
 
 
+def catalog_session_conf(cfg: ProtolakeConfig) -> dict[str, str]:
+    """Spark settings that make a session use the ``[catalog]`` metastore (empty without one).
+
+    These are the settings any other Spark application needs to see protolake's tables by
+    name (with Delta's two, ``pipelines.spark.DELTA_CONF``). ``spark.sql.catalogImplementation``
+    is fixed when a process creates its first session: a process that already has a session
+    keeps that session's catalog.
+    """
+    uri = cfg.catalog.metastore_uri
+    if not uri:
+        return {}
+    return {"spark.sql.catalogImplementation": "hive", "spark.hadoop.hive.metastore.uris": uri}
+
+
+def catalog_databases(cfg: ProtolakeConfig) -> CatalogDatabases:
+    """The database of each layer's tables (an empty one is not registered)."""
+    c = cfg.catalog
+    return CatalogDatabases(
+        bronze=c.bronze_database,
+        silver=c.silver_database,
+        quarantine=c.quarantine_database,
+        quality=c.quality_database,
+    )
+
+
 def open_session(cfg: ProtolakeConfig, app: str) -> SparkSession:
-    """The Spark session of a job or command: Delta, the Kafka source, and ``[spark]``."""
+    """The Spark session of a job or command: Delta, the Kafka source, the ``[catalog]``
+    metastore and ``[spark]`` (applied last, so it may override any of them)."""
     from pipelines.spark import build_session
 
-    return build_session(app, master=cfg.spark.master or None, conf=cfg.spark.conf)
+    conf = {**catalog_session_conf(cfg), **cfg.spark.conf}
+    return build_session(app, master=cfg.spark.master or None, conf=conf)
 
 
 def loggable_config(cfg: ProtolakeConfig) -> dict[str, Any]:

@@ -56,7 +56,6 @@ Example (every key, with its default)::
     native_decoder = true                    # compiled decoder where it applies (needs a C compiler)
     cache_bronze = false                     # true: cache each batch once instead of re-reading it per
                                              # pass (better when reads are slow, e.g. object storage)
-    catalog_database = "protolake"           # Spark catalog database the silver tables are registered in
     table_discovery_seconds = 5.0            # processing-time: how often bronze/ is listed for new
                                              # tables (each gets its query without a restart)
 
@@ -68,6 +67,15 @@ Example (every key, with its default)::
     expectation = "expect_column_values_to_not_be_null"
     kwargs = { column = "order_id" }
     policy = "quarantine"                    # warn | quarantine | fail
+
+    [catalog]                                # where every table is registered by name
+    metastore_uri = ""                       # "thrift://127.0.0.1:9083": a shared Hive metastore
+                                             # (infra/stack.sh up metastore); empty: the session's own
+                                             # catalog (in memory, or what spark.conf configures)
+    bronze_database = "bronze"               # a layer's database; "" = do not register that layer
+    silver_database = "silver"
+    quarantine_database = "quarantine"       # its one table: quarantine.records
+    quality_database = "quality"             # its one table: quality.results
 
     [metrics]
     prometheus_port = 0                      # 0 = no HTTP endpoint; metrics still logged
@@ -144,7 +152,6 @@ class SilverConfig:
     keep_unknown_fields: bool = False
     native_decoder: bool = True
     cache_bronze: bool = False
-    catalog_database: str = "protolake"
     table_discovery_seconds: float = 5.0
 
 
@@ -154,6 +161,15 @@ class QualityConfig:
     expectations: tuple[Mapping[str, Any], ...] = ()
     # > 0: silver deletes rows of quality/results validated longer ago than this when it starts
     results_retention_days: int = 0
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    metastore_uri: str = ""
+    bronze_database: str = "bronze"
+    silver_database: str = "silver"
+    quarantine_database: str = "quarantine"
+    quality_database: str = "quality"
 
 
 @dataclass(frozen=True)
@@ -176,6 +192,7 @@ class ProtolakeConfig:
     bronze: BronzeConfig = field(default_factory=BronzeConfig)
     silver: SilverConfig = field(default_factory=SilverConfig)
     quality: QualityConfig = field(default_factory=QualityConfig)
+    catalog: CatalogConfig = field(default_factory=CatalogConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     source: str = ""  # the file it was loaded from, for messages
@@ -198,6 +215,7 @@ _SECTIONS: dict[str, type] = {
     "bronze": BronzeConfig,
     "silver": SilverConfig,
     "quality": QualityConfig,
+    "catalog": CatalogConfig,
     "metrics": MetricsConfig,
     "spark": SparkConfig,
 }
@@ -342,9 +360,22 @@ def _check(cfg: ProtolakeConfig) -> None:
         raise ConfigError("metrics.prometheus_address: must be an interface address")
     if not cfg.lakehouse.path:
         raise ConfigError("lakehouse.path: missing value")
+    _check_catalog(cfg.catalog)
     if cfg.quality.results_retention_days < 0:
         raise ConfigError("quality.results_retention_days: must be >= 0 (0 keeps every result)")
     _check_quality_rules(cfg.quality.expectations)
+
+
+def _check_catalog(c: CatalogConfig) -> None:
+    if c.metastore_uri and not re.fullmatch(
+        r"thrift://[^\s,]+(,thrift://[^\s,]+)*", c.metastore_uri
+    ):
+        raise ConfigError(
+            'catalog.metastore_uri: must be "thrift://host:port" (comma-separated for several)'
+        )
+    for key in ("bronze_database", "silver_database", "quarantine_database", "quality_database"):
+        if not re.fullmatch(r"[A-Za-z0-9_]*", getattr(c, key)):
+            raise ConfigError(f"catalog.{key}: letters, digits and '_' only (or empty)")
 
 
 def _check_quality_rules(rules: tuple[Mapping[str, Any], ...]) -> None:

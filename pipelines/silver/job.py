@@ -32,6 +32,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from codec import SchemaResolver
+from lakehouse.catalog import register_lakehouse
 from lakehouse.delta import is_delta_table, list_delta_tables
 from lakehouse.layout import Layout, table_name
 from lakehouse.streaming import (
@@ -44,12 +45,11 @@ from lakehouse.streaming import (
 )
 from pipelines import progress
 from pipelines.quality_retention import prune_quality_results
+from pipelines.quarantine import ensure_quarantine_table
 from pipelines.settings import ConfigError, ProtolakeConfig
-from pipelines.settings.clients import open_resolver
-from pipelines.spark import build_session
+from pipelines.settings.clients import catalog_databases, open_resolver, open_session
 
 from .batch import SilverBatch
-from .tables import register_tables
 
 log = logging.getLogger("pipelines.silver")
 JOB = "silver"
@@ -87,7 +87,7 @@ def start_query(
         allow_unknown_fields=cfg.silver.keep_unknown_fields,
         native=cfg.silver.native_decoder,
         cache_bronze=cfg.silver.cache_bronze,
-        database=cfg.silver.catalog_database,
+        databases=catalog_databases(cfg),
         checker=checker,
     )
     from pipelines.metrics import silver_batch_hook
@@ -176,7 +176,7 @@ def run(
     Args:
         cfg: the configuration.
         trigger: overrides ``silver.trigger``.
-        spark: a session (default: :func:`pipelines.spark.build_session`).
+        spark: a session (default: :func:`pipelines.settings.clients.open_session`).
         bronze_table_names: bronze tables to read (default: all under ``<lakehouse>/bronze``,
             and with processing-time each one that appears later).
         await_termination: wait for the queries (available-now: until drained, one query
@@ -192,9 +192,7 @@ def run(
     if trigger not in TRIGGERS:
         raise ConfigError(f"trigger: must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
     if spark is None:
-        spark = build_session(
-            "protolake-silver", master=cfg.spark.master or None, conf=cfg.spark.conf
-        )
+        spark = open_session(cfg, "protolake-silver")
     resolver = resolver or open_resolver(cfg)
     from pipelines.metrics import install_metrics
 
@@ -202,10 +200,11 @@ def run(
     checker = make_checker(spark, cfg)
     if checker is not None:
         prune_quality_results(spark, cfg)
-    if cfg.silver.catalog_database:
-        # the catalog of this session may be new (in-memory, or another metastore): make every
-        # existing table selectable by name, not only those this run writes to
-        register_tables(spark, cfg.lakehouse_path, cfg.silver.catalog_database)
+    # the catalog may be new (the session's own, or a new metastore): name every table of the
+    # lakehouse there, the quarantine included even before its first record
+    if cfg.catalog.quarantine_database:
+        ensure_quarantine_table(spark, cfg.lakehouse_path)
+    register_lakehouse(spark, Layout(cfg.lakehouse_path), catalog_databases(cfg))
     if trigger == "processing-time":
         out = follow_bronze(spark, cfg, resolver, checker, bronze_table_names)
         if await_termination:

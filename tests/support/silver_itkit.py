@@ -46,7 +46,7 @@ def make_config(lake: Path, topics: list[str], registry_url: str, **silver: Any)
             "lakehouse": {"path": str(lake)},
             "kafka": {"bootstrap_servers": BOOTSTRAP, "topics": topics},
             "registry": {"url": registry_url, "max_retries": 1, "timeout_seconds": 2.0},
-            "silver": {"catalog_database": "silver_it", **silver},
+            "silver": silver,
         }
     )
 
@@ -66,7 +66,6 @@ def write_config_file(
         "max_retries = 1",
         "timeout_seconds = 2.0",
         "[silver]",
-        'catalog_database = "silver_it"',
     ]
     for k, v in silver.items():
         lines.append(f"{k} = {v!r}" if not isinstance(v, str) else f'{k} = "{v}"')

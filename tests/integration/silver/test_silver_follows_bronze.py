@@ -34,8 +34,8 @@ def _config(lake: Path, pattern: str, registry_url: str) -> ProtolakeConfig:
             "lakehouse": {"path": str(lake)},
             "kafka": {"bootstrap_servers": BOOTSTRAP, "topic_pattern": pattern},
             "registry": {"url": registry_url, "max_retries": 1, "timeout_seconds": 2.0},
+            "catalog": {"silver_database": "silver_follow_it"},
             "silver": {
-                "catalog_database": "silver_follow_it",
                 "processing_interval": "1 second",
                 "table_discovery_seconds": 1.0,
             },

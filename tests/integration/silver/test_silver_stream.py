@@ -218,5 +218,5 @@ def test_sigkill_of_a_processing_time_job_then_restart(
     assert _quarantine_by_reason(spark, cfg.lakehouse_path) == expected_q
     # tables are registered by name in the catalog
     some_type = sorted(first.per_message_type)[0]
-    n = spark.sql(f"SELECT count(*) FROM silver_it.{table_name_for(some_type)}").first()[0]
+    n = spark.sql(f"SELECT count(*) FROM silver.{table_name_for(some_type)}").first()[0]
     assert n == _silver_counts(spark, cfg.lakehouse_path)[some_type]
