@@ -7,8 +7,9 @@
 #   infra/stack.sh up       start kafka and registry when not running, wait until healthy, print the endpoints
 #   infra/stack.sh down     stop what runs (SIGTERM, then SIGKILL after a timeout), apicurio included
 #   infra/stack.sh status   what runs, where; exit 0 only when kafka and registry are up
-#   infra/stack.sh up kafka|registry|apicurio / down kafka|registry|apicurio   one service only
-#   (apicurio is started on demand: `make test` starts it for the tests that use it)
+#   infra/stack.sh up kafka|registry|apicurio|s3 / down kafka|registry|apicurio|s3   one service only
+#   (apicurio and s3 are started on demand: `make test` starts them for the tests that use them;
+#   s3 is SeaweedFS's S3 gateway, see infra/s3.sh for its files, run/s3.env and its variables)
 #
 # Everything lives in one run folder ($PROTOLAKE_RUN_DIR, default ./run):
 #   run/logs/{kafka,registry}.log (kafka.stdout: JVM output before log4j)   run/pids/{kafka,registry}.pid
@@ -310,6 +311,10 @@ apicurio_up() {
 
 apicurio_down() { service_down apicurio "$apicurio_marker"; }
 
+# ---------------------------------------------------------------- S3 (SeaweedFS)
+# shellcheck source=infra/s3.sh
+. "$root/infra/s3.sh"
+
 # ---------------------------------------------------------------- commands
 status() {
   local pid rc=0
@@ -322,6 +327,7 @@ status() {
   if pid="$(pid_of apicurio "$apicurio_marker")"; then
     echo "apicurio  running  pid $pid  url http://127.0.0.1:$apicurio_port/apis/ccompat/v7  log $logs/apicurio.log"
   else echo "apicurio  stopped  (http://127.0.0.1:$apicurio_port/apis/ccompat/v7; started on demand)"; fi
+  s3_status
   return $rc
 }
 
@@ -334,18 +340,18 @@ endpoints() {
 }
 
 cmd="${1:-status}"; what="${2:-all}"
-case "$what" in all|kafka|registry|apicurio) ;; *) die "unknown service '$what' (kafka|registry|apicurio)" ;; esac
+case "$what" in all|kafka|registry|apicurio|s3) ;; *) die "unknown service '$what' (kafka|registry|apicurio|s3)" ;; esac
 case "$cmd" in
   up)
     case "$what" in
       all) kafka_up; registry_up; endpoints ;;
-      kafka) kafka_up ;; registry) registry_up ;; apicurio) apicurio_up ;;
+      kafka) kafka_up ;; registry) registry_up ;; apicurio) apicurio_up ;; s3) s3_up ;;
     esac ;;
   down)
     case "$what" in
-      all) apicurio_down; registry_down; kafka_down ;;
-      kafka) kafka_down ;; registry) registry_down ;; apicurio) apicurio_down ;;
+      all) s3_down; apicurio_down; registry_down; kafka_down ;;
+      kafka) kafka_down ;; registry) registry_down ;; apicurio) apicurio_down ;; s3) s3_down ;;
     esac ;;
   status) status ;;
-  *) die "usage: infra/stack.sh up|down|status [kafka|registry|apicurio]" ;;
+  *) die "usage: infra/stack.sh up|down|status [kafka|registry|apicurio|s3]" ;;
 esac

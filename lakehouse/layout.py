@@ -7,7 +7,9 @@ A lakehouse is one root (a local folder, ``file://...``, or an object-store URI 
     <root>/silver/<table>                  one Delta table per message type
     <root>/quarantine/records              every record that could not land in silver
     <root>/quality/results                 quality results (Delta)
-    <root>/quality/docs                    Great Expectations' Data Docs (local roots)
+    <root>/quality/docs                    Great Expectations' Data Docs (built there for a local
+                                           root; built in a local folder and published there
+                                           for an object-store root)
     <root>/_checkpoints/<job>/<name>       a streaming query's checkpoint
     <root>/_checkpoints/<job>/<name>/_protolake_app_id   its idempotent-write app id
 
@@ -29,6 +31,7 @@ QUARANTINE_TABLE = "records"
 QUALITY_RESULTS_TABLE = "results"
 CHECKPOINTS = "_checkpoints"
 APP_ID_FILE = "_protolake_app_id"
+DOCS = "docs"
 
 
 def has_scheme(path: str) -> bool:
@@ -87,6 +90,11 @@ class Layout:
         """The quality results Delta table."""
         return f"{self.layer(QUALITY)}/{QUALITY_RESULTS_TABLE}"
 
+    @property
+    def quality_docs(self) -> str:
+        """The Data Docs folder (for an object-store root: where they are published)."""
+        return f"{self.layer(QUALITY)}/{DOCS}"
+
     # -- streaming state ---------------------------------------------------------------
     @property
     def checkpoints(self) -> str:
@@ -125,7 +133,7 @@ class Layout:
 
     def local_quality_docs(self) -> Path:
         """Where Data Docs are built for a local root."""
-        return self.local_quality_dir() / "docs"
+        return self.local_quality_dir() / DOCS
 
 
 def local_path(path: str) -> Path | None:

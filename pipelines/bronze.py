@@ -59,8 +59,12 @@ from lakehouse.streaming import (
 )
 from pipelines.naming import bronze_table_of_topic
 from pipelines.settings import ConfigError, ProtolakeConfig, load_config
-from pipelines.settings.clients import kafka_source_options, loggable_config
-from pipelines.spark import build_session
+from pipelines.settings.clients import (
+    kafka_source_options,
+    loggable_config,
+    open_session,
+    prepare_session,
+)
 
 log = logging.getLogger(__name__)
 
@@ -319,7 +323,8 @@ def run(
         trigger: overrides ``bronze.trigger``.
         await_termination: wait until the queries end (available-now) or fail; with
             processing-time this waits until they are stopped (see :func:`stop_on_signals`).
-        spark: a session to use; default: :func:`pipelines.spark.build_session`.
+        spark: a session to use (given the ``[s3]`` settings); default:
+            :func:`pipelines.settings.clients.open_session`.
 
     Raises:
         pyspark.errors.StreamingQueryException: a query failed.
@@ -327,9 +332,9 @@ def run(
     trigger = trigger or cfg.bronze.trigger
     log.info("bronze: configuration %s", json.dumps(loggable_config(cfg), sort_keys=True))
     if spark is None:
-        spark = build_session(
-            "protolake-bronze", master=cfg.spark.master or None, conf=cfg.spark.conf
-        )
+        spark = open_session(cfg, "protolake-bronze")
+    else:
+        prepare_session(spark, cfg)
     from pipelines.metrics import install_metrics
 
     install_metrics(spark, cfg)

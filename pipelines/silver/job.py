@@ -26,8 +26,7 @@ from lakehouse.layout import Layout, table_name
 from lakehouse.streaming import TRIGGERS, await_queries, load_app_id, with_trigger
 from pipelines.quality_retention import prune_quality_results
 from pipelines.settings import ConfigError, ProtolakeConfig
-from pipelines.settings.clients import open_resolver
-from pipelines.spark import build_session
+from pipelines.settings.clients import open_resolver, open_session, prepare_session
 
 from .batch import SilverBatch
 from .tables import register_tables
@@ -143,7 +142,8 @@ def run(
     Args:
         cfg: the configuration.
         trigger: overrides ``silver.trigger``.
-        spark: a session (default: :func:`pipelines.spark.build_session`).
+        spark: a session (given the ``[s3]`` settings; default:
+            :func:`pipelines.settings.clients.open_session`).
         bronze_table_names: bronze tables to read (default: all under ``<lakehouse>/bronze``).
         await_termination: wait for the queries (available-now: until drained, one query
             after the other; processing-time: until stopped). With False, available-now
@@ -157,9 +157,9 @@ def run(
     if trigger not in TRIGGERS:
         raise ConfigError(f"trigger: must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
     if spark is None:
-        spark = build_session(
-            "protolake-silver", master=cfg.spark.master or None, conf=cfg.spark.conf
-        )
+        spark = open_session(cfg, "protolake-silver")
+    else:
+        prepare_session(spark, cfg)
     resolver = resolver or open_resolver(cfg)
     from pipelines.metrics import install_metrics
 
