@@ -10,6 +10,9 @@
   :func:`stop_on_signals` stops the queries on SIGTERM/SIGINT (an unfinished batch is
   replayed from the checkpoint on restart).
 
+- :func:`read_text_lines` / :func:`write_text`: small text files (checkpoint logs, app ids,
+  the demo's bookkeeping).
+
 Files are read and written through Hadoop's file system of the session: any URI works.
 """
 
@@ -85,6 +88,23 @@ def read_text_lines(spark: SparkSession, location: str) -> list[str] | None:
         return lines
     finally:
         stream.close()
+
+
+def write_text(spark: SparkSession, location: str, text: str) -> None:
+    """Write a small UTF-8 text file on any Hadoop file system, replacing what was there.
+
+    On an object store the file appears whole when it is closed (a single PUT); locally,
+    Hadoop writes it in place.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    path = jvm.org.apache.hadoop.fs.Path(location)
+    out = path.getFileSystem(hadoop_conf).create(path, True)
+    try:
+        out.write(bytearray(text.encode("utf-8")))
+    finally:
+        out.close()
 
 
 def with_trigger(writer: Any, trigger: str, interval: str) -> Any:

@@ -16,7 +16,8 @@ Modules are imported only when their command runs (Spark and friends load slowly
 command whose module is missing must not break the others); the listing in ``--help`` comes
 from the static table. A missing module is an error naming it, never silently skipped.
 ``ConfigError`` and ``quality.rules.QualityConfigError`` (a rule silver or replay found unusable) are
-reported as one line (exit 2); other failures propagate (exit 1).
+reported as one line (exit 2); so is a lakehouse object store that cannot be used
+(``pipelines.settings.preflight.StoreError``, exit 1); other failures propagate (exit 1).
 ``pipelines/jobs/run.py`` (spark-submit) calls :func:`main` too: the same code path.
 """
 
@@ -31,6 +32,7 @@ from typing import Any
 
 from lakehouse.streaming import TRIGGERS
 from pipelines.settings import ConfigError
+from pipelines.settings.preflight import StoreError
 
 # name -> (module, one-line help). Keep in step with docs/contracts.md ("Command line").
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -143,6 +145,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{args.command}: the command registered no func")
     try:
         code = func(args)
+    except StoreError as exc:
+        print(f"protolake {args.command}: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:
         if not _is_config_error(exc):
             raise
