@@ -12,6 +12,7 @@ A lakehouse is one root (a local folder, ``file://...``, or an object-store URI 
                                            for an object-store root)
     <root>/_checkpoints/<job>/<name>       a streaming query's checkpoint
     <root>/_checkpoints/<job>/<name>/_protolake_app_id   its idempotent-write app id
+    <root>/_writers/<name>                 a writer lease (object-store roots: lakehouse.lease)
 
 A table's name is its folder name under its layer. Every module asks :class:`Layout` for a
 path; none builds one with string formatting of its own.
@@ -31,6 +32,7 @@ QUARANTINE_TABLE = "records"
 QUALITY_RESULTS_TABLE = "results"
 CHECKPOINTS = "_checkpoints"
 APP_ID_FILE = "_protolake_app_id"
+WRITERS = "_writers"
 DOCS = "docs"
 
 
@@ -104,6 +106,10 @@ class Layout:
     def checkpoint(self, job: str, name: str) -> str:
         """A streaming query's checkpoint: ``_checkpoints/<job>/<name>``."""
         return f"{self.checkpoints}/{_segment(job)}/{_segment(name)}"
+
+    def writer_lease(self, name: str) -> str:
+        """The writer lease of the tables one job writes (``bronze``, ``silver``)."""
+        return f"{self.root}/{WRITERS}/{_segment(name)}"
 
     @staticmethod
     def app_id_file(checkpoint: str) -> str:

@@ -49,6 +49,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from lakehouse.delta import append_idempotent
 from lakehouse.layout import Layout
+from lakehouse.lease import take_writer_lease
 from lakehouse.streaming import (
     TRIGGERS,
     await_queries,
@@ -338,9 +339,16 @@ def run(
     from pipelines.metrics import install_metrics
 
     install_metrics(spark, cfg)
-    queries = write_bronze(read_kafka(spark, cfg).transform(to_bronze_rows), cfg, trigger)
-    if await_termination:
-        await_queries(queries)
+    # One driver writes the bronze tables of an object-store lakehouse (lakehouse.lease); a
+    # lease of queries left running is renewed until this process ends.
+    lease = take_writer_lease(spark, cfg.lakehouse_path, JOB)
+    try:
+        queries = write_bronze(read_kafka(spark, cfg).transform(to_bronze_rows), cfg, trigger)
+        if await_termination:
+            await_queries(queries)
+    finally:
+        if lease is not None and await_termination:
+            lease.release()
     return queries
 
 

@@ -17,7 +17,8 @@ command whose module is missing must not break the others); the listing in ``--h
 from the static table. A missing module is an error naming it, never silently skipped.
 ``ConfigError`` and ``quality.rules.QualityConfigError`` (a rule silver or replay found unusable) are
 reported as one line (exit 2); so is a lakehouse object store that cannot be used
-(``pipelines.settings.preflight.StoreError``, exit 1); other failures propagate (exit 1).
+(``pipelines.settings.preflight.StoreError``) and a writer lease another driver holds
+(``lakehouse.lease.WriterLeaseError``), exit 1; other failures propagate (exit 1).
 ``pipelines/jobs/run.py`` (spark-submit) calls :func:`main` too: the same code path.
 """
 
@@ -30,6 +31,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from lakehouse.lease import WriterLeaseError
 from lakehouse.streaming import TRIGGERS
 from pipelines.settings import ConfigError
 from pipelines.settings.preflight import StoreError
@@ -145,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{args.command}: the command registered no func")
     try:
         code = func(args)
-    except StoreError as exc:
+    except (StoreError, WriterLeaseError) as exc:
         print(f"protolake {args.command}: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:

@@ -159,7 +159,11 @@ def s3a_hadoop_conf(cfg: ProtolakeConfig) -> dict[str, str]:
     if bucket is None:
         return {}
     s3 = cfg.s3
-    conf: dict[str, str] = {"path.style.access": "true" if s3.path_style_access else "false"}
+    conf: dict[str, str] = {
+        "path.style.access": "true" if s3.path_style_access else "false",
+        # If-None-Match puts, for the writer leases of lakehouse.lease
+        "create.conditional.enabled": "true",
+    }
     if s3.endpoint:
         conf["endpoint"] = s3.endpoint.rstrip("/")
         conf["connection.ssl.enabled"] = "true" if s3.endpoint.startswith("https:") else "false"

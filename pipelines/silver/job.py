@@ -23,6 +23,7 @@ from pyspark.sql.streaming import StreamingQuery
 from codec import SchemaResolver
 from lakehouse.delta import list_delta_tables
 from lakehouse.layout import Layout, table_name
+from lakehouse.lease import take_writer_lease
 from lakehouse.streaming import TRIGGERS, await_queries, load_app_id, with_trigger
 from pipelines.quality_retention import prune_quality_results
 from pipelines.settings import ConfigError, ProtolakeConfig
@@ -164,6 +165,25 @@ def run(
     from pipelines.metrics import install_metrics
 
     install_metrics(spark, cfg)
+    # One driver writes silver, quarantine and quality results of an object-store lakehouse
+    # (lakehouse.lease); a lease of queries left running is renewed until this process ends.
+    lease = take_writer_lease(spark, cfg.lakehouse_path, JOB)
+    try:
+        return _start_queries(spark, cfg, trigger, resolver, bronze_table_names, await_termination)
+    finally:
+        if lease is not None and await_termination:
+            lease.release()
+
+
+def _start_queries(
+    spark: SparkSession,
+    cfg: ProtolakeConfig,
+    trigger: str,
+    resolver: SchemaResolver,
+    bronze_table_names: Sequence[str] | None,
+    await_termination: bool,
+) -> SilverRun:
+    """Start silver's queries (one per bronze table) and, if asked, wait for them."""
     checker = make_checker(spark, cfg)
     if checker is not None:
         prune_quality_results(spark, cfg)

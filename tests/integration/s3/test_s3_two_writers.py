@@ -54,3 +54,34 @@ def test_two_writers_lose_no_commit(spark, s3_store, bucket):
     rs = DeltaTable(path, storage_options=delta_storage_options(cfg))
     versions = sorted(h["version"] for h in rs.history())
     assert versions == list(range(2 * BATCHES)), "one commit per batch, no gap, none twice"
+
+
+def test_a_second_driver_is_refused_the_writer_lease(spark, s3_store, bucket):
+    from lakehouse.lease import WriterLeaseError, acquire_writer_lease
+    from lakehouse.streaming import read_text_lines, write_text
+
+    location = f"s3a://{bucket}/lh/_writers/silver"
+    results: list[object] = []
+
+    def take() -> None:
+        try:
+            results.append(acquire_writer_lease(spark, location))
+        except WriterLeaseError as exc:
+            results.append(exc)
+
+    takers = [threading.Thread(target=take) for _ in range(2)]
+    for t in takers:
+        t.start()
+    for t in takers:
+        t.join(timeout=60)
+    held = [r for r in results if not isinstance(r, BaseException)]
+    refused = [r for r in results if isinstance(r, WriterLeaseError)]
+    assert len(held) == 1 and len(refused) == 1, results  # the conditional put picks one
+    assert "held by another driver" in str(refused[0]) and "\n" not in str(refused[0])
+    held[0].release()
+    assert read_text_lines(spark, location) is None
+    # A lease whose owner died expires, and the next driver takes it over.
+    write_text(spark, location, '{"owner": "gone:1:x", "expires": 0}')
+    lease = acquire_writer_lease(spark, location)
+    assert lease.owner in "".join(read_text_lines(spark, location) or [])
+    lease.release()

@@ -34,6 +34,7 @@ def test_keys_from_the_environment_become_per_bucket_s3a_settings() -> None:
     conf = s3a_hadoop_conf(cfg)  # type: ignore[arg-type]
     assert conf == {
         "fs.s3a.bucket.lake.path.style.access": "true",
+        "fs.s3a.bucket.lake.create.conditional.enabled": "true",
         "fs.s3a.bucket.lake.endpoint": "http://127.0.0.1:8333",
         "fs.s3a.bucket.lake.connection.ssl.enabled": "false",
         "fs.s3a.bucket.lake.endpoint.region": "us-east-1",
