@@ -20,7 +20,7 @@ started=()
 # and under pipefail the SIGPIPE would read as "not running" (and we would stop a stack that
 # someone else started).
 before="$(infra/stack.sh status 2>/dev/null || true)"
-for service in kafka registry apicurio metastore sqlserver; do
+for service in kafka registry apicurio metastore sqlserver s3; do
   # A service that is not "running" now is ours to stop later.
   if ! grep -q "^$service *running" <<< "$before"; then
     started+=("$service")

@@ -17,6 +17,9 @@
   there first, then each one that appears; a listing that fails (an object store's hiccup)
   is logged and tried again at the next poll.
 
+- :func:`read_text_lines` / :func:`write_text`: small text files (checkpoint logs, app ids,
+  the demo's bookkeeping).
+
 Files are read and written through Hadoop's file system of the session: any URI works.
 """
 
@@ -94,6 +97,23 @@ def read_text_lines(spark: SparkSession, location: str) -> list[str] | None:
         return lines
     finally:
         stream.close()
+
+
+def write_text(spark: SparkSession, location: str, text: str) -> None:
+    """Write a small UTF-8 text file on any Hadoop file system, replacing what was there.
+
+    On an object store the file appears whole when it is closed (a single PUT); locally,
+    Hadoop writes it in place.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    path = jvm.org.apache.hadoop.fs.Path(location)
+    out = path.getFileSystem(hadoop_conf).create(path, True)
+    try:
+        out.write(bytearray(text.encode("utf-8")))
+    finally:
+        out.close()
 
 
 def with_trigger(writer: Any, trigger: str, interval: str) -> Any:

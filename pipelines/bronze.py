@@ -48,6 +48,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from lakehouse.catalog import layer_tables, register_table
 from lakehouse.layout import BRONZE, Layout
+from lakehouse.lease import take_writer_lease
 from lakehouse.streaming import (
     TRIGGERS,
     await_queries,
@@ -59,7 +60,12 @@ from pipelines import progress
 from pipelines.bronze_routing import TopicRouter
 from pipelines.naming import bronze_table_of_topic
 from pipelines.settings import ConfigError, ProtolakeConfig, load_config
-from pipelines.settings.clients import kafka_source_options, loggable_config, open_session
+from pipelines.settings.clients import (
+    kafka_source_options,
+    loggable_config,
+    open_session,
+    prepare_session,
+)
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +195,8 @@ def run(
         trigger: overrides ``bronze.trigger``.
         await_termination: wait until the queries end (available-now) or fail; with
             processing-time this waits until they are stopped (see :func:`stop_on_signals`).
-        spark: a session to use; default: :func:`pipelines.settings.clients.open_session`.
+        spark: a session to use (given the ``[s3]`` settings); default:
+            :func:`pipelines.settings.clients.open_session`.
 
     Raises:
         pyspark.errors.StreamingQueryException: a query failed.
@@ -198,14 +205,23 @@ def run(
     log.debug("bronze: configuration %s", json.dumps(loggable_config(cfg), sort_keys=True))
     if spark is None:
         spark = open_session(cfg, "protolake-bronze")
+    else:
+        prepare_session(spark, cfg)
     from pipelines.metrics import install_metrics
 
     install_metrics(spark, cfg)
     register_bronze(spark, cfg)
-    queries = write_bronze(read_kafka(spark, cfg).transform(to_bronze_rows), cfg, trigger)
-    if await_termination:
-        await_queries(queries)
-        register_bronze(spark, cfg)  # the tables this run created
+    # One driver writes the bronze tables of an object-store lakehouse (lakehouse.lease); a
+    # lease of queries left running is renewed until this process ends.
+    lease = take_writer_lease(spark, cfg.lakehouse_path, JOB)
+    try:
+        queries = write_bronze(read_kafka(spark, cfg).transform(to_bronze_rows), cfg, trigger)
+        if await_termination:
+            await_queries(queries)
+            register_bronze(spark, cfg)  # the tables this run created
+    finally:
+        if lease is not None and await_termination:
+            lease.release()
     return queries
 
 

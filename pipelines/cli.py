@@ -16,7 +16,9 @@ Modules are imported only when their command runs (Spark and friends load slowly
 command whose module is missing must not break the others); the listing in ``--help`` comes
 from the static table. A missing module is an error naming it, never silently skipped.
 ``ConfigError`` and ``quality.rules.QualityConfigError`` (a rule silver or replay found unusable) are
-reported as one line (exit 2); other failures propagate (exit 1).
+reported as one line (exit 2); so is a lakehouse object store that cannot be used
+(``pipelines.settings.preflight.StoreError``) and a writer lease another driver holds
+(``lakehouse.lease.WriterLeaseError``), exit 1; other failures propagate (exit 1).
 ``pipelines/jobs/run.py`` (spark-submit) calls :func:`main` too: the same code path.
 """
 
@@ -29,8 +31,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from lakehouse.lease import WriterLeaseError
 from lakehouse.streaming import TRIGGERS
 from pipelines.settings import ConfigError
+from pipelines.settings.preflight import StoreError
 
 # name -> (module, one-line help). Keep in step with docs/contracts.md ("Command line").
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -160,6 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{args.command}: the command registered no func")
     try:
         code = func(args)
+    except (StoreError, WriterLeaseError) as exc:
+        print(f"protolake {args.command}: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:
         if not _is_config_error(exc):
             raise

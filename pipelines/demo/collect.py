@@ -16,6 +16,7 @@ from typing import Any
 
 from lakehouse.delta import list_delta_tables
 from lakehouse.layout import LAYERS, Layout, table_name
+from lakehouse.streaming import read_text_lines
 from pipelines.demo.produce import first_line
 from pipelines.demo.report import DemoReport, evaluate_checks
 from pipelines.naming import bronze_table_of_topic, table_name_for
@@ -134,6 +135,8 @@ def _collect_quality(spark: Any, layout: Layout, report: DemoReport) -> None:
         docs = layout.local_quality_docs() / "index.html"
         if docs.exists():
             report.data_docs = str(docs)
+    elif read_text_lines(spark, f"{layout.quality_docs}/index.html") is not None:
+        report.data_docs = f"{layout.quality_docs}/index.html"  # published there by silver
 
 
 def _collect_sql(spark: Any, cfg: ProtolakeConfig, report: DemoReport) -> None:

@@ -126,7 +126,11 @@ def _rows(spark: Any, paths: Sequence[str]) -> int | None:
 
 
 def produce_if_empty(
-    cfg: ProtolakeConfig, opts: DemoOptions, report: DemoReport, say: Callable[[str], None]
+    spark: Any,
+    cfg: ProtolakeConfig,
+    opts: DemoOptions,
+    report: DemoReport,
+    say: Callable[[str], None],
 ) -> None:
     """Step 3: produce a stream when the topics are empty (or on ``--append``); count them."""
     topics = report.topics
@@ -145,7 +149,7 @@ def produce_if_empty(
             on_progress=bar.update,
         )
         bar.close()
-        save_stream(cfg, summary)
+        save_stream(spark, cfg, summary)
         report.produced = summary
         on_topics = count_topic_records(cfg.kafka.bootstrap_servers, topics)
     else:
@@ -154,7 +158,7 @@ def produce_if_empty(
             "not producing again"
         )
     report.records_on_topics = sum(on_topics.values())
-    streams = load_streams(cfg, opts.topic_prefix)
+    streams = load_streams(spark, cfg, opts.topic_prefix)
     if not streams:
         # Produced by a run whose lakehouse is gone: the options give the same counts again.
         candidate = offline_summary(opts)
@@ -178,7 +182,6 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> DemoRepor
     if problems:
         raise StackDownError("; ".join(problems) + f". {STACK_HINT}")
     report = DemoReport(lakehouse=cfg.lakehouse_path, topics=topics)
-    produce_if_empty(cfg, opts, report, say)
 
     from pipelines.demo.collect import collect_report
 
@@ -186,8 +189,11 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> DemoRepor
     # default is whatever "python3" is first on PATH, which finds pipelines/ only by luck
     # (when the current directory is the repository).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Before producing: an object-store lakehouse that cannot be used fails here
+    # (pipelines.settings.preflight), with nothing produced nor written.
     spark = open_session(cfg, "protolake-demo")
     spark.sparkContext.setLogLevel("ERROR")
+    produce_if_empty(spark, cfg, opts, report, say)
     bronze_tables = sorted({bronze_table_of_topic(t) for t in topics})
     report.stages = run_stages(cfg, spark, bronze_tables, say, report.records_on_topics)
     collect_report(spark, cfg, report)

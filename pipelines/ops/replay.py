@@ -47,6 +47,7 @@ from typing import Any
 
 from lakehouse.delta import is_delta_table, retry_conflicts, silver_versions, table_version
 from lakehouse.layout import Layout
+from lakehouse.lease import take_writer_lease
 from pipelines.ops.common import effective_reason, emit, parse_time, progress, table
 from pipelines.quarantine import RECORD_KEY, REPLAYED, still_quarantined
 from pipelines.settings import ProtolakeConfig, load_config
@@ -410,7 +411,13 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"protolake replay: {exc}", file=sys.stderr)
         return 2
     spark = open_session(cfg, "protolake-replay")
-    report = replay(spark, cfg, flt, dry_run=args.dry_run, show_progress=True)
+    # replay writes silver and quarantine: on an object store, not beside a running silver
+    lease = None if args.dry_run else take_writer_lease(spark, cfg.lakehouse_path, "silver")
+    try:
+        report = replay(spark, cfg, flt, dry_run=args.dry_run, show_progress=True)
+    finally:
+        if lease is not None:
+            lease.release()
     emit(args.json, report.to_dict(), lambda console: render(console, report))
     return 1 if args.strict and report.still_failing and not report.dry_run else 0
 

@@ -17,7 +17,15 @@ cluster. Contract:
 Example (every key, with its default)::
 
     [lakehouse]
-    path = "./lakehouse"
+    path = "./lakehouse"                     # or "s3a://bucket/prefix" (then [s3] applies)
+
+    [s3]                                     # the object store of an s3a:// lakehouse
+    endpoint = ""                            # empty: AWS; "http://127.0.0.1:8333" for a local store
+    region = ""                              # empty: the AWS provider chain's region (else us-east-1)
+    path_style_access = false                # true for most S3-compatible stores
+    access_key_id = ""                       # "${env:AWS_ACCESS_KEY_ID}"; empty (with the secret):
+    secret_access_key = ""                   # the default AWS credential provider chain
+    session_token = ""                       # optional (temporary credentials)
 
     [kafka]
     bootstrap_servers = "127.0.0.1:9092"     # required
@@ -113,6 +121,16 @@ class LakehouseConfig:
 
 
 @dataclass(frozen=True)
+class S3Config:
+    endpoint: str = ""
+    region: str = ""
+    path_style_access: bool = False
+    access_key_id: str = ""
+    secret_access_key: str = ""
+    session_token: str = ""
+
+
+@dataclass(frozen=True)
 class KafkaConfig:
     bootstrap_servers: str = ""
     topics: tuple[str, ...] = ()
@@ -187,6 +205,7 @@ class SparkConfig:
 @dataclass(frozen=True)
 class ProtolakeConfig:
     lakehouse: LakehouseConfig = field(default_factory=LakehouseConfig)
+    s3: S3Config = field(default_factory=S3Config)
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     bronze: BronzeConfig = field(default_factory=BronzeConfig)
@@ -210,6 +229,7 @@ class ProtolakeConfig:
 
 _SECTIONS: dict[str, type] = {
     "lakehouse": LakehouseConfig,
+    "s3": S3Config,
     "kafka": KafkaConfig,
     "registry": RegistryConfig,
     "bronze": BronzeConfig,
@@ -361,6 +381,7 @@ def _check(cfg: ProtolakeConfig) -> None:
     if not cfg.lakehouse.path:
         raise ConfigError("lakehouse.path: missing value")
     _check_catalog(cfg.catalog)
+    _check_s3(cfg.s3)
     if cfg.quality.results_retention_days < 0:
         raise ConfigError("quality.results_retention_days: must be >= 0 (0 keeps every result)")
     _check_quality_rules(cfg.quality.expectations)
@@ -376,6 +397,18 @@ def _check_catalog(c: CatalogConfig) -> None:
     for key in ("bronze_database", "silver_database", "quarantine_database", "quality_database"):
         if not re.fullmatch(r"[A-Za-z0-9_]*", getattr(c, key)):
             raise ConfigError(f"catalog.{key}: letters, digits and '_' only (or empty)")
+
+
+def _check_s3(s3: S3Config) -> None:
+    if bool(s3.access_key_id) != bool(s3.secret_access_key):
+        raise ConfigError(
+            "s3.access_key_id / s3.secret_access_key: give both, or neither (the default AWS "
+            "credential provider chain)"
+        )
+    if s3.session_token and not s3.access_key_id:
+        raise ConfigError("s3.session_token: needs s3.access_key_id and s3.secret_access_key")
+    if s3.endpoint and not re.match(r"https?://[^/\s]+/?$", s3.endpoint):
+        raise ConfigError(f"s3.endpoint: must be http(s)://host[:port], got {s3.endpoint!r}")
 
 
 def _check_quality_rules(rules: tuple[Mapping[str, Any], ...]) -> None:

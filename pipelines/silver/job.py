@@ -35,6 +35,7 @@ from codec import SchemaResolver
 from lakehouse.catalog import register_lakehouse
 from lakehouse.delta import is_delta_table, list_delta_tables
 from lakehouse.layout import Layout, table_name
+from lakehouse.lease import take_writer_lease
 from lakehouse.streaming import (
     TRIGGERS,
     QueryGroup,
@@ -47,7 +48,12 @@ from pipelines import progress
 from pipelines.quality_retention import prune_quality_results
 from pipelines.quarantine import ensure_quarantine_table
 from pipelines.settings import ConfigError, ProtolakeConfig
-from pipelines.settings.clients import catalog_databases, open_resolver, open_session
+from pipelines.settings.clients import (
+    catalog_databases,
+    open_resolver,
+    open_session,
+    prepare_session,
+)
 
 from .batch import SilverBatch
 
@@ -176,7 +182,8 @@ def run(
     Args:
         cfg: the configuration.
         trigger: overrides ``silver.trigger``.
-        spark: a session (default: :func:`pipelines.settings.clients.open_session`).
+        spark: a session (given the ``[s3]`` settings; default:
+            :func:`pipelines.settings.clients.open_session`).
         bronze_table_names: bronze tables to read (default: all under ``<lakehouse>/bronze``,
             and with processing-time each one that appears later).
         await_termination: wait for the queries (available-now: until drained, one query
@@ -193,10 +200,31 @@ def run(
         raise ConfigError(f"trigger: must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
     if spark is None:
         spark = open_session(cfg, "protolake-silver")
+    else:
+        prepare_session(spark, cfg)
     resolver = resolver or open_resolver(cfg)
     from pipelines.metrics import install_metrics
 
     install_metrics(spark, cfg)
+    # One driver writes silver, quarantine and quality results of an object-store lakehouse
+    # (lakehouse.lease); a lease of queries left running is renewed until this process ends.
+    lease = take_writer_lease(spark, cfg.lakehouse_path, JOB)
+    try:
+        return _start_queries(spark, cfg, trigger, resolver, bronze_table_names, await_termination)
+    finally:
+        if lease is not None and await_termination:
+            lease.release()
+
+
+def _start_queries(
+    spark: SparkSession,
+    cfg: ProtolakeConfig,
+    trigger: str,
+    resolver: SchemaResolver,
+    bronze_table_names: Sequence[str] | None,
+    await_termination: bool,
+) -> SilverRun:
+    """Start silver's queries (one per bronze table) and, if asked, wait for them."""
     checker = make_checker(spark, cfg)
     if checker is not None:
         prune_quality_results(spark, cfg)
