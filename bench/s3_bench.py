@@ -46,7 +46,12 @@ def make_config(lake: str, topics: list[str], env: dict[str, str]) -> Any:
         "lakehouse": {"path": lake},
         "kafka": {"bootstrap_servers": BOOTSTRAP, "topics": topics},
         "registry": {"url": REGISTRY},
-        "silver": {"catalog_database": ""},
+        "catalog": {
+            "bronze_database": "",
+            "silver_database": "",
+            "quarantine_database": "",
+            "quality_database": "",
+        },
     }
     if lake.startswith("s3a://"):
         raw["s3"] = {

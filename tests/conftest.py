@@ -87,15 +87,19 @@ def registry() -> Iterator[Any]:
 # long file handed out last runs alone while the other process idles. Then the rest of
 # tests/integration, tests/spark, and tests/unit last. Figures: seconds of one serial run.
 LONG_FILES_FIRST = (
+    "tests/integration/catalog/test_catalog_services.py",  # ~430 s: jobs, a second application
+    "tests/integration/s3/test_s3_cluster.py",  # ~260 s: a master, two workers, a kill
     "tests/integration/silver/test_silver_stream.py",  # ~200 s: SIGKILL, registry outage
+    "tests/integration/s3/test_s3_lakehouse.py",  # ~190 s: the demo on the object store
     "tests/integration/dags/test_ingest_dag.py",  # ~175 s: two DAG runs of two Spark submits
     "tests/integration/ops/test_ops_commands.py",  # ~160 s
+    "tests/integration/silver/test_silver_follows_bronze.py",  # ~140 s: three jobs in turn
     "tests/integration/demo/test_demo_end_to_end.py",  # ~120 s
     "tests/integration/quality/test_quality_compiled_parity.py",  # ~95 s
     "tests/integration/silver/test_silver_submit.py",  # ~85 s: a standalone cluster
-    "tests/integration/silver/test_silver_follows_bronze.py",  # ~90 s: three jobs in turn
     "tests/integration/dags/test_streaming_dag.py",  # ~85 s
     "tests/unit/dags/test_stream_supervision.py",  # ~50 s: real processes supervised
+    "tests/integration/s3/test_s3_two_writers.py",  # ~50 s
     "tests/integration/bronze/test_bronze_kill_restart.py",  # ~40 s
     "tests/integration/silver_batch/test_batch.py",  # ~40 s
 )

@@ -95,8 +95,11 @@ def write_config(
                 "topics = [" + ", ".join(f'"{t}"' for t in topics) + "]",
                 "[registry]",
                 f'url = "{registry_url}"',
-                "[silver]",
-                'catalog_database = ""',
+                "[catalog]",
+                'bronze_database = ""',
+                'silver_database = ""',
+                'quarantine_database = ""',
+                'quality_database = ""',
             ]
         )
         + "\n"

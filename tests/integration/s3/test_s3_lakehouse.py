@@ -55,9 +55,8 @@ def landed(
         "PROTOLAKE_REGISTRY_URL": registry_url,
     }
     cfg = load_demo_config(lakehouse=f"s3a://{bucket}/lh", topic_prefix=prefix, env=env)
-    cfg = dataclasses.replace(
-        cfg, silver=dataclasses.replace(cfg.silver, catalog_database=f"s3it_{uuid.uuid4().hex[:8]}")
-    )
+    catalog = dataclasses.replace(cfg.catalog, silver_database=f"s3it_{uuid.uuid4().hex[:8]}")
+    cfg = dataclasses.replace(cfg, catalog=catalog)
     run_stages(spark, cfg)
     return cfg, summary
 
