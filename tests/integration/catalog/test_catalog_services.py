@@ -356,9 +356,9 @@ def _eventually(probe: Any, want: Any, seconds: float = 240) -> Any:
     raise AssertionError(f"still {got!r} after {seconds} s, wanted {want!r}")
 
 
-def test_the_stream_and_the_endpoint_continue_across_a_metastore_restart(tmp_path: Path) -> None:
-    """Silver streams (processing-time) while an analyst counts its rows over the endpoint;
-    the metastore restarts in between, and both go on."""
+def test_the_stream_runs_while_the_endpoint_answers(tmp_path: Path) -> None:
+    """Silver streams (processing-time) while an analyst counts its rows, and reads the .proto's
+    comments, over the endpoint."""
     import json as _json
     import signal
     import urllib.request
@@ -406,10 +406,6 @@ def test_the_stream_and_the_endpoint_continue_across_a_metastore_restart(tmp_pat
     try:
         count = lambda: _query(f"SELECT count(*) FROM {table}")[0][0]  # noqa: E731
         _eventually(count, 5)
-        stack = [str(ROOT / "infra/stack.sh")]
-        for step in ("down", "up"):
-            done = subprocess.run([*stack, step, "metastore"], env=_env(), capture_output=True)
-            assert done.returncode == 0, done.stderr[-2000:]
         _produce_pings(topic, schema_id, 5, 7)
         _eventually(count, 12)
         # what the analyst sees of the .proto: the message's and the fields' comments
