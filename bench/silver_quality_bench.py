@@ -34,8 +34,8 @@ TOPIC = "bench.orders"
 RULES = [
     {
         "message_type": ORDER,
-        "expectation": "expect_column_values_to_match_regex",
-        "kwargs": {"column": "order_id", "regex": "^ord-0000[0-8]"},  # 1 in 1,000 fails
+        "expectation": "expect_column_values_to_not_match_regex",
+        "kwargs": {"column": "order_id", "regex": "99$"},  # 1 in 100 fails
         "policy": "quarantine",
     },
     {
