@@ -26,7 +26,7 @@ Printed, over the measured window (after the warm-up):
   from the jobs' ``--json`` metrics lines), records per batch, and silver batches of 300 to
   800 records apart (the "~500 records" figure).
 
-Each figure is printed with the issue's target and its ratio to it (``x target``; <= 1.0 meets
+Each figure is printed with its target and its ratio to it (``x target``; <= 1.0 meets
 it); the baseline measured in the same run is the producer itself: the records it was asked
 for against those it sent on time (a producer that cannot keep the rate makes every other
 figure meaningless, and the bench says so).
