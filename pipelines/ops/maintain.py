@@ -223,13 +223,13 @@ def run_from_args(args: argparse.Namespace) -> int:
         )
         return 2
     spark = open_session(cfg, "protolake-maintain")
-    # maintain rewrites tables: on an object store, only while no job writes them
-    leases = (
-        []
-        if args.dry_run
-        else [take_writer_lease(spark, cfg.lakehouse_path, job) for job in ("bronze", "silver")]
-    )
+    # maintain rewrites tables: on an object store, only while no job writes them (bronze's
+    # lease guards the bronze tables, silver's the silver, quarantine and quality tables)
+    jobs = () if args.dry_run else _writers_of(args.table_group)
+    leases: list[Any] = []
     try:
+        for job in jobs:  # one by one: a refused second lease releases the first (finally)
+            leases.append(take_writer_lease(spark, cfg.lakehouse_path, job))
         pruned = prune_results_of(spark, cfg, args.table_group, dry_run=args.dry_run)
         data = maintain(
             spark,
@@ -296,6 +296,13 @@ def render(console: Any, data: dict[str, Any]) -> None:
     )
     for f in data["failed"]:
         console.print(f"[red]FAILED[/red] {f['table']}: {f['error']}")
+
+
+def _writers_of(group: str) -> tuple[str, ...]:
+    """The writer leases (``lakehouse.lease``) of the jobs writing a table group."""
+    if group == "all":
+        return ("bronze", "silver")
+    return ("bronze",) if group == "bronze" else ("silver",)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
