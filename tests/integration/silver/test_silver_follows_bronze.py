@@ -22,7 +22,7 @@ from pipelines.demo.produce import produce_demo_stream
 from pipelines.quarantine import check_invariant
 from pipelines.settings import ProtolakeConfig, parse_config
 from pipelines.silver.cli import _print_summary
-from tests.support.silver_itkit import unique_prefix
+from tests.support.silver_itkit import unique_prefix, wait_for
 from tests.support.stack import BOOTSTRAP
 
 pytestmark = pytest.mark.integration
@@ -51,15 +51,6 @@ def _silver_counts(spark: Any, lake: str) -> dict[str, int]:
     return dict(out)
 
 
-def _wait_for(predicate: Any, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(1)
-    raise AssertionError(f"timed out after {seconds} s waiting for {what}")
-
-
 @pytest.mark.timeout(900)
 def test_silver_started_first_waits_then_takes_each_new_bronze_table(
     bootstrap: str, registry: Any, spark: Any, tmp_path: Path
@@ -77,7 +68,7 @@ def test_silver_started_first_waits_then_takes_each_new_bronze_table(
             bootstrap, registry.url, topic_prefix=f"{root}a.", records=40, poison_every=0
         )
         bronze.run(cfg, trigger="available-now", spark=spark)
-        _wait_for(
+        wait_for(
             lambda: _silver_counts(spark, lake) == first.per_message_type,
             300,
             f"the first topics' rows in silver ({first.per_message_type})",
@@ -90,9 +81,7 @@ def test_silver_started_first_waits_then_takes_each_new_bronze_table(
         )
         bronze.run(cfg, trigger="available-now", spark=spark)
         both = dict(Counter(first.per_message_type) + Counter(second.per_message_type))
-        _wait_for(
-            lambda: _silver_counts(spark, lake) == both, 300, f"the new topics' rows ({both})"
-        )
+        wait_for(lambda: _silver_counts(spark, lake) == both, 300, f"the new topics' rows ({both})")
         assert len(result.queries) == len(first.topics) + len(second.topics)
         assert all(q.isActive for q in result.queries)
     finally:
