@@ -82,12 +82,22 @@ class WriterLease:
             raise WriterLeaseError(f"{self.location}: {self._lost}")
 
     def release(self) -> None:
-        """Stop renewing and delete the lease if it is still this driver's."""
+        """Stop renewing and delete the lease if it is still this driver's.
+
+        Never raises: a store that cannot be reached now (the job may be failing because of
+        it) leaves the lease to expire at its time.
+        """
         self._stop.set()
-        holder = _read(self._fs, self._path)
-        if holder is not None and holder.get("owner") == self.owner:
-            self._fs.delete(self._path, False)
-            log.info("writer lease %s released", self.location)
+        try:
+            holder = _read(self._fs, self._path)
+            if holder is not None and holder.get("owner") == self.owner:
+                self._fs.delete(self._path, False)
+                log.info("writer lease %s released", self.location)
+        except Exception as exc:  # noqa: BLE001 - py4j error from the store
+            until = time.strftime("%H:%M:%S", time.localtime(self._expires))
+            log.warning(
+                "writer lease %s not released (%s); it expires at %s", self.location, exc, until
+            )
 
     def _renew_forever(self) -> None:
         while not self._stop.wait(self.ttl / 4) and self._lost is None:

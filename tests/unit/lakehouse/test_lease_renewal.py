@@ -45,3 +45,11 @@ def test_a_hook_set_after_the_loss_is_called_at_once() -> None:
     calls: list[str] = []
     lease.call_on_loss(calls.append)
     assert calls == [lease.lost] and lease.lost is not None
+
+
+def test_a_lease_that_cannot_be_released_is_left_to_expire(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lease = WriterLease("s3a://b/lh/_writers/silver", "me", 120.0, StoreDown(), "path")
+    lease.release()  # the job's own failure is what the caller reports, not this one
+    assert "not released (connect timed out: 127.0.0.1:8333); it expires at" in caplog.text
