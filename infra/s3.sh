@@ -87,10 +87,13 @@ s3_up() {
   s3_write_env
   echo "starting s3 (SeaweedFS) on http://127.0.0.1:$s3_port"
   local log_mark; log_mark="$(size_of "$logs/s3.log")"
+  # One node on loopback: its single master elects itself after 1 s (not 10), and its volume
+  # server stops at once (no load balancer to drain for 10 s first).
   spawn s3 "$s3_marker" "$logs/s3.log" "$weed" server "$s3_marker" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
     -master.port="$s3_master_port" -volume.port="$s3_volume_port" -filer -filer.port="$s3_filer_port" \
     -s3 -s3.port="$s3_port" -s3.config="$s3_dir/identities.json" \
-    -master.volumeSizeLimitMB=128 -volume.max=64 -master.raftHashicorp=false
+    -master.volumeSizeLimitMB=128 -volume.max=64 -master.raftHashicorp=false -volume.preStopSeconds=0 \
+    -master.electionTimeout=1s
   await_start s3 s3 "http://127.0.0.1:$s3_port" "$timeout" "s3 failed to start (log in $logs/s3.log)" \
     "$logs/s3.log:$log_mark"
   s3_create_buckets

@@ -133,8 +133,10 @@ def take_writer_lease(
     root: str,
     name: str,
     on_lost: Callable[[str], None] | None = None,
+    ttl: float = LEASE_TTL_SECONDS,
 ) -> WriterLease | None:
-    """The lease ``name`` of the lakehouse at ``root``; None for a local lakehouse.
+    """The lease ``name`` of the lakehouse at ``root``, valid ``ttl`` seconds after each
+    renewal; None for a local lakehouse.
 
     Raises:
         WriterLeaseError: another driver holds it.
@@ -142,7 +144,7 @@ def take_writer_lease(
     layout = Layout(root)
     if layout.is_local:
         return None
-    return acquire_writer_lease(spark, layout.writer_lease(name), on_lost=on_lost)
+    return acquire_writer_lease(spark, layout.writer_lease(name), ttl, on_lost)
 
 
 def stop_streams_on_loss(spark: SparkSession) -> Callable[[str], None]:

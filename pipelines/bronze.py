@@ -213,7 +213,13 @@ def run(
     register_bronze(spark, cfg)
     # One driver writes the bronze tables of an object-store lakehouse (lakehouse.lease); a
     # lease of queries left running is renewed until this process ends.
-    lease = take_writer_lease(spark, cfg.lakehouse_path, JOB, on_lost=stop_streams_on_loss(spark))
+    lease = take_writer_lease(
+        spark,
+        cfg.lakehouse_path,
+        JOB,
+        on_lost=stop_streams_on_loss(spark),
+        ttl=cfg.lakehouse.writer_lease_seconds,
+    )
     try:
         queries = write_bronze(read_kafka(spark, cfg).transform(to_bronze_rows), cfg, trigger)
         if await_termination:

@@ -18,6 +18,7 @@ Example (every key, with its default)::
 
     [lakehouse]
     path = "./lakehouse"                     # or "s3a://bucket/prefix" (then [s3] applies)
+    writer_lease_seconds = 120               # object store: a dead writer's lease expires after
 
     [s3]                                     # the object store of an s3a:// lakehouse
     endpoint = ""                            # empty: AWS; "http://127.0.0.1:8333" for a local store
@@ -118,6 +119,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class LakehouseConfig:
     path: str = "./lakehouse"
+    writer_lease_seconds: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -380,6 +382,8 @@ def _check(cfg: ProtolakeConfig) -> None:
         raise ConfigError("metrics.prometheus_address: must be an interface address")
     if not cfg.lakehouse.path:
         raise ConfigError("lakehouse.path: missing value")
+    if cfg.lakehouse.writer_lease_seconds <= 0:
+        raise ConfigError("lakehouse.writer_lease_seconds: must be > 0")
     _check_catalog(cfg.catalog)
     _check_s3(cfg.s3)
     if cfg.quality.results_retention_days < 0:

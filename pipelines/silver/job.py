@@ -213,7 +213,13 @@ def run(
     install_metrics(spark, cfg)
     # One driver writes silver, quarantine and quality results of an object-store lakehouse
     # (lakehouse.lease); a lease of queries left running is renewed until this process ends.
-    lease = take_writer_lease(spark, cfg.lakehouse_path, JOB, on_lost=stop_streams_on_loss(spark))
+    lease = take_writer_lease(
+        spark,
+        cfg.lakehouse_path,
+        JOB,
+        on_lost=stop_streams_on_loss(spark),
+        ttl=cfg.lakehouse.writer_lease_seconds,
+    )
     try:
         return _start_queries(
             spark, cfg, trigger, resolver, bronze_table_names, await_termination, lease

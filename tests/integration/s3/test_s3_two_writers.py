@@ -20,9 +20,8 @@ BATCHES = 4
 ROWS = 25
 
 
-def test_two_writers_lose_no_commit(spark, s3_store, bucket):
-    from deltalake import DeltaTable
-
+def _on_store(spark, s3_store, bucket):
+    """The lakehouse config of ``bucket``, its [s3] settings given to the session."""
     cfg = parse_config(
         {
             "lakehouse": {"path": f"s3a://{bucket}/lh"},
@@ -31,6 +30,13 @@ def test_two_writers_lose_no_commit(spark, s3_store, bucket):
         }
     )
     prepare_session(spark, cfg)
+    return cfg
+
+
+def test_two_writers_lose_no_commit(spark, s3_store, bucket):
+    from deltalake import DeltaTable
+
+    cfg = _on_store(spark, s3_store, bucket)
     path = f"s3a://{bucket}/lh/quarantine/records"
     errors: list[BaseException] = []
 
@@ -61,6 +67,7 @@ def test_a_second_driver_is_refused_the_writer_lease(spark, s3_store, bucket):
     from lakehouse.lease import WriterLeaseError, acquire_writer_lease
     from lakehouse.streaming import read_text_lines, write_text
 
+    _on_store(spark, s3_store, bucket)
     location = f"s3a://{bucket}/lh/_writers/silver"
     results: list[object] = []
 
@@ -92,6 +99,7 @@ def test_a_driver_whose_lease_was_taken_stops_writing(spark, s3_store, bucket):
     from lakehouse.lease import WriterLeaseError, acquire_writer_lease
     from lakehouse.streaming import read_text_lines, write_text
 
+    _on_store(spark, s3_store, bucket)
     location = f"s3a://{bucket}/lh/_writers/bronze"
     lost: list[str] = []
     lease = acquire_writer_lease(spark, location, ttl=2.0, on_lost=lost.append)  # renews at 0.5 s

@@ -1,0 +1,171 @@
+"""The object store stops in the middle of a bronze run on an ``s3a://`` lakehouse: the batch
+in flight fails, the run fails, nothing half-written counts; once the store is back (and the
+dead run's writer lease has expired) bronze resumes and every Kafka record is in bronze
+exactly once.
+
+The store is a private SeaweedFS (``infra/stack.sh up s3`` with a run folder and ports of its
+own), stopped and started again like the stack's; its data folder survives the restart."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from lakehouse.layout import Layout
+from pipelines import bronze
+from pipelines.naming import bronze_table_of_topic
+from pipelines.settings import parse_config
+from tests.support.s3 import ROOT, S3Store
+from tests.support.stack import BOOTSTRAP
+
+pytestmark = pytest.mark.integration
+
+BUCKET = "outage"
+RECORDS = 240
+PER_BATCH = 20  # kafka.max_offsets_per_trigger: twelve batches, the store stops during one
+LEASE_SECONDS = 6.0
+# Fail fast while the store is down (S3A's defaults retry for minutes); per bucket, so the
+# shared session's other buckets keep theirs.
+FAIL_FAST = {
+    "attempts.maximum": "1",
+    "retry.limit": "1",
+    "retry.interval": "200ms",
+    "retry.throttle.limit": "1",
+    "connection.establish.timeout": "1s",
+    "connection.timeout": "2s",
+}
+
+
+def _ports_free(base: int) -> bool:
+    for port in (base, base + 1, base + 2, base + 3):
+        for p in (port, port + 10000):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", p)) == 0:
+                    return False
+    return True
+
+
+class PrivateStore:
+    """A SeaweedFS of this test's own, started and stopped through ``infra/stack.sh``."""
+
+    def __init__(self, run: Path) -> None:
+        base = next(
+            b for b in (random.randrange(20000, 29000) for _ in range(50)) if _ports_free(b)
+        )
+        self.env = {
+            **os.environ,
+            "PROTOLAKE_RUN_DIR": str(run),
+            "PROTOLAKE_S3_PORT": str(base),
+            "PROTOLAKE_S3_BUCKETS": BUCKET,
+        }
+        self.run = run
+
+    def stack(self, action: str) -> None:
+        done = subprocess.run(
+            [str(ROOT / "infra/stack.sh"), action, "s3"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    def store(self) -> S3Store:
+        values = dict(
+            line.split("=", 1)
+            for line in (self.run / "s3.env").read_text().splitlines()
+            if "=" in line and not line.startswith("#")
+        )
+        return S3Store(
+            values["AWS_ENDPOINT_URL"],
+            values["AWS_ACCESS_KEY_ID"],
+            values["AWS_SECRET_ACCESS_KEY"],
+            values["AWS_REGION"],
+        )
+
+
+@pytest.fixture
+def private_store(tmp_path: Path) -> Iterator[PrivateStore]:
+    handle = PrivateStore(tmp_path / "run")
+    handle.stack("up")
+    try:
+        yield handle
+    finally:
+        handle.stack("down")
+
+
+def _produce(topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": BOOTSTRAP})
+    for i in range(RECORDS):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
+    assert producer.flush(30) == 0
+
+
+def _stop_during_a_batch(store: PrivateStore, s3: S3Store, checkpoint_key: str) -> threading.Thread:
+    """Stop the store once bronze has logged the offsets of its third batch."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if any(k.endswith("/offsets/2") for k in s3.keys(BUCKET, checkpoint_key)):
+                store.stack("down")
+                return
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_store_stopped_mid_run_fails_the_batch_and_the_restart_lands_every_record_once(
+    spark: Any, private_store: PrivateStore
+) -> None:
+    s3 = private_store.store()
+    topic = f"s3outage.{uuid.uuid4().hex[:8]}"
+    _produce(topic)
+    lake = f"s3a://{BUCKET}/lh"
+    cfg = parse_config(
+        {
+            "lakehouse": {"path": lake, "writer_lease_seconds": LEASE_SECONDS},
+            "kafka": {
+                "bootstrap_servers": BOOTSTRAP,
+                "topics": [topic],
+                "max_offsets_per_trigger": PER_BATCH,
+            },
+            "s3": s3.section(),
+            "catalog": {"bronze_database": ""},
+        }
+    )
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in FAIL_FAST.items():
+        hadoop.set(f"fs.s3a.bucket.{BUCKET}.{key}", value)
+    checkpoints = Layout(lake).checkpoints.split(f"{BUCKET}/", 1)[1]
+
+    watcher = _stop_during_a_batch(private_store, s3, checkpoints)
+    with pytest.raises(Exception):  # noqa: B017,PT011 - the store's error, as S3A words it
+        bronze.run(cfg, trigger="available-now", spark=spark)
+    watcher.join(timeout=60)
+    assert not watcher.is_alive()
+
+    private_store.stack("up")  # same data folder: what was committed is still there
+    time.sleep(LEASE_SECONDS + 1)  # the failed run could not delete its lease: it expires
+    bronze.run(cfg, trigger="available-now", spark=spark)
+
+    rows = spark.read.format("delta").load(Layout(lake).bronze_table(bronze_table_of_topic(topic)))
+    offsets = [r[0] for r in rows.select("offset").collect()]
+    assert len(offsets) == RECORDS, "every record once: none lost, none twice"
+    assert sorted(offsets) == list(range(RECORDS))
