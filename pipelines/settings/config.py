@@ -105,6 +105,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from lakehouse.catalog import CatalogDatabases
+from lakehouse.layout import LAYERS
 from lakehouse.streaming import TRIGGERS
 
 _ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -181,13 +183,24 @@ class QualityConfig:
     results_retention_days: int = 0
 
 
+# The database of each layer by default: lakehouse.catalog.CatalogDatabases spells them.
+_DATABASES = CatalogDatabases()
+
+
+def database_key(layer: str) -> str:
+    """The ``[catalog]`` key of a layer's database (``"silver"`` -> ``"silver_database"``)."""
+    return f"{layer}_database"
+
+
 @dataclass(frozen=True)
 class CatalogConfig:
     metastore_uri: str = ""
-    bronze_database: str = "bronze"
-    silver_database: str = "silver"
-    quarantine_database: str = "quarantine"
-    quality_database: str = "quality"
+    # one key a layer, named by database_key; pipelines.settings.clients.catalog_databases
+    # turns them into the CatalogDatabases that lakehouse.catalog takes
+    bronze_database: str = _DATABASES.bronze
+    silver_database: str = _DATABASES.silver
+    quarantine_database: str = _DATABASES.quarantine
+    quality_database: str = _DATABASES.quality
 
 
 @dataclass(frozen=True)
@@ -394,7 +407,7 @@ def _check_catalog(c: CatalogConfig) -> None:
         raise ConfigError(
             'catalog.metastore_uri: must be "thrift://host:port" (comma-separated for several)'
         )
-    for key in ("bronze_database", "silver_database", "quarantine_database", "quality_database"):
+    for key in map(database_key, LAYERS):
         if not re.fullmatch(r"[A-Za-z0-9_]*", getattr(c, key)):
             raise ConfigError(f"catalog.{key}: letters, digits and '_' only (or empty)")
 
