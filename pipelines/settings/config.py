@@ -108,9 +108,9 @@ from typing import Any
 from lakehouse.catalog import CatalogDatabases
 from lakehouse.layout import LAYERS
 from lakehouse.streaming import TRIGGERS
+from pipelines.settings.redaction import redacted_view
 
 _ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
-_SECRET_KEY = re.compile(r"(pass|secret|token|jaas|auth|key|credential)", re.IGNORECASE)
 
 
 class ConfigError(ValueError):
@@ -237,7 +237,7 @@ class ProtolakeConfig:
 
     def redacted(self) -> dict[str, Any]:
         """A loggable view: every value whose key looks secret is replaced by ``***``."""
-        return _redact(_as_dict(self))
+        return redacted_view(self)
 
 
 _SECTIONS: dict[str, type] = {
@@ -438,26 +438,3 @@ def _check_quality_rules(rules: tuple[Mapping[str, Any], ...]) -> None:
         parse_rules(list(rules))
     except QualityConfigError as exc:
         raise ConfigError(str(exc)) from exc
-
-
-def _as_dict(obj: Any) -> Any:
-    if hasattr(obj, "__dataclass_fields__"):
-        return {f.name: _as_dict(getattr(obj, f.name)) for f in fields(obj)}
-    if isinstance(obj, Mapping):
-        return {k: _as_dict(v) for k, v in obj.items()}
-    if isinstance(obj, tuple | list):
-        return [_as_dict(v) for v in obj]
-    return obj
-
-
-def _redact(value: Any, key: str = "") -> Any:
-    if isinstance(value, Mapping):
-        return {k: _redact(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact(v, key) for v in value]
-    if isinstance(value, str) and value and _SECRET_KEY.search(key):
-        return "***"
-    if isinstance(value, str) and "://" in value and "@" in value:
-        # user:password@host in a URL
-        return re.sub(r"://[^/@]*@", "://***@", value)
-    return value
