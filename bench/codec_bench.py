@@ -53,7 +53,7 @@ from codec import (
     parse_frame,
 )
 from codec.gcpause import paused_gc
-from codec.http_registry import detect_schema_format
+from codec.http_answers import detect_schema_format
 from codec.payload import _batch_class
 from codec.protoc import generate_python
 from codec.varint import write_uvarint64

@@ -2,7 +2,8 @@
 
 Pure Python (protobuf, requests, grpcio-tools); imports no pyspark, airflow, great
 expectations nor any other protolake package (an import-linter contract keeps it so).
-Layers: `framing` -> `registry` (`http_registry`, `directory_registry`) -> `descriptors`
+Layers: `framing` -> `registry` (`http_registry` over `http_transport`, `http_auth`,
+`http_errors`, `http_answers`; `directory_registry`) -> `descriptors`
 -> `payload` -> `decode`. See docs/contracts.md, section "codec".
 """
 

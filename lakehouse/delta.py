@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from lakehouse.hadoop import hadoop_path
 from lakehouse.layout import Layout, local_path
 
 if TYPE_CHECKING:
@@ -194,10 +195,7 @@ def list_delta_tables(folder: str, spark: SparkSession | None = None) -> list[st
     """
     if spark is None:
         return [p for p in _local_children(folder) if is_delta_table(p)]
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    hpath = jvm.org.apache.hadoop.fs.Path(folder)
-    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    _, hpath, fs = hadoop_path(spark, folder)
     if not fs.exists(hpath):
         return []
     children = [s.getPath().toString() for s in fs.listStatus(hpath) if s.isDirectory()]

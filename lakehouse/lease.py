@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.hadoop import hadoop_path
 from lakehouse.layout import Layout
 
 if TYPE_CHECKING:
@@ -175,10 +176,7 @@ def acquire_writer_lease(
     Raises:
         WriterLeaseError: another driver holds it and it has not expired.
     """
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    path = jvm.org.apache.hadoop.fs.Path(location)
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    _, path, fs = hadoop_path(spark, location)
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     took_over = False
     for _ in range(2):

@@ -35,6 +35,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.delta import list_delta_tables
+from lakehouse.hadoop import hadoop_path
 from lakehouse.layout import Layout, table_name
 
 if TYPE_CHECKING:
@@ -53,11 +54,7 @@ def load_app_id(spark: SparkSession, checkpoint: str) -> str:
         RuntimeError: the file holds no UUID (the checkpoint is damaged).
     """
     location = Layout.app_id_file(checkpoint)
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-    path = jvm.org.apache.hadoop.fs.Path(location)
-    fs = path.getFileSystem(hadoop_conf)
+    _, path, fs = hadoop_path(spark, location)
     if not fs.exists(path):
         fs.mkdirs(path.getParent())
         candidate = str(uuid.uuid4())
@@ -81,11 +78,7 @@ def load_app_id(spark: SparkSession, checkpoint: str) -> str:
 
 def read_text_lines(spark: SparkSession, location: str) -> list[str] | None:
     """The lines of a small text file on any Hadoop file system; None when it does not exist."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-    path = jvm.org.apache.hadoop.fs.Path(location)
-    fs = path.getFileSystem(hadoop_conf)
+    jvm, path, fs = hadoop_path(spark, location)
     if not fs.exists(path):
         return None
     stream = fs.open(path)
@@ -105,11 +98,8 @@ def write_text(spark: SparkSession, location: str, text: str) -> None:
     On an object store the file appears whole when it is closed (a single PUT); locally,
     Hadoop writes it in place.
     """
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-    path = jvm.org.apache.hadoop.fs.Path(location)
-    out = path.getFileSystem(hadoop_conf).create(path, True)
+    _, path, fs = hadoop_path(spark, location)
+    out = fs.create(path, True)
     try:
         out.write(bytearray(text.encode("utf-8")))
     finally:

@@ -32,6 +32,7 @@ from great_expectations.data_context.types.resource_identifiers import (
     ValidationResultIdentifier,
 )
 
+from lakehouse.hadoop import hadoop_path
 from quality.rules import format_expectation_id
 
 if TYPE_CHECKING:
@@ -221,10 +222,7 @@ def _insert_overview(index: Path, rows: list[dict[str, Any]]) -> None:
 
 def publish_folder(spark: SparkSession, local: Path, target: str) -> None:
     """Replace the folder ``target`` (any Hadoop file system URI) by a copy of ``local``."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    dest = jvm.org.apache.hadoop.fs.Path(target)
-    fs = dest.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    jvm, dest, fs = hadoop_path(spark, target)
     fs.delete(dest, True)
     # delSrc=false, overwrite=true: GE's local copy stays for the next build
     fs.copyFromLocalFile(False, True, jvm.org.apache.hadoop.fs.Path(local.as_uri()), dest)

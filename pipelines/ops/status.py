@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lakehouse.delta import is_delta_table, list_delta_tables
+from lakehouse.hadoop import hadoop_path
 from lakehouse.layout import Layout
 from pipelines.ops.common import (
     effective_reason,
@@ -167,10 +168,8 @@ def quality_summary(spark: Any, layout: Layout) -> dict[str, Any]:
 
 def stream_ages(spark: Any, layout: Layout, now: float | None = None) -> list[dict[str, Any]]:
     """Per checkpoint under ``_checkpoints/<job>/<name>``: last committed batch and its age."""
-    jvm = spark.sparkContext._jvm
+    jvm, base, fs = hadoop_path(spark, layout.checkpoints)
     path_cls = jvm.org.apache.hadoop.fs.Path
-    base = path_cls(layout.checkpoints)
-    fs = base.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     now = time.time() if now is None else now
     out: list[dict[str, Any]] = []
     if not fs.exists(base):

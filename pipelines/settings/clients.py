@@ -30,8 +30,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.catalog import CatalogDatabases
-from lakehouse.layout import has_scheme
-from pipelines.settings.config import ProtolakeConfig
+from lakehouse.layout import LAYERS, has_scheme
+from pipelines.settings.config import ProtolakeConfig, database_key
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -148,13 +148,13 @@ def catalog_session_conf(cfg: ProtolakeConfig) -> dict[str, str]:
 
 
 def catalog_databases(cfg: ProtolakeConfig) -> CatalogDatabases:
-    """The database of each layer's tables (an empty one is not registered)."""
-    c = cfg.catalog
+    """The database of each layer's tables (an empty one is not registered).
+
+    The one translation of the ``[catalog]`` keys (``<layer>_database``) into
+    :class:`lakehouse.catalog.CatalogDatabases`.
+    """
     return CatalogDatabases(
-        bronze=c.bronze_database,
-        silver=c.silver_database,
-        quarantine=c.quarantine_database,
-        quality=c.quality_database,
+        **{layer: getattr(cfg.catalog, database_key(layer)) for layer in LAYERS}
     )
 
 

@@ -106,10 +106,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from lakehouse.catalog import CatalogDatabases
+from lakehouse.layout import LAYERS
 from lakehouse.streaming import TRIGGERS
+from pipelines.settings.redaction import redacted_view
 
 _ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
-_SECRET_KEY = re.compile(r"(pass|secret|token|jaas|auth|key|credential)", re.IGNORECASE)
 
 
 class ConfigError(ValueError):
@@ -183,13 +185,24 @@ class QualityConfig:
     results_retention_days: int = 0
 
 
+# The database of each layer by default: lakehouse.catalog.CatalogDatabases spells them.
+_DATABASES = CatalogDatabases()
+
+
+def database_key(layer: str) -> str:
+    """The ``[catalog]`` key of a layer's database (``"silver"`` -> ``"silver_database"``)."""
+    return f"{layer}_database"
+
+
 @dataclass(frozen=True)
 class CatalogConfig:
     metastore_uri: str = ""
-    bronze_database: str = "bronze"
-    silver_database: str = "silver"
-    quarantine_database: str = "quarantine"
-    quality_database: str = "quality"
+    # one key a layer, named by database_key; pipelines.settings.clients.catalog_databases
+    # turns them into the CatalogDatabases that lakehouse.catalog takes
+    bronze_database: str = _DATABASES.bronze
+    silver_database: str = _DATABASES.silver
+    quarantine_database: str = _DATABASES.quarantine
+    quality_database: str = _DATABASES.quality
 
 
 @dataclass(frozen=True)
@@ -226,7 +239,7 @@ class ProtolakeConfig:
 
     def redacted(self) -> dict[str, Any]:
         """A loggable view: every value whose key looks secret is replaced by ``***``."""
-        return _redact(_as_dict(self))
+        return redacted_view(self)
 
 
 _SECTIONS: dict[str, type] = {
@@ -398,7 +411,7 @@ def _check_catalog(c: CatalogConfig) -> None:
         raise ConfigError(
             'catalog.metastore_uri: must be "thrift://host:port" (comma-separated for several)'
         )
-    for key in ("bronze_database", "silver_database", "quarantine_database", "quality_database"):
+    for key in map(database_key, LAYERS):
         if not re.fullmatch(r"[A-Za-z0-9_]*", getattr(c, key)):
             raise ConfigError(f"catalog.{key}: letters, digits and '_' only (or empty)")
 
@@ -429,26 +442,3 @@ def _check_quality_rules(rules: tuple[Mapping[str, Any], ...]) -> None:
         parse_rules(list(rules))
     except QualityConfigError as exc:
         raise ConfigError(str(exc)) from exc
-
-
-def _as_dict(obj: Any) -> Any:
-    if hasattr(obj, "__dataclass_fields__"):
-        return {f.name: _as_dict(getattr(obj, f.name)) for f in fields(obj)}
-    if isinstance(obj, Mapping):
-        return {k: _as_dict(v) for k, v in obj.items()}
-    if isinstance(obj, tuple | list):
-        return [_as_dict(v) for v in obj]
-    return obj
-
-
-def _redact(value: Any, key: str = "") -> Any:
-    if isinstance(value, Mapping):
-        return {k: _redact(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact(v, key) for v in value]
-    if isinstance(value, str) and value and _SECRET_KEY.search(key):
-        return "***"
-    if isinstance(value, str) and "://" in value and "@" in value:
-        # user:password@host in a URL
-        return re.sub(r"://[^/@]*@", "://***@", value)
-    return value

@@ -21,6 +21,7 @@ import socket
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from lakehouse.hadoop import hadoop_path
 from pipelines.settings.clients import lakehouse_bucket
 from pipelines.settings.config import ProtolakeConfig
 
@@ -108,8 +109,5 @@ def describe_failure(exc: BaseException, bucket: str, endpoint: str) -> str:
 def _list_prefix(spark: SparkSession, root: str) -> None:
     """Probe the lakehouse prefix through the session's S3A file system (a HEAD and a LIST of
     the bucket: a missing bucket and refused credentials fail here; a missing prefix does not)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    path = jvm.org.apache.hadoop.fs.Path(root + "/")
-    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-    path.getFileSystem(conf).exists(path)
+    _, path, fs = hadoop_path(spark, root + "/")
+    fs.exists(path)

@@ -17,7 +17,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from codec.errors import UnknownSchema
-from codec.http_registry import detect_schema_format
+from codec.http_answers import detect_schema_format
 from codec.protoc import generate_python
 from codec.registry import RegisteredSchema, SchemaReference
 

@@ -136,9 +136,10 @@ def test_registry_that_stays_down_raises_registry_unavailable(registry):
 def test_read_timeout_is_retried(registry):
     schema_id = register_shop(registry)
     registry.delay_next(1, 1.5)
-    reg = client(registry.url, read_timeout=0.3)
+    sleeps = Sleeps()
+    reg = client(registry.url, read_timeout=0.3, sleep=sleeps)
     assert reg.get_schema_by_id(schema_id).schema
-    assert len(reg._sleep) == 1
+    assert len(sleeps) == 1
 
 
 def test_connection_refused_is_registry_unavailable_without_credentials(caplog):

@@ -24,8 +24,9 @@ from pipelines.naming import bronze_table_of_topic, table_name_for
 from pipelines.ops import audit as audit_mod
 from pipelines.ops import maintain as maintain_mod
 from pipelines.ops import replay as replay_mod
+from pipelines.ops import replay_state
 from pipelines.ops import status as status_mod
-from pipelines.quarantine import check_invariant
+from pipelines.quarantine import RECORD_KEY, check_invariant
 from pipelines.settings import parse_config
 from tests.support.ops_itkit import LATE_RECORDS, LATE_SCHEMA, LATE_TYPE, Lakehouse
 
@@ -174,17 +175,17 @@ def test_replay_after_registering_the_missing_schema(
     qpath = Layout(str(lake.root)).quarantine
     sid = lake.registry.register(f"{lake.late_topic}-value", LATE_SCHEMA)
     assert sid == lake.late_schema_id
-    flt = replay_mod.ReplayFilter(reasons=("UNKNOWN_SCHEMA",), topics=(lake.late_topic,))
+    flt = replay_state.ReplayFilter(reasons=("UNKNOWN_SCHEMA",), topics=(lake.late_topic,))
 
     # a replay that dies after writing silver, before marking quarantine
     version = _version(spark, qpath)
-    pending = replay_mod.select_pending(spark, str(lake.root), flt, version).cache()
+    pending = replay_state.select_pending(spark, str(lake.root), flt, version).cache()
     stats = pending.agg({"*": "count"}).first()
     assert stats[0] == LATE_RECORDS
     from pyspark.sql import functions as F  # noqa: N812
 
-    h = pending.agg(F.sum(F.xxhash64(*replay_mod.RECORD_KEY).cast("decimal(38,0)"))).first()[0]
-    app_id, batch_id = replay_mod.selection_id(LATE_RECORDS, int(h))
+    h = pending.agg(F.sum(F.xxhash64(*RECORD_KEY).cast("decimal(38,0)"))).first()[0]
+    app_id, batch_id = replay_state.selection_id(LATE_RECORDS, int(h))
     from pipelines.ops.common import progress
 
     with progress(False) as steps:

@@ -20,6 +20,7 @@ from registry_server import start_registry_server
 from lakehouse.layout import Layout
 from pipelines.naming import table_name_for
 from pipelines.ops import replay as replay_mod
+from pipelines.ops import replay_state
 from pipelines.quarantine import check_invariant
 from tests.support.ops_itkit import (
     LATE_RECORDS,
@@ -73,13 +74,13 @@ def test_replay_after_a_crash_before_marking_writes_nothing_twice(
         )
         _ingest(spark, cfg)
         assert registry.register(f"{topic}-value", LATE_SCHEMA) == late_id
-        flt = replay_mod.ReplayFilter(reasons=("UNKNOWN_SCHEMA",), topics=(topic,))
+        flt = replay_state.ReplayFilter(reasons=("UNKNOWN_SCHEMA",), topics=(topic,))
 
         # 1. the replay dies after the silver append, before the quarantine MERGE
         def killed(*_args: Any, **_kwargs: Any) -> None:
             raise RuntimeError("killed before marking")
 
-        monkeypatch.setattr(replay_mod, "_mark", killed)
+        monkeypatch.setattr(replay_mod, "mark_outcomes", killed)
         with pytest.raises(RuntimeError, match="killed"):
             replay_mod.replay(spark, cfg, flt, show_progress=False)
         monkeypatch.undo()

@@ -1,4 +1,4 @@
-"""HttpSchemaRegistry pieces that need no server: format detection, credentials, backoff."""
+"""HTTP registry client pieces that need no server: format detection, credentials, backoff."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import base64
 import pytest
 from google.protobuf import descriptor_pb2
 
-from codec.http_registry import HttpSchemaRegistry, _split_credentials, detect_schema_format
+from codec.http_answers import detect_schema_format
+from codec.http_auth import RegistryAuth, split_credentials
+from codec.http_registry import HttpSchemaRegistry
+from codec.http_transport import Backoff
 
 
 def test_detect_schema_format():
@@ -21,22 +24,22 @@ def test_detect_schema_format():
 
 
 def test_credentials_are_split_from_the_url():
-    assert _split_credentials("http://h:1/") == ("http://h:1", None)
-    assert _split_credentials("https://u%40x:p%3Aw@h/base/") == ("https://h/base", ("u@x", "p:w"))
+    assert split_credentials("http://h:1/") == ("http://h:1", None)
+    assert split_credentials("https://u%40x:p%3Aw@h/base/") == ("https://h/base", ("u@x", "p:w"))
     with pytest.raises(ValueError):
-        _split_credentials("h:8081")
+        split_credentials("h:8081")
 
 
 def test_backoff_is_exponential_jittered_capped_and_honours_retry_after():
-    reg = HttpSchemaRegistry("http://127.0.0.1:1", backoff_initial=0.5, backoff_max=3.0)
+    backoff = Backoff(initial=0.5, maximum=3.0)
     for attempt in range(8):
         cap = min(3.0, 0.5 * 2**attempt)
-        delays = {reg._delay(attempt, None) for _ in range(50)}
+        delays = {backoff.delay(attempt, None) for _ in range(50)}
         assert all(cap / 2 <= d <= cap for d in delays)
         assert len(delays) > 1  # jittered
-    assert reg._delay(0, "2") == 2.0
-    assert reg._delay(0, "120") == 3.0  # capped
-    assert 0.25 <= reg._delay(0, "Wed, 21 Oct 2015 07:28:00 GMT") <= 0.5
+    assert backoff.delay(0, "2") == 2.0
+    assert backoff.delay(0, "120") == 3.0  # capped
+    assert 0.25 <= backoff.delay(0, "Wed, 21 Oct 2015 07:28:00 GMT") <= 0.5
 
 
 def test_repr_and_errors_hide_secrets():
@@ -44,7 +47,9 @@ def test_repr_and_errors_hide_secrets():
     assert repr(reg) == "HttpSchemaRegistry(url='https://h:8443', auth='basic')"
     token = HttpSchemaRegistry("https://h", bearer_token="tok-secret")
     assert "tok-secret" not in repr(token)
-    assert token._redact("x tok-secret y") == "x *** y"
+    auth = RegistryAuth("https://h", bearer_token="tok-secret")
+    assert "tok-secret" not in repr(auth)
+    assert auth.redact("x tok-secret y") == "x *** y"
 
 
 def test_tls_files_that_do_not_exist_are_refused_at_once(tmp_path):
@@ -72,10 +77,10 @@ def test_a_password_that_ends_the_host_early_is_refused_and_not_shown(url):
 
 
 def test_short_secrets_are_redacted_where_they_stand_alone_only():
-    reg = HttpSchemaRegistry("http://on:pw@h")
+    auth = RegistryAuth("http://on:pw@h")
     text = "ConnectionError: connection refused for on:pw@h"
-    assert reg._redact(text) == "ConnectionError: connection refused for ***:***@h"
-    long = HttpSchemaRegistry("http://someone:a-long-secret@h")
-    assert long._redact("xa-long-secretx") == "x***x"
+    assert auth.redact(text) == "ConnectionError: connection refused for ***:***@h"
+    long = RegistryAuth("http://someone:a-long-secret@h")
+    assert long.redact("xa-long-secretx") == "x***x"
     sent = base64.b64encode(b"someone:a-long-secret").decode()
-    assert long._redact(f"echo: Authorization: Basic {sent}") == "echo: Authorization: Basic ***"
+    assert long.redact(f"echo: Authorization: Basic {sent}") == "echo: Authorization: Basic ***"

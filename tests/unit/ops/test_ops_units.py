@@ -14,7 +14,8 @@ from pipelines import metrics
 from pipelines.cli import build_parser
 from pipelines.ops.audit import Gap, GapCheck, _read_partition_gaps
 from pipelines.ops.common import parse_time, to_jsonable
-from pipelines.ops.replay import ReplayFilter, filter_from_args, selection_id
+from pipelines.ops.replay import filter_from_args
+from pipelines.ops.replay_state import ReplayFilter, selection_id
 from pipelines.settings import parse_config
 from pipelines.settings.clients import kafka_client_conf
 
