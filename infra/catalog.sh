@@ -18,12 +18,15 @@
 #              turns username+password authentication on (user PROTOLAKE_SQL_USER, default
 #              protolake). Bound to another address than loopback, it refuses to start without.
 #
-# Files: run/metastore/{hive-site.xml,db/,warehouse/}, run/sqlserver/{hive-site.xml,tmp/},
+# Files: run/metastore/{hive-site.xml,db/,warehouse/} (hive-site.xml is 0600: it may hold the
+# database password), run/sqlserver/{hive-site.xml,tmp/},
 # run/logs/{metastore,sqlserver}.log, run/pids/{metastore,sqlserver}.pid. The two small Java
-# classes (infra/hive/) are compiled with javac on first start into infra/.cache/hive-classes.
+# classes (infra/hive/) are compiled with javac on first start into infra/.cache/hive-classes-<hash of the sources>.
 
 pyspark_jars=""; spark_home=""
-hive_classes="${PROTOLAKE_CACHE_DIR:-$root/infra/.cache}/hive-classes"
+# One folder per version of the sources (their hash): checkouts of different versions that
+# share the cache never run each other's classes.
+hive_classes="${PROTOLAKE_CACHE_DIR:-$root/infra/.cache}/hive-classes-$(find "$root/infra/hive" -name '*.java' -print0 | sort -z | xargs -0 cat | sha256sum | cut -c1-12)"
 spark_jars="${PROTOLAKE_SPARK_JARS_DIR:-${PROTOLAKE_JAR_CACHE:-$root/infra/.cache/jars}/spark}"
 metastore_port="${PROTOLAKE_METASTORE_PORT:-9083}"
 metastore_db="${PROTOLAKE_METASTORE_DB:-derby}"
@@ -36,14 +39,14 @@ sql_heap="${PROTOLAKE_SQL_HEAP:-768m}"
 metastore_marker="-Dprotolake.run=$run/metastore"
 sqlserver_marker="-Dprotolake.run=$run/sqlserver"
 
-# compile_hive_classes: javac infra/hive/**/*.java into $hive_classes when a source is newer.
+# compile_hive_classes: javac infra/hive/**/*.java into $hive_classes, once per version.
 compile_hive_classes() {
   # The wheel's jars and spark-submit: where the project's Python finds pyspark.
   spark_home="$("$python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))' 2>/dev/null || true)"
   pyspark_jars="$spark_home/jars"
   [ -n "$spark_home" ] && [ -d "$pyspark_jars" ] || die "pyspark is not installed in $python's environment (make setup)"
   local stamp="$hive_classes/.complete" src
-  if [ -f "$stamp" ] && [ -z "$(find "$root/infra/hive" -name '*.java' -newer "$stamp")" ]; then return 0; fi
+  if [ -f "$stamp" ]; then return 0; fi
   command -v javac >/dev/null || die "javac (JDK 17+) is required to build infra/hive"
   rm -rf "$hive_classes.tmp"; mkdir -p "$hive_classes.tmp"
   mapfile -t src < <(find "$root/infra/hive" -name '*.java')
@@ -109,6 +112,9 @@ write_metastore_config() {
     # Hive's schema tool and scripts are not in the wheel: DataNucleus creates the metastore's
     # tables on first start (Derby or PostgreSQL alike).
     hive_property datanucleus.schema.autoCreateAll true
+    # Hive's default pool (BoneCP) is not in the wheel; commons-dbcp is (the transaction
+    # handler's own pool, used when a database or table is dropped, fails without it).
+    hive_property datanucleus.connectionPoolingType DBCP
     hive_property hive.metastore.schema.verification false
     hive_property hive.metastore.warehouse.dir "$run/metastore/warehouse"
     # Hive's asynchronous log4j needs the LMAX disruptor, which the wheel does not ship.
@@ -211,7 +217,9 @@ sqlserver_down() { service_down sqlserver "$sqlserver_marker"; }
 catalog_status() {
   local pid
   if pid="$(pid_of metastore "$metastore_marker")"; then
-    echo "metastore running  pid $pid  uri thrift://127.0.0.1:$metastore_port  log $logs/metastore.log"
+    local db=derby
+    grep -q 'jdbc:postgresql:' "$run/metastore/hive-site.xml" 2>/dev/null && db=postgres
+    echo "metastore running  pid $pid  uri thrift://127.0.0.1:$metastore_port  ($db)  log $logs/metastore.log"
   else echo "metastore stopped  (thrift://127.0.0.1:$metastore_port)"; fi
   if pid="$(pid_of sqlserver "$sqlserver_marker")"; then
     echo "sqlserver running  pid $pid  url jdbc:hive2://$sql_host:$sql_port/  log $logs/sqlserver.log"

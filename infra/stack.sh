@@ -21,6 +21,7 @@
 #   run/registry.json (the registry's schemas; kept across restarts)
 #   run/logs/apicurio.log (Apicurio keeps its schemas in memory: a restart forgets them)
 #   run/metastore/ (the catalog's Derby database, kept across restarts), run/sqlserver/
+#   run/postgres/ and run/postgres.env (PostgreSQL's cluster and generated credential, kept)
 #
 # Environment (all optional; nothing is exported, tests read the same variables):
 #   PROTOLAKE_KAFKA_BOOTSTRAP   default 127.0.0.1:9092  (its port is the broker's port)
