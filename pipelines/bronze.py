@@ -47,7 +47,7 @@ from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark rea
 from pyspark.sql.streaming import StreamingQuery
 
 from lakehouse.catalog import layer_tables, register_table
-from lakehouse.delta import is_delta_table
+from lakehouse.delta import is_delta_table, table_properties
 from lakehouse.layout import BRONZE, Layout, table_name
 from lakehouse.lease import take_writer_lease
 from lakehouse.streaming import (
@@ -288,11 +288,8 @@ class BronzeRegistrar:
 
 def registered_topics(spark: SparkSession, path: str) -> list[str]:
     """The topics the bronze table at ``path`` names in its properties (none: a new table)."""
-    if not is_delta_table(path, spark):
-        return []
-    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
-    props = dict(detail["properties"] or {}) if detail is not None else {}
-    return [t for t in props.get(KAFKA_TOPICS_PROPERTY, "").split(",") if t]
+    topics = table_properties(spark, path).get(KAFKA_TOPICS_PROPERTY, "")
+    return [t for t in topics.split(",") if t]
 
 
 def summarize(queries: Sequence[StreamingQuery], cfg: ProtolakeConfig) -> dict[str, Any]:

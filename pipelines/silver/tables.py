@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
-from lakehouse.delta import is_delta_table
+from lakehouse.delta import is_delta_table, table_properties
 from pipelines.naming import KAFKA_TOPICS_PROPERTY, MESSAGE_TYPE_PROPERTY
 
 if TYPE_CHECKING:
@@ -128,9 +128,7 @@ def ensure_table(spark: SparkSession, path: str, schema: T.StructType, message_t
     from delta.tables import DeltaTable
 
     if is_delta_table(path, spark):
-        detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
-        props = dict(detail["properties"] or {}) if detail is not None else {}
-        found = props.get(MESSAGE_TYPE_PROPERTY)
+        found = table_properties(spark, path).get(MESSAGE_TYPE_PROPERTY)
         if found is not None and found != message_type:
             raise TableTypeMismatchError(f"{path} holds {found}, not {message_type}")
         return
@@ -189,10 +187,7 @@ def describe_silver_table(
 def registered_sources(spark: SparkSession, path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The schema versions and Kafka topics the table at ``path`` records in its properties
     (empty for a new table)."""
-    if not is_delta_table(path, spark):
-        return (), ()
-    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
-    props = dict(detail["properties"] or {}) if detail is not None else {}
+    props = table_properties(spark, path)
 
     def listed(key: str) -> tuple[str, ...]:
         return tuple(sorted(v for v in props.get(key, "").split(",") if v))
