@@ -12,11 +12,13 @@ from lakehouse.catalog import (
     with_retries,
 )
 
-# What Spark's catalog raised in a session whose metastore had just been stopped.
+# What Spark's catalog raised (an AnalysisException) in the silver stream of
+# tests/integration/catalog/test_metastore_postgres.py while its metastore was stopped.
 DOWN = RuntimeError(
-    "[HIVE_METASTORE] org.apache.hadoop.hive.ql.metadata.HiveException: "
-    "java.lang.RuntimeException: Unable to instantiate "
-    "org.apache.hadoop.hive.ql.metadata.SessionHiveMetaStoreClient"
+    "org.apache.hadoop.hive.ql.metadata.HiveException: Unable to fetch table /lake/bronze/t. "
+    "Could not connect to meta store using any of the URIs provided. Most recent failure: "
+    "org.apache.thrift.transport.TTransportException: java.net.ConnectException: "
+    "Connection refused"
 )
 DROPPED = RuntimeError("org.apache.thrift.transport.TTransportException: java.net.SocketException")
 
