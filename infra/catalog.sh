@@ -5,20 +5,33 @@
 #              127.0.0.1:$PROTOLAKE_METASTORE_PORT (9083), backed by an embedded Derby database
 #              in run/metastore/db that only this process opens: every Spark application of the
 #              deployment shares the catalog over thrift (hive.metastore.uris).
+#              PROTOLAKE_METASTORE_DB=postgres puts its tables in PostgreSQL instead, as a
+#              production metastore has them: the database, role and password of the libpq
+#              variables (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE) in the file
+#              PROTOLAKE_METASTORE_DB_ENV, by default run/postgres.env (the stack's own server,
+#              `infra/stack.sh up postgres`, infra/postgres.sh); with the JDBC driver of
+#              infra/.cache/jars/postgres. The password is written only to the 0600
+#              run/metastore/hive-site.xml, the file Hive reads it from.
 #   sqlserver  the Spark Thrift Server (HiveServer2 protocol, JDBC/ODBC) on
 #              127.0.0.1:$PROTOLAKE_SQL_PORT (10000), with Delta and that metastore. No password
 #              on loopback by default; PROTOLAKE_SQL_PASSWORD_FILE (or PROTOLAKE_SQL_PASSWORD)
 #              turns username+password authentication on (user PROTOLAKE_SQL_USER, default
 #              protolake). Bound to another address than loopback, it refuses to start without.
 #
-# Files: run/metastore/{hive-site.xml,db/,warehouse/}, run/sqlserver/{hive-site.xml,tmp/},
+# Files: run/metastore/{hive-site.xml,db/,warehouse/} (hive-site.xml is 0600: it may hold the
+# database password), run/sqlserver/{hive-site.xml,tmp/},
 # run/logs/{metastore,sqlserver}.log, run/pids/{metastore,sqlserver}.pid. The two small Java
-# classes (infra/hive/) are compiled with javac on first start into infra/.cache/hive-classes.
+# classes (infra/hive/) are compiled with javac on first start into infra/.cache/hive-classes-<hash of the sources>.
 
 pyspark_jars=""; spark_home=""
-hive_classes="${PROTOLAKE_CACHE_DIR:-$root/infra/.cache}/hive-classes"
+# One folder per version of the sources (their hash): checkouts of different versions that
+# share the cache never run each other's classes.
+hive_classes="${PROTOLAKE_CACHE_DIR:-$root/infra/.cache}/hive-classes-$(find "$root/infra/hive" -name '*.java' -print0 | sort -z | xargs -0 cat | sha256sum | cut -c1-12)"
 spark_jars="${PROTOLAKE_SPARK_JARS_DIR:-${PROTOLAKE_JAR_CACHE:-$root/infra/.cache/jars}/spark}"
 metastore_port="${PROTOLAKE_METASTORE_PORT:-9083}"
+metastore_db="${PROTOLAKE_METASTORE_DB:-derby}"
+metastore_db_env="${PROTOLAKE_METASTORE_DB_ENV:-$run/postgres.env}"
+postgres_jars="${PROTOLAKE_JAR_CACHE:-$root/infra/.cache/jars}/postgres"
 metastore_heap="${PROTOLAKE_METASTORE_HEAP:-256m}"
 sql_host="${PROTOLAKE_SQL_HOST:-127.0.0.1}"
 sql_port="${PROTOLAKE_SQL_PORT:-10000}"
@@ -26,14 +39,14 @@ sql_heap="${PROTOLAKE_SQL_HEAP:-768m}"
 metastore_marker="-Dprotolake.run=$run/metastore"
 sqlserver_marker="-Dprotolake.run=$run/sqlserver"
 
-# compile_hive_classes: javac infra/hive/**/*.java into $hive_classes when a source is newer.
+# compile_hive_classes: javac infra/hive/**/*.java into $hive_classes, once per version.
 compile_hive_classes() {
   # The wheel's jars and spark-submit: where the project's Python finds pyspark.
   spark_home="$("$python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))' 2>/dev/null || true)"
   pyspark_jars="$spark_home/jars"
   [ -n "$spark_home" ] && [ -d "$pyspark_jars" ] || die "pyspark is not installed in $python's environment (make setup)"
   local stamp="$hive_classes/.complete" src
-  if [ -f "$stamp" ] && [ -z "$(find "$root/infra/hive" -name '*.java' -newer "$stamp")" ]; then return 0; fi
+  if [ -f "$stamp" ]; then return 0; fi
   command -v javac >/dev/null || die "javac (JDK 17+) is required to build infra/hive"
   rm -rf "$hive_classes.tmp"; mkdir -p "$hive_classes.tmp"
   mapfile -t src < <(find "$root/infra/hive" -name '*.java')
@@ -42,26 +55,74 @@ compile_hive_classes() {
   rm -rf "$hive_classes"; mv "$hive_classes.tmp" "$hive_classes"; touch "$stamp"
 }
 
-# hive_property NAME VALUE: one <property> of a hive-site.xml (values are paths and numbers).
-hive_property() { printf '  <property><name>%s</name><value>%s</value></property>\n' "$1" "$2"; }
+# hive_property NAME VALUE: one <property> of a hive-site.xml (XML's special characters escaped).
+hive_property() {
+  local value="$2"
+  value="${value//&/&amp;}"; value="${value//</&lt;}"; value="${value//>/&gt;}"
+  printf '  <property><name>%s</name><value>%s</value></property>\n' "$1" "$value"
+}
+
+# db_env_get NAME: a libpq variable of $metastore_db_env (empty when missing).
+db_env_get() { sed -n "s/^$1=//p" "$metastore_db_env" | tail -n 1; }
+
+# metastore_connection: the JDBC properties of the metastore's database.
+metastore_connection() {
+  case "$metastore_db" in
+    derby)
+      hive_property javax.jdo.option.ConnectionURL "jdbc:derby:;databaseName=$run/metastore/db;create=true"
+      hive_property javax.jdo.option.ConnectionDriverName org.apache.derby.jdbc.EmbeddedDriver ;;
+    postgres)
+      hive_property javax.jdo.option.ConnectionURL \
+        "jdbc:postgresql://$(db_env_get PGHOST):$(db_env_get PGPORT)/$(db_env_get PGDATABASE)"
+      hive_property javax.jdo.option.ConnectionDriverName org.postgresql.Driver
+      hive_property javax.jdo.option.ConnectionUserName "$(db_env_get PGUSER)"
+      hive_property javax.jdo.option.ConnectionPassword "$(db_env_get PGPASSWORD)" ;;
+  esac
+}
+
+# check_metastore_db: what the configured database needs is there (and answers).
+check_metastore_db() {
+  case "$metastore_db" in
+    derby) ;;
+    postgres)
+      [ -f "$postgres_jars/.complete" ] \
+        || die "PostgreSQL's JDBC driver is missing in $postgres_jars: run infra/fetch_jars.sh (or make setup)"
+      [ -r "$metastore_db_env" ] \
+        || die "PROTOLAKE_METASTORE_DB=postgres: no credential file $metastore_db_env (infra/stack.sh up postgres writes it; or set PROTOLAKE_METASTORE_DB_ENV)"
+      local v
+      for v in PGHOST PGPORT PGUSER PGPASSWORD PGDATABASE; do
+        [ -n "$(db_env_get "$v")" ] || die "$metastore_db_env does not set $v"
+      done
+      port_on "$(db_env_get PGHOST)" "$(db_env_get PGPORT)" \
+        || die "no PostgreSQL answers on $(db_env_get PGHOST):$(db_env_get PGPORT) (infra/stack.sh up postgres first)" ;;
+    *) die "PROTOLAKE_METASTORE_DB must be derby or postgres, not '$metastore_db'" ;;
+  esac
+}
+
+port_on() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 write_metastore_config() {
   mkdir -p "$run/metastore/warehouse" "$logs"
-  {
+  # 0600: with PostgreSQL it holds the database password.
+  (umask 077; {
     echo '<?xml version="1.0"?>'
     echo '<!-- Generated by infra/stack.sh on every start; edit infra/catalog.sh, not this file. -->'
     echo '<configuration>'
-    hive_property javax.jdo.option.ConnectionURL "jdbc:derby:;databaseName=$run/metastore/db;create=true"
-    hive_property javax.jdo.option.ConnectionDriverName org.apache.derby.jdbc.EmbeddedDriver
-    # Hive's schema tool is not in the wheel: DataNucleus creates the tables on first start.
+    metastore_connection
+    # Hive's schema tool and scripts are not in the wheel: DataNucleus creates the metastore's
+    # tables on first start (Derby or PostgreSQL alike).
     hive_property datanucleus.schema.autoCreateAll true
+    # Hive's default pool (BoneCP) is not in the wheel; commons-dbcp is (the transaction
+    # handler's own pool, used when a database or table is dropped, fails without it).
+    hive_property datanucleus.connectionPoolingType DBCP
     hive_property hive.metastore.schema.verification false
     hive_property hive.metastore.warehouse.dir "$run/metastore/warehouse"
     # Hive's asynchronous log4j needs the LMAX disruptor, which the wheel does not ship.
     hive_property hive.async.log.enabled false
     hive_property hive.metastore.event.db.notification.api.auth false
     echo '</configuration>'
-  } > "$run/metastore/hive-site.xml"
+  } > "$run/metastore/hive-site.xml.tmp")
+  mv "$run/metastore/hive-site.xml.tmp" "$run/metastore/hive-site.xml"
 }
 
 metastore_up() {
@@ -73,13 +134,19 @@ metastore_up() {
   command -v java >/dev/null || die "java (JDK 17+) is required"
   compile_hive_classes
   port_busy "$metastore_port" && die "port $metastore_port is in use by another process (not this stack's metastore); set PROTOLAKE_METASTORE_PORT to a free port"
+  check_metastore_db
   write_metastore_config
-  echo "starting metastore on thrift://127.0.0.1:$metastore_port (Derby in $run/metastore/db, heap $metastore_heap)"
+  local where="Derby in $run/metastore/db" cp="$run/metastore:$hive_classes:$pyspark_jars/*"
+  if [ "$metastore_db" = postgres ]; then
+    where="PostgreSQL $(db_env_get PGHOST):$(db_env_get PGPORT)/$(db_env_get PGDATABASE)"
+    cp="$cp:$postgres_jars/*"
+  fi
+  echo "starting metastore on thrift://127.0.0.1:$metastore_port ($where, heap $metastore_heap)"
   local log_mark; log_mark="$(size_of "$logs/metastore.log")"
   spawn metastore "$metastore_marker" "$logs/metastore.log" java -Xms32m -Xmx"$metastore_heap" \
     -XX:+ExitOnOutOfMemoryError -XX:TieredStopAtLevel=1 "$metastore_marker" \
     -Dderby.system.home="$run/metastore" -Djava.io.tmpdir="$run/metastore" \
-    -cp "$run/metastore:$hive_classes:$pyspark_jars/*" \
+    -cp "$cp" \
     protolake.hive.MetaStoreServer 127.0.0.1 "$metastore_port"
   await_start metastore tcp "127.0.0.1:$metastore_port" "$timeout" "metastore failed to start" \
     "$logs/metastore.log:$log_mark"
@@ -150,7 +217,9 @@ sqlserver_down() { service_down sqlserver "$sqlserver_marker"; }
 catalog_status() {
   local pid
   if pid="$(pid_of metastore "$metastore_marker")"; then
-    echo "metastore running  pid $pid  uri thrift://127.0.0.1:$metastore_port  log $logs/metastore.log"
+    local db=derby
+    grep -q 'jdbc:postgresql:' "$run/metastore/hive-site.xml" 2>/dev/null && db=postgres
+    echo "metastore running  pid $pid  uri thrift://127.0.0.1:$metastore_port  ($db)  log $logs/metastore.log"
   else echo "metastore stopped  (thrift://127.0.0.1:$metastore_port)"; fi
   if pid="$(pid_of sqlserver "$sqlserver_marker")"; then
     echo "sqlserver running  pid $pid  url jdbc:hive2://$sql_host:$sql_port/  log $logs/sqlserver.log"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fetch the JVM jars protolake needs from Maven Central, once, into infra/.cache/jars/{spark,kafka,s3},
+# Fetch the JVM jars protolake needs from Maven Central, once, into
+# infra/.cache/jars/{spark,kafka,s3,postgres},
 # and the SeaweedFS server binary (the local S3-compatible store) into infra/.cache/bin.
 # Safe to repeat: a folder with its .complete marker is not fetched again (works offline after).
 set -euo pipefail
@@ -25,6 +26,8 @@ fetch kafka
 # without what pyspark's jars already hold.
 fetch s3 -DexcludeGroupIds=io.netty \
   -DexcludeArtifactIds=slf4j-api,httpclient,httpcore,commons-codec,commons-logging
+# PostgreSQL's JDBC driver, for a metastore backed by PostgreSQL (infra/catalog.sh).
+fetch postgres
 
 # Apicurio Registry (a real registry with a Confluent-compatible REST API under
 # /apis/ccompat/v7): its Quarkus distribution, published on Maven Central as the `all` tar.gz

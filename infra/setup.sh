@@ -2,7 +2,8 @@
 # Install what is missing, and nothing that is already there: the Python virtualenv with the
 # project and its extras, the JVM jars (Maven Central), the SeaweedFS object store (built from
 # the Go module proxy), Debian's gcc when no C compiler is
-# there (the compiled decoder), and Debian's chromium for the Data Docs test.
+# there (the compiled decoder), Debian's postgresql (a metastore on PostgreSQL) and Debian's
+# chromium for the Data Docs test.
 # Safe to repeat; a no-op when everything is current.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -42,6 +43,16 @@ if ! command -v "${CC:-cc}" >/dev/null && ! command -v gcc >/dev/null; then
   if command -v apt-get >/dev/null; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null) \
       || echo "warning: could not install gcc; silver will decode on the upb path" >&2
+  fi
+fi
+
+# PostgreSQL (Debian's packages) for a metastore on a real database (infra/stack.sh up postgres,
+# PROTOLAKE_METASTORE_DB=postgres); its JDBC driver comes with the jars above.
+if ! command -v psql >/dev/null || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  echo "installing postgresql (Debian) for the metastore's database"
+  if command -v apt-get >/dev/null; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) \
+      || echo "warning: could not install postgresql; infra/stack.sh up postgres will fail" >&2
   fi
 fi
 

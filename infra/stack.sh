@@ -7,9 +7,10 @@
 #   infra/stack.sh up       start kafka and registry when not running, wait until healthy, print the endpoints
 #   infra/stack.sh down     stop what runs (SIGTERM, then SIGKILL after a timeout), apicurio included
 #   infra/stack.sh status   what runs, where; exit 0 only when kafka and registry are up
-#   infra/stack.sh up kafka|registry|apicurio|metastore|sqlserver|s3 / down ...   one service only
-#   (apicurio and s3 are started on demand: `make test` starts them for the tests that use them;
-#   s3 is SeaweedFS's S3 gateway, see infra/s3.sh for its files, run/s3.env and its variables)
+#   infra/stack.sh up kafka|registry|apicurio|metastore|sqlserver|s3|postgres / down ...   one service only
+#   (apicurio, s3 and postgres are started on demand: `make test` starts them for the tests that
+#   use them; s3 is SeaweedFS's S3 gateway, see infra/s3.sh for its files, run/s3.env and its
+#   variables; postgres is a PostgreSQL server for the metastore, see infra/postgres.sh)
 #   `up` also starts the analysts' services, the metastore and the SQL endpoint (infra/catalog.sh
 #   says how they run and which PROTOLAKE_METASTORE_* / PROTOLAKE_SQL_* variables place them)
 #
@@ -20,6 +21,7 @@
 #   run/registry.json (the registry's schemas; kept across restarts)
 #   run/logs/apicurio.log (Apicurio keeps its schemas in memory: a restart forgets them)
 #   run/metastore/ (the catalog's Derby database, kept across restarts), run/sqlserver/
+#   run/postgres/ and run/postgres.env (PostgreSQL's cluster and generated credential, kept)
 #
 # Environment (all optional; nothing is exported, tests read the same variables):
 #   PROTOLAKE_KAFKA_BOOTSTRAP   default 127.0.0.1:9092  (its port is the broker's port)
@@ -322,6 +324,10 @@ apicurio_down() { service_down apicurio "$apicurio_marker"; }
 # shellcheck source=infra/s3.sh
 . "$root/infra/s3.sh"
 
+# ---------------------------------------------------------------- PostgreSQL (for the metastore)
+# shellcheck source=infra/postgres.sh
+. "$root/infra/postgres.sh"
+
 # ---------------------------------------------------------------- commands
 status() {
   local pid rc=0
@@ -336,6 +342,7 @@ status() {
   else echo "apicurio  stopped  (http://127.0.0.1:$apicurio_port/apis/ccompat/v7; started on demand)"; fi
   catalog_status
   s3_status
+  postgres_status
   return $rc
 }
 
@@ -349,20 +356,24 @@ endpoints() {
 }
 
 cmd="${1:-status}"; what="${2:-all}"
-case "$what" in all|kafka|registry|apicurio|metastore|sqlserver|s3) ;; *) die "unknown service '$what' (kafka|registry|apicurio|metastore|sqlserver|s3)" ;; esac
+services="kafka|registry|apicurio|metastore|sqlserver|s3|postgres"
+case "$what" in all|kafka|registry|apicurio|metastore|sqlserver|s3|postgres) ;; *) die "unknown service '$what' ($services)" ;; esac
 case "$cmd" in
   up)
     case "$what" in
       all) kafka_up; registry_up; metastore_up; sqlserver_up; endpoints ;;
       kafka) kafka_up ;; registry) registry_up ;; apicurio) apicurio_up ;;
       metastore) metastore_up ;; sqlserver) sqlserver_up ;; s3) s3_up ;;
+      postgres) postgres_up ;;
     esac ;;
   down)
     case "$what" in
-      all) s3_down; sqlserver_down; metastore_down; apicurio_down; registry_down; kafka_down ;;
+      all) s3_down; sqlserver_down; metastore_down; postgres_down; apicurio_down; registry_down
+        kafka_down ;;
       kafka) kafka_down ;; registry) registry_down ;; apicurio) apicurio_down ;;
       metastore) metastore_down ;; sqlserver) sqlserver_down ;; s3) s3_down ;;
+      postgres) postgres_down ;;
     esac ;;
   status) status ;;
-  *) die "usage: infra/stack.sh up|down|status [kafka|registry|apicurio|metastore|sqlserver|s3]" ;;
+  *) die "usage: infra/stack.sh up|down|status [$services]" ;;
 esac

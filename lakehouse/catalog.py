@@ -18,14 +18,20 @@ Contract:
   (``DESCRIBE TABLE EXTENDED`` shows them); they are written (one Delta metadata commit) only
   when they differ from what the table has.
 - An empty database name means "do not register this layer".
+- A metastore that does not answer (restarting, a network blip) is asked again with a bounded
+  backoff (:data:`RETRY_DELAYS`, about 45 s in all: more than a metastore takes to restart);
+  then :class:`CatalogUnavailableError` names its URI. Every step of a registration is
+  idempotent, so a registration interrupted half-way is simply done again.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from lakehouse.delta import is_delta_table, list_delta_tables
 from lakehouse.layout import BRONZE, QUALITY, QUARANTINE, SILVER, Layout, table_name
@@ -34,8 +40,81 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+#: Seconds to wait before each new attempt when the metastore does not answer.
+RETRY_DELAYS: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 15.0, 15.0)
+
+# What Hive's client and Spark say when the metastore cannot be reached or dropped the
+# connection (as opposed to an answer such as "no such table", which is not retried).
+_UNREACHABLE = (
+    "TTransportException",
+    "Could not connect to meta store",
+    "Unable to instantiate org.apache.hadoop.hive",
+    "Connection refused",
+    "Connection reset",
+    "Broken pipe",
+    "SocketException",
+    "SocketTimeoutException",
+)
+
+
 class CatalogLocationError(RuntimeError):
     """A table name is already registered at another location than the one being registered."""
+
+
+class CatalogUnavailableError(RuntimeError):
+    """The metastore did not answer through every retry of a registration."""
+
+
+def metastore_unreachable(error: BaseException) -> bool:
+    """True when ``error`` (from Spark's catalog) says the metastore could not be reached."""
+    text = f"{type(error).__name__}: {error}"
+    return any(marker in text for marker in _UNREACHABLE)
+
+
+def metastore_uri(spark: SparkSession) -> str:
+    """The metastore the session's catalog talks to, for messages."""
+    uri = spark.conf.get("spark.hadoop.hive.metastore.uris", None)
+    return uri or "the session's own catalog"
+
+
+def with_retries(
+    action: Callable[[], _T],
+    where: str,
+    what: str,
+    delays: Sequence[float] = RETRY_DELAYS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> _T:
+    """``action()``, again after each of ``delays`` while the metastore does not answer.
+
+    Raises:
+        CatalogUnavailableError: the metastore ``where`` did not answer through every retry
+            (chained to the last error).
+        Exception: whatever else ``action`` raises, at once.
+    """
+    for attempt, delay in enumerate([*delays, None]):
+        try:
+            return action()
+        except Exception as exc:
+            if not metastore_unreachable(exc):
+                raise
+            if delay is None:
+                raise CatalogUnavailableError(
+                    f"the metastore {where} did not answer while {what} "
+                    f"({attempt + 1} attempts over {sum(delays):.0f} s): is it running?"
+                ) from exc
+            log.warning(
+                "catalog: the metastore %s does not answer (%s); %s again in %.0f s",
+                where,
+                type(exc).__name__,
+                what,
+                delay,
+            )
+            sleep(delay)
+    raise AssertionError("unreachable")
 
 
 @dataclass(frozen=True)
@@ -83,7 +162,18 @@ def register_table(
 
     Raises:
         CatalogLocationError: the name is registered at another location.
+        CatalogUnavailableError: the metastore did not answer through every retry.
     """
+    return with_retries(
+        lambda: _register_table(spark, database, path, comment, properties or {}),
+        metastore_uri(spark),
+        f"registering {database}.{table_name(path)}",
+    )
+
+
+def _register_table(
+    spark: SparkSession, database: str, path: str, comment: str, properties: Mapping[str, str]
+) -> str:
     name = table_name(path)
     qualified = f"{quote(database)}.{quote(name)}"
     if not spark.catalog.databaseExists(database):
@@ -98,7 +188,7 @@ def register_table(
             )
     else:
         spark.sql(f"CREATE TABLE IF NOT EXISTS {qualified} USING delta LOCATION {sql_string(path)}")
-    describe_table(spark, qualified, comment, properties or {})
+    describe_table(spark, qualified, comment, properties)
     return f"{database}.{name}"
 
 

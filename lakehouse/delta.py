@@ -154,6 +154,21 @@ def append_idempotent(
 # -- finding tables ------------------------------------------------------------------------
 
 
+def table_properties(spark: SparkSession, path: str) -> dict[str, str]:
+    """The table properties of the Delta table at ``path`` (empty when there is none).
+
+    Read from the Delta log by path: never through the session's catalog, so this answers
+    while a shared metastore is down (``DESCRIBE DETAIL delta.`path``` asks the metastore
+    first, for a database named ``delta``).
+    """
+    from delta.tables import DeltaTable
+
+    if not is_delta_table(path, spark):
+        return {}
+    detail = DeltaTable.forPath(spark, path).detail().first()
+    return dict(detail["properties"] or {}) if detail is not None else {}
+
+
 def is_delta_table(
     path: str,
     spark: SparkSession | None = None,

@@ -47,7 +47,8 @@ from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark rea
 from pyspark.sql.streaming import StreamingQuery
 
 from lakehouse.catalog import layer_tables, register_table
-from lakehouse.layout import BRONZE, Layout
+from lakehouse.delta import is_delta_table, table_properties
+from lakehouse.layout import BRONZE, Layout, table_name
 from lakehouse.lease import stop_streams_on_loss, take_writer_lease
 from lakehouse.streaming import (
     TRIGGERS,
@@ -58,7 +59,7 @@ from lakehouse.streaming import (
 )
 from pipelines import progress
 from pipelines.bronze_routing import TopicRouter
-from pipelines.naming import bronze_table_of_topic
+from pipelines.naming import KAFKA_TOPICS_PROPERTY, bronze_table_of_topic
 from pipelines.settings import ConfigError, ProtolakeConfig, load_config
 from pipelines.settings.clients import (
     kafka_source_options,
@@ -177,6 +178,7 @@ def write_bronze(df: DataFrame, cfg: ProtolakeConfig, trigger: str) -> list[Stre
         known_topic=cfg.kafka.topics[0] if len(cfg.kafka.topics) == 1 else None,
         checkpoint=checkpoint,
         on_batch=bronze_batch_hook(query_name),
+        on_tables=BronzeRegistrar(spark, cfg) if cfg.catalog.bronze_database else None,
     )
     log.info("bronze: %s -> %s/<table> (checkpoint %s)", trigger, layout.bronze, checkpoint)
     return [writer.foreachBatch(router).start()]
@@ -232,18 +234,69 @@ def run(
     return queries
 
 
+def describe_bronze_table(topics: Sequence[str]) -> tuple[str, dict[str, str]]:
+    """The catalog comment and properties of a bronze table holding ``topics``' records."""
+    listed = ", ".join(topics)
+    comment = (
+        f"Kafka records of topic{'s' if len(topics) > 1 else ''} {listed} as they arrived, landed "
+        "by protolake bronze: key, value and headers are the record's bytes, not decoded (silver "
+        "decodes them); one row per record."
+    )
+    return comment, {KAFKA_TOPICS_PROPERTY: ",".join(topics)}
+
+
+def configured_topics(cfg: ProtolakeConfig, table: str) -> list[str]:
+    """The configured topics (``kafka.topics``) whose records land in bronze table ``table``."""
+    return sorted(t for t in cfg.kafka.topics if bronze_table_for(cfg, t) == table)
+
+
 def register_bronze(spark: SparkSession, cfg: ProtolakeConfig) -> list[str]:
     """Register every bronze table in ``catalog.bronze_database`` (none when it is empty).
 
     Bronze tables are created by the stream's first write to them; a run registers those that
-    exist when it starts and, once its queries end, those it created (a processing-time run's
-    new tables are named at its next start, or by silver's).
+    exist when it starts and, once its queries end, those it created. In per-topic mode a
+    running query also registers each table when its first batch creates it, and again when
+    a topic it did not hold arrives (:class:`BronzeRegistrar`). A table's comment names its
+    topics when the configuration lists them; with a topic pattern, what the query registered.
     """
     database = cfg.catalog.bronze_database
     if not database:
         return []
-    layout = Layout(cfg.lakehouse_path)
-    return [register_table(spark, database, p) for p in layer_tables(layout, BRONZE, spark)]
+    out = []
+    for path in layer_tables(Layout(cfg.lakehouse_path), BRONZE, spark):
+        topics = configured_topics(cfg, table_name(path))
+        comment, properties = describe_bronze_table(topics) if topics else ("", {})
+        out.append(register_table(spark, database, path, comment=comment, properties=properties))
+    return out
+
+
+class BronzeRegistrar:
+    """A ``TopicRouter.on_tables`` callback: registers a bronze table when a batch first
+    writes it, and again when it brings a topic the table's comment does not name yet."""
+
+    def __init__(self, spark: SparkSession, cfg: ProtolakeConfig) -> None:
+        self.spark = spark
+        self.database = cfg.catalog.bronze_database
+        self.layout = Layout(cfg.lakehouse_path)
+        self.topics: dict[str, set[str]] = {}  # table -> topics registered
+
+    def __call__(self, tables: dict[str, list[str]]) -> None:
+        for table, topics in tables.items():
+            path = self.layout.bronze_table(table)
+            if table not in self.topics:
+                self.topics[table] = set(registered_topics(self.spark, path))
+            if set(topics) <= self.topics[table] or not is_delta_table(path, self.spark):
+                continue
+            merged = sorted(self.topics[table] | set(topics))
+            comment, properties = describe_bronze_table(merged)
+            register_table(self.spark, self.database, path, comment=comment, properties=properties)
+            self.topics[table] = set(merged)
+
+
+def registered_topics(spark: SparkSession, path: str) -> list[str]:
+    """The topics the bronze table at ``path`` names in its properties (none: a new table)."""
+    topics = table_properties(spark, path).get(KAFKA_TOPICS_PROPERTY, "")
+    return [t for t in topics.split(",") if t]
 
 
 def summarize(queries: Sequence[StreamingQuery], cfg: ProtolakeConfig) -> dict[str, Any]:

@@ -92,6 +92,8 @@ class TopicRouter:
     known_topic: str | None = None
     checkpoint: str | None = None
     on_batch: Callable[[int, list[str]], None] | None = None  # (batch id, tables appended to)
+    # the tables a batch appended to, each with its topics in the batch (after the appends)
+    on_tables: Callable[[dict[str, list[str]]], None] | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         topics: set[str] | None
@@ -105,7 +107,7 @@ class TopicRouter:
         if topics is not None and len(_tables_of(topics)) <= 1:
             for table in _tables_of(topics):
                 self._append(rows, table, batch_id)
-            self._done(batch_id, list(_tables_of(topics)))
+            self._done(batch_id, _tables_of(topics))
             return
         # As many parts as the cluster has cores, not one per Kafka partition: each table's
         # append then runs that many tasks and writes at most that many files per batch.
@@ -126,7 +128,7 @@ class TopicRouter:
                 ],
                 batch_id,
             )
-            self._done(batch_id, list(tables))
+            self._done(batch_id, tables)
         finally:
             kept.unpersist()
 
@@ -158,10 +160,12 @@ class TopicRouter:
         if errors:
             raise errors[0]
 
-    def _done(self, batch_id: int, tables: list[str]) -> None:
+    def _done(self, batch_id: int, tables: dict[str, list[str]]) -> None:
         log.debug("bronze: batch %d -> %s", batch_id, ", ".join(tables) or "-")
         if self.on_batch is not None:
-            self.on_batch(batch_id, tables)
+            self.on_batch(batch_id, list(tables))
+        if self.on_tables is not None and tables:
+            self.on_tables(tables)
 
     def _append(self, rows: DataFrame, table: str, batch_id: int) -> None:
         append_idempotent(

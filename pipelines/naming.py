@@ -34,6 +34,9 @@ _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
 _FULL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 MAX_SLUG = 100
 MESSAGE_TYPE_PROPERTY = "protolake.message_type"
+#: Table property of bronze and silver tables: the Kafka topics their records came from
+#: (comma-separated, sorted).
+KAFKA_TOPICS_PROPERTY = "protolake.kafka_topics"
 
 
 def table_name_for(full_name: str) -> str:

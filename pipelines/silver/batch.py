@@ -65,7 +65,14 @@ from .rejects import (
     quarantine_faults,
 )
 from .resolution import KeyCounts, Resolution, Resolved, resolve_schema_keys
-from .tables import describe_silver_table, ensure_table, existing_schema, message_part, union_all
+from .tables import (
+    describe_silver_table,
+    ensure_table,
+    existing_schema,
+    message_part,
+    registered_sources,
+    union_all,
+)
 
 log = logging.getLogger("pipelines.silver")
 # Table creation, catalog registration and resolver calls of concurrent queries (processing-time
@@ -141,8 +148,9 @@ class SilverBatch:
         self.databases = databases or CatalogDatabases("", "", "", "")
         self.checker = checker
         self.history: list[BatchStats] = []
-        # what each table was last registered with: registered again when a version arrives
-        self._registered: dict[str, tuple[str, ...]] = {}
+        # what each table was last registered with (schema versions, Kafka topics): registered
+        # again when a version or a topic arrives
+        self._registered: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         # message columns of each table as this query last wrote it: saves reading the Delta
         # log every batch; dropped when a batch fails (another writer may have changed it)
         self._schemas: dict[str, T.StructType] = {}
@@ -198,7 +206,7 @@ class SilverBatch:
         to_write, results = self._check(
             tables, framed, batch_id, reference_time, q_time, quarantine
         )
-        quarantined = self._write(to_write, quarantine, results, batch_id)
+        quarantined = self._write(to_write, quarantine, results, batch_id, counts)
         self._count(stats, counts, to_write, quarantined)
 
     # -- the steps --------------------------------------------------------------------------
@@ -207,7 +215,7 @@ class SilverBatch:
         """(1) Distinct schema keys of values and keys, with their counts: a handful of rows
         to the driver, whatever the number of records (one Spark job; only key, value and
         headers go to the Python workers)."""
-        groups = schema_keys(bronze).groupBy("_schema_key", "_key_schema_key").count()
+        groups = schema_keys(bronze).groupBy("_schema_key", "_key_schema_key", "topic").count()
         return KeyCounts(groups.collect())
 
     def _resolve(self, counts: KeyCounts) -> Resolved:
@@ -360,6 +368,7 @@ class SilverBatch:
         quarantine_parts: list[DataFrame],
         results: list[Any],
         batch_id: int,
+        counts: KeyCounts,
     ) -> DataFrame:
         """(7) Silver tables, then quarantine, then quality results; each skipped by Delta
         when already committed. Returns the quarantine rows written."""
@@ -372,7 +381,7 @@ class SilverBatch:
                     )
             append_idempotent(df, plan.path, self.app_id, batch_id, merge_schema=True, logger=log)
             self._schemas[plan.path] = plan.merged
-            self._register(plan)
+            self._register(plan, counts.topics_of(r.schema_key for r in plan.versions))
         quarantine = union_all(quarantine_parts)
         assert quarantine is not None
         if self.quarantine_writer is not None:
@@ -384,7 +393,7 @@ class SilverBatch:
             if self.databases.quality and "" not in self._registered:
                 with self._lock:
                     register_table(self.spark, self.databases.quality, self.layout.quality_results)
-                self._registered[""] = ()
+                self._registered[""] = ((), ())
         return quarantine
 
     def _count(
@@ -410,19 +419,28 @@ class SilverBatch:
             )
             stats.silver[plan.table] = arrived - lost.get(plan.message_type, 0)
 
-    def _register(self, plan: TablePlan) -> None:
-        """Register a silver table; again when a schema version it did not have arrives."""
-        versions = tuple(sorted({r.version for r in plan.versions}))
-        known = self._registered.get(plan.table)
-        if not self.databases.silver or (known is not None and set(versions) <= set(known)):
+    def _register(self, plan: TablePlan, topics: list[str]) -> None:
+        """Register a silver table (once a run, with the versions and topics an earlier run
+        recorded); again when a schema version or a Kafka topic it did not have arrives."""
+        if not self.databases.silver:
             return
-        versions = tuple(sorted({*versions, *(known or ())}))
-        comment, properties = describe_silver_table(plan.message_type, plan.versions, versions)
+        first = plan.table not in self._registered
+        if first:
+            self._registered[plan.table] = registered_sources(self.spark, plan.path)
+        versions = {r.version for r in plan.versions}
+        known_versions, known_topics = self._registered[plan.table]
+        if not first and versions <= set(known_versions) and set(topics) <= set(known_topics):
+            return
+        all_versions = tuple(sorted({*versions, *known_versions}))
+        all_topics = tuple(sorted({*topics, *known_topics}))
+        comment, properties = describe_silver_table(
+            plan.message_type, plan.versions, all_versions, all_topics
+        )
         with self._lock:
             register_table(
                 self.spark, self.databases.silver, plan.path, comment=comment, properties=properties
             )
-        self._registered[plan.table] = versions
+        self._registered[plan.table] = (all_versions, all_topics)
 
 
 def batch_reference_time(bronze: DataFrame, default: datetime) -> datetime:

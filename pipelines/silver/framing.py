@@ -325,8 +325,9 @@ def frame_records(bronze: DataFrame) -> DataFrame:
 SCHEMA_KEY_FIELDS: tuple[T.StructField, ...] = (
     T.StructField("_schema_key", T.StringType()),
     T.StructField("_key_schema_key", T.StringType()),
+    T.StructField("topic", T.StringType()),
 )
-_KEY_COLUMNS = (5, 9)  # positions of SCHEMA_KEY_FIELDS in FRAMED_FIELDS
+_KEY_COLUMNS = (5, 9)  # positions of the two schema keys in FRAMED_FIELDS
 
 
 def _schema_key_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -334,16 +335,19 @@ def _schema_key_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Record
     names = [f.name for f in SCHEMA_KEY_FIELDS]
     for batch in batches:
         arrays = _framing_arrays(framer, batch)
-        yield pa.RecordBatch.from_arrays([arrays[i] for i in _KEY_COLUMNS], names=names)
+        keys = [arrays[i] for i in _KEY_COLUMNS]
+        yield pa.RecordBatch.from_arrays([*keys, batch.column("topic")], names=names)
 
 
 def schema_keys(bronze: DataFrame) -> DataFrame:
-    """Per bronze record, only ``_schema_key`` (null: bad framing) and ``_key_schema_key``.
+    """Per bronze record, ``_schema_key`` (null: bad framing), ``_key_schema_key`` and its
+    Kafka ``topic``.
 
-    What the driver needs before decoding (the distinct keys and their counts): only key,
-    value and headers go to the Python workers, two short strings come back.
+    What the driver needs before decoding (the distinct keys and their counts, the topics a
+    schema came from): only key, value, headers and topic go to the Python workers, three short
+    strings come back.
     """
-    return bronze.select("key", "value", "headers").mapInArrow(
+    return bronze.select("key", "value", "headers", "topic").mapInArrow(
         _schema_key_batches, T.StructType(list(SCHEMA_KEY_FIELDS))
     )
 

@@ -56,7 +56,8 @@ class Resolution:
 
 @dataclass(frozen=True)
 class KeyCounts:
-    """Step 1's result: records per (value schema key, key schema key); null key: bad frame."""
+    """Step 1's result: records per (value schema key, key schema key, Kafka topic); null
+    value schema key: bad frame."""
 
     rows: list[Row]
 
@@ -75,6 +76,11 @@ class KeyCounts:
     @property
     def bad_frames(self) -> bool:
         return any(r["_schema_key"] is None for r in self.rows)
+
+    def topics_of(self, value_keys: Iterable[str]) -> list[str]:
+        """The Kafka topics records of ``value_keys`` came from, sorted."""
+        wanted = set(value_keys)
+        return sorted({r["topic"] for r in self.rows if r["_schema_key"] in wanted and r["topic"]})
 
     def per_value_key(self) -> dict[str, int]:
         out: dict[str, int] = defaultdict(int)

@@ -27,8 +27,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
-from lakehouse.delta import is_delta_table
-from pipelines.naming import MESSAGE_TYPE_PROPERTY
+from lakehouse.delta import is_delta_table, table_properties
+from pipelines.naming import KAFKA_TOPICS_PROPERTY, MESSAGE_TYPE_PROPERTY
 
 if TYPE_CHECKING:
     from .resolution import Resolution
@@ -128,9 +128,7 @@ def ensure_table(spark: SparkSession, path: str, schema: T.StructType, message_t
     from delta.tables import DeltaTable
 
     if is_delta_table(path, spark):
-        detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
-        props = dict(detail["properties"] or {}) if detail is not None else {}
-        found = props.get(MESSAGE_TYPE_PROPERTY)
+        found = table_properties(spark, path).get(MESSAGE_TYPE_PROPERTY)
         if found is not None and found != message_type:
             raise TableTypeMismatchError(f"{path} holds {found}, not {message_type}")
         return
@@ -143,15 +141,23 @@ def ensure_table(spark: SparkSession, path: str, schema: T.StructType, message_t
     )
 
 
+#: Table property naming the registry's schema versions a silver table holds (comma-separated).
+SCHEMA_VERSIONS_PROPERTY = "protolake.schema_versions"
+
+
 def describe_silver_table(
-    message_type: str, resolutions: Sequence[Resolution], versions: Sequence[str]
+    message_type: str,
+    resolutions: Sequence[Resolution],
+    versions: Sequence[str],
+    topics: Sequence[str] = (),
 ) -> tuple[str, dict[str, str]]:
     """The catalog comment and properties of a silver table, from its Protobuf schema.
 
     The comment is the message's own comment in its .proto (when the registry's schema has
-    one) and what the table holds; the properties name the message type and every schema
-    version written so far (``id:<n>``/``guid:<g>``). Column comments come from the fields'
-    comments, set in the Delta schema when the columns are created (``pipelines.proto_types``).
+    one), what the table holds, the Kafka topics its records came from and the registry's
+    schema versions (``id:<n>``/``guid:<g>``) written so far; the properties name the message
+    type, those versions and those topics. Column comments come from the fields' comments, set
+    in the Delta schema when the columns are created (``pipelines.proto_types``).
     """
     from pipelines.proto_types import message_comment
 
@@ -165,11 +171,28 @@ def describe_silver_table(
         f"Protobuf message {message_type}, decoded from Kafka by protolake silver "
         "(one row per record; _kafka_* columns say where it came from)."
     )
+    if topics:
+        what += f" Kafka topic{'s' if len(topics) > 1 else ''}: {', '.join(topics)}."
+    what += f" Schema registry versions: {', '.join(versions)}."
     comment = f"{own}\n\n{what}" if own else what
-    return comment, {
+    properties = {
         MESSAGE_TYPE_PROPERTY: message_type,
-        "protolake.schema_versions": ",".join(versions),
+        SCHEMA_VERSIONS_PROPERTY: ",".join(versions),
     }
+    if topics:
+        properties[KAFKA_TOPICS_PROPERTY] = ",".join(topics)
+    return comment, properties
+
+
+def registered_sources(spark: SparkSession, path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The schema versions and Kafka topics the table at ``path`` records in its properties
+    (empty for a new table)."""
+    props = table_properties(spark, path)
+
+    def listed(key: str) -> tuple[str, ...]:
+        return tuple(sorted(v for v in props.get(key, "").split(",") if v))
+
+    return listed(SCHEMA_VERSIONS_PROPERTY), listed(KAFKA_TOPICS_PROPERTY)
 
 
 def union_all(frames: Sequence[DataFrame]) -> DataFrame | None:

@@ -6,6 +6,8 @@ whose configuration names the stack's metastore (``[catalog] metastore_uri``) an
 this module's own: the jobs register what they create there. Then a second Spark application
 with only the documented settings finds the tables by name, a HiveServer2 client (PyHive)
 queries them over the wire, and DuckDB and delta-rs read them by path with Spark's counts.
+The stream running while the endpoint answers, across a metastore restart, is in
+test_metastore_postgres.py (on a metastore of its own, which it may restart).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from registry_server import start_registry_server
 from lakehouse.delta import list_delta_tables
 from lakehouse.layout import Layout, table_name
 from pipelines.naming import table_name_for
+from tests.support.sql_endpoint import hive as _hive
+from tests.support.sql_endpoint import query as _query
 from tests.support.stack import (
     BOOTSTRAP,
     METASTORE_URI,
@@ -117,29 +121,6 @@ def _drop_databases(names: Any) -> None:
                 pass
 
 
-def _hive(port: int = SQL_PORT, **kwargs: Any) -> Any:
-    from pyhive import hive
-
-    return _Cursor(hive.connect(host=SQL_HOST, port=port, **kwargs))
-
-
-class _Cursor:
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> Any:
-        return self.conn.cursor()
-
-    def __exit__(self, *exc: object) -> None:
-        self.conn.close()
-
-
-def _query(sql: str, **kwargs: Any) -> list[tuple[Any, ...]]:
-    with _hive(**kwargs) as cur:
-        cur.execute(sql)
-        return [tuple(r) for r in cur.fetchall()]
-
-
 def _paths(lake: Lake) -> dict[str, str]:
     """Every table of the lakehouse by its expected catalog name."""
     out = {
@@ -179,7 +160,7 @@ def test_a_second_spark_application_finds_every_table_by_name(lake: Lake) -> Non
         assert found[name]["rows"] == _delta_rows(path), name
         assert found[name]["location"].rstrip("/").endswith(path.rstrip("/")), name
     order = found[f"{lake.databases['silver']}.{table_name_for(ORDER)}"]
-    # the demo registers its schemas without comments (see the stream test for those)
+    # the demo registers its schemas without comments (test_metastore_postgres.py has some)
     assert order["comment"].startswith("Protobuf message shop.v1.Order")
     assert "sales_channel" in order["columns"]  # added by v2 of the schema
     assert order["properties"]["protolake.message_type"] == ORDER
@@ -324,103 +305,3 @@ def test_duckdb_and_delta_rs_read_silver_and_quarantine_by_path(lake: Lake, spar
     assert _query(f"SELECT count(*) FROM {lake.databases['silver']}.{table_name(order)}") == [
         (_delta_rows(order),)
     ]
-
-
-PING_SCHEMA = 'syntax = "proto3";\npackage catalogit.v1;\n\n// A probe.\nmessage Ping {\n  // Its name.\n  string id = 1;\n  int64 n = 2;\n}\n'
-
-
-def _produce_pings(topic: str, schema_id: int, start: int, count: int) -> None:
-    from confluent_kafka import Producer
-
-    from tests.support.ops_itkit import framed, ping_payload
-
-    p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all"})
-    for i in range(start, start + count):
-        p.produce(topic, value=framed(schema_id, ping_payload(f"p{i}", i)))
-    assert p.flush(30) == 0
-
-
-def _eventually(probe: Any, want: Any, seconds: float = 240) -> Any:
-    """Poll ``probe()`` until it returns ``want`` (errors count as not yet: a restart)."""
-    import time
-
-    deadline, got = time.monotonic() + seconds, None
-    while time.monotonic() < deadline:
-        try:
-            got = probe()
-        except Exception as exc:  # noqa: BLE001 - the endpoint may be reconnecting
-            got = exc
-        if got == want:
-            return got
-        time.sleep(2)
-    raise AssertionError(f"still {got!r} after {seconds} s, wanted {want!r}")
-
-
-def test_the_stream_runs_while_the_endpoint_answers(tmp_path: Path) -> None:
-    """Silver streams (processing-time) while an analyst counts its rows, and reads the .proto's
-    comments, over the endpoint."""
-    import json as _json
-    import signal
-    import urllib.request
-
-    from pipelines.demo.produce import ensure_topics
-
-    registry = start_registry_server(port=0)
-    topic = f"it.catalog.stream.{uuid.uuid4().hex[:8]}"
-    ensure_topics(BOOTSTRAP, [topic], None, partitions=1)
-    req = urllib.request.Request(
-        f"{registry.url}/subjects/{topic}-value/versions",
-        data=_json.dumps({"schemaType": "PROTOBUF", "schema": PING_SCHEMA}).encode(),
-        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
-    )
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        schema_id = int(_json.loads(resp.read())["id"])
-    _produce_pings(topic, schema_id, 0, 5)
-    silver_db = f"it{uuid.uuid4().hex[:8]}_silver"
-    config = tmp_path / "protolake.toml"
-    config.write_text(
-        f'[lakehouse]\npath = "{tmp_path / "lakehouse"}"\n'
-        f'[kafka]\nbootstrap_servers = "{BOOTSTRAP}"\ntopics = ["{topic}"]\n'
-        f'[registry]\nurl = "{registry.url}"\n'
-        '[bronze]\nprocessing_interval = "2 seconds"\n'
-        '[silver]\nprocessing_interval = "2 seconds"\n'
-        f'[catalog]\nmetastore_uri = "{METASTORE_URI}"\nsilver_database = "{silver_db}"\n'
-        'bronze_database = ""\nquarantine_database = ""\nquality_database = ""\n'
-    )
-    stream = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from pipelines import bronze, silver; "
-            "from pipelines.settings import load_config; cfg = load_config(sys.argv[1]); "
-            "bronze.run(cfg); bronze.run(cfg, 'processing-time', await_termination=False); "
-            "silver.run(cfg, 'processing-time')",
-            str(config),
-        ],
-        cwd=ROOT,
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=open(tmp_path / "stream.log", "w"),  # noqa: SIM115 - lives as long as the stream
-    )
-    table = f"{silver_db}.{table_name_for('catalogit.v1.Ping')}"
-    try:
-        count = lambda: _query(f"SELECT count(*) FROM {table}")[0][0]  # noqa: E731
-        _eventually(count, 5)
-        _produce_pings(topic, schema_id, 5, 7)
-        _eventually(count, 12)
-        # what the analyst sees of the .proto: the message's and the fields' comments
-        columns = {r[0]: r[2] for r in _query(f"DESCRIBE TABLE {table}")}
-        assert columns["id"] == "Its name."
-        with _hive() as cur:
-            cur.execute(f"DESCRIBE DETAIL {table}")
-            detail = dict(zip([d[0] for d in cur.description], cur.fetchone(), strict=True))
-        assert detail["description"].startswith("A probe.")
-        assert stream.poll() is None, (tmp_path / "stream.log").read_text()[-3000:]
-    finally:
-        stream.send_signal(signal.SIGTERM)
-        try:
-            stream.wait(60)
-        except subprocess.TimeoutExpired:
-            stream.kill()
-        registry.stop()
-        _drop_databases([silver_db])

@@ -2,7 +2,8 @@
 
 One schema registered as .proto text (so the registry's schema keeps its comments), one
 ``SilverBatch`` over two bronze rows framed with its id, then the column comments read from the
-Delta log and through ``DESCRIBE TABLE`` in the session catalog.
+Delta log and through ``DESCRIBE TABLE`` in the session catalog; ``DESCRIBE TABLE EXTENDED``
+names the message, its Kafka topic and its schema version.
 """
 
 from __future__ import annotations
@@ -58,3 +59,10 @@ def test_field_comments_become_column_comments(spark: Any, tmp_path: Any, regist
     described = {r[0]: r[2] for r in spark.sql(f"DESCRIBE TABLE {database}.{name}").collect()}
     assert described["id"] == "Its name."
     assert not described["n"]
+    # the table's comment and properties: the message's comment, its topic, its schema id
+    extended = spark.sql(f"DESCRIBE TABLE EXTENDED {database}.{name}").collect()
+    text = "\n".join(f"{r[0]}\t{r[1]}" for r in extended)
+    assert "A probe." in text
+    assert f"Kafka topic: {TOPIC}. Schema registry versions: id:{schema_id}." in text
+    assert f"protolake.kafka_topics={TOPIC}" in text
+    assert f"protolake.schema_versions=id:{schema_id}" in text

@@ -108,7 +108,9 @@ def table(spark: Any, path: Path) -> list[Row]:
 
 
 def test_router_writes_each_topic_to_its_table_once(spark: Any, tmp_path: Path) -> None:
-    router = TopicRouter(table_path=in_folder(tmp_path), app_id="app-1", partition_by=("_ingest_date",))
+    router = TopicRouter(
+        table_path=in_folder(tmp_path), app_id="app-1", partition_by=("_ingest_date",)
+    )
     batch = to_bronze_rows(kafka_rows(spark, ["shop.orders", "shop.users"]))
     router(batch, 0)
     router(batch, 0)  # a replayed batch (crash after the write, before the commit)
@@ -203,12 +205,18 @@ def test_router_uses_the_offset_log_and_refuses_stray_topics(spark: Any, tmp_pat
     ck = tmp_path / "ck"
     write_initial_offsets(ck, {"x.one": {"0": 0}, "x.two": {"0": 0}})
     write_offset_log(ck, 0, {"x.one": {"0": 3}, "x.two": {"0": 0}})
+    written: list[dict[str, list[str]]] = []  # what on_tables heard (bronze registers those)
     router = TopicRouter(
-        table_path=in_folder(tmp_path / "t"), app_id="app-5", partition_by=(), checkpoint=str(ck)
+        table_path=in_folder(tmp_path / "t"),
+        app_id="app-5",
+        partition_by=(),
+        checkpoint=str(ck),
+        on_tables=written.append,
     )
     router(to_bronze_rows(kafka_rows(spark, ["x.one"])), 0)
     assert len(table(spark, tmp_path / "t" / "x_one")) == 3
     assert not (tmp_path / "t" / "x_two").exists()
+    assert written == [{"x_one": ["x.one"]}]
 
     write_offset_log(ck, 1, {"x.one": {"0": 6}, "x.two": {"0": 0}})
     with pytest.raises(Exception, match="outside this batch's offset ranges"):
@@ -219,3 +227,4 @@ def test_router_uses_the_offset_log_and_refuses_stray_topics(spark: Any, tmp_pat
     router(to_bronze_rows(kafka_rows(spark, ["x.one", "x.two"])), 2)
     assert len(table(spark, tmp_path / "t" / "x_one")) == 6
     assert len(table(spark, tmp_path / "t" / "x_two")) == 3
+    assert written[1:] == [{"x_one": ["x.one"], "x_two": ["x.two"]}]  # not the failed batch

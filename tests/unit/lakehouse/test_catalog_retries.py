@@ -1,0 +1,67 @@
+"""lakehouse.catalog's retries while the metastore does not answer (no Spark: the action is a
+function that fails the way Spark's catalog does)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakehouse.catalog import (
+    CatalogLocationError,
+    CatalogUnavailableError,
+    metastore_unreachable,
+    with_retries,
+)
+
+# What Spark's catalog raised (an AnalysisException) in the silver stream of
+# tests/integration/catalog/test_metastore_postgres.py while its metastore was stopped.
+DOWN = RuntimeError(
+    "org.apache.hadoop.hive.ql.metadata.HiveException: Unable to fetch table /lake/bronze/t. "
+    "Could not connect to meta store using any of the URIs provided. Most recent failure: "
+    "org.apache.thrift.transport.TTransportException: java.net.ConnectException: "
+    "Connection refused"
+)
+DROPPED = RuntimeError("org.apache.thrift.transport.TTransportException: java.net.SocketException")
+
+
+class Flaky:
+    """Fails with ``errors`` in turn, then returns "ok"."""
+
+    def __init__(self, *errors: BaseException) -> None:
+        self.errors = list(errors)
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return "ok"
+
+
+def test_an_outage_shorter_than_the_retries_is_waited_out() -> None:
+    slept: list[float] = []
+    action = Flaky(DOWN, DROPPED)
+    got = with_retries(action, "thrift://m:9083", "registering s.t", (1, 2, 4), slept.append)
+    assert (got, action.calls, slept) == ("ok", 3, [1, 2])
+
+
+def test_a_longer_outage_names_the_metastore() -> None:
+    slept: list[float] = []
+    action = Flaky(DOWN, DOWN, DOWN, DOWN)
+    with pytest.raises(CatalogUnavailableError, match=r"thrift://m:9083.*registering s\.t") as exc:
+        with_retries(action, "thrift://m:9083", "registering s.t", (1, 2, 4), slept.append)
+    assert (action.calls, slept) == (4, [1, 2, 4])
+    assert exc.value.__cause__ is DOWN
+
+
+def test_an_answer_of_the_metastore_is_not_retried() -> None:
+    slept: list[float] = []
+    action = Flaky(CatalogLocationError("s.t is registered at /a, not at /b"))
+    with pytest.raises(CatalogLocationError):
+        with_retries(action, "thrift://m:9083", "registering s.t", (1, 2), slept.append)
+    assert (action.calls, slept) == (1, [])
+
+
+def test_what_counts_as_unreachable() -> None:
+    assert metastore_unreachable(DOWN) and metastore_unreachable(DROPPED)
+    assert metastore_unreachable(ConnectionRefusedError("Connection refused"))
+    assert not metastore_unreachable(RuntimeError("[TABLE_OR_VIEW_NOT_FOUND] s.t"))
