@@ -166,6 +166,12 @@ def write_bronze(df: DataFrame, cfg: ProtolakeConfig, trigger: str) -> list[Stre
         if partition_by:
             writer = writer.partitionBy(*partition_by)
         log.info("bronze: %s -> %s (checkpoint %s)", trigger, path, checkpoint)
+        if cfg.catalog.bronze_database:
+            # named before the query starts (a new table created empty): the comment is a
+            # metadata change, which would fail a sink appending at the same time
+            if not is_delta_table(path, df.sparkSession):
+                create_empty_table(df, path, partition_by)
+            register_bronze(df.sparkSession, cfg)
         return [writer.start(path)]
     spark = df.sparkSession
     layout = Layout(cfg.lakehouse_path)
@@ -234,6 +240,14 @@ def run(
     return queries
 
 
+def create_empty_table(df: DataFrame, path: str, partition_by: Sequence[str]) -> None:
+    """An empty Delta table at ``path`` with the schema and partitioning of stream ``df``."""
+    empty = df.sparkSession.createDataFrame([], df.schema).write.format("delta")
+    if partition_by:
+        empty = empty.partitionBy(*partition_by)
+    empty.mode("append").save(path)
+
+
 def describe_bronze_table(topics: Sequence[str]) -> tuple[str, dict[str, str]]:
     """The catalog comment and properties of a bronze table holding ``topics``' records."""
     listed = ", ".join(topics)
@@ -254,9 +268,10 @@ def register_bronze(spark: SparkSession, cfg: ProtolakeConfig) -> list[str]:
     """Register every bronze table in ``catalog.bronze_database`` (none when it is empty).
 
     Bronze tables are created by the stream's first write to them; a run registers those that
-    exist when it starts and, once its queries end, those it created. In per-topic mode a
-    running query also registers each table when its first batch creates it, and again when
-    a topic it did not hold arrives (:class:`BronzeRegistrar`). A table's comment names its
+    exist when it starts and, once its queries end, those it created. In single mode the table
+    is created empty before the query starts (:func:`create_empty_table`), so it is named at once.
+    In per-topic mode a running query also registers each table when its first batch creates
+    it, and again when a topic it did not hold arrives (:class:`BronzeRegistrar`). A table's comment names its
     topics when the configuration lists them; with a topic pattern, what the query registered.
     """
     database = cfg.catalog.bronze_database

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +167,37 @@ def test_aborted_transactions_never_reach_bronze(spark: Any, kafka: Kafka, tmp_p
     got, count = read_bronze(spark, table)
     assert count == 18 and got == only(kafka.expected, topic)
     assert not set(aborted.expected) & set(got)
+
+
+def test_a_single_table_is_named_in_the_catalog_before_its_first_batch(
+    spark: Any, kafka: Kafka, tmp_path: Path
+) -> None:
+    prefix = unique_prefix("singlereg")
+    topic = f"{prefix}.a"
+    kafka.create_topics(topic)
+    kafka.produce(topic, 8)
+    cfg = load_config(
+        write_config(
+            tmp_path / "c.toml",
+            tmp_path / "lake",
+            kafka.bootstrap,
+            topics=[topic],
+            extra='[bronze]\ntable_mode = "single"\nsingle_table = "landed"\n'
+            'processing_interval = "1 second"\n'
+            '[catalog]\nbronze_database = "bronze"\n',
+        )
+    )
+    queries = bronze.run(cfg, trigger="processing-time", await_termination=False, spark=spark)
+    try:
+        assert spark.catalog.tableExists("bronze.landed"), "named before its first batch"
+        detail = spark.sql("DESCRIBE DETAIL bronze.landed").first()
+        assert topic in detail["description"]
+        deadline = time.monotonic() + 120
+        while spark.table("bronze.landed").count() < 8 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        got, count = read_bronze(spark, tmp_path / "lake" / "bronze" / "landed")
+        assert count == 8 and got == kafka.expected
+        assert all(q.isActive for q in queries)
+    finally:
+        for q in queries:
+            q.stop()
