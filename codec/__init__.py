@@ -35,7 +35,7 @@ from .errors import (
     UnknownMessage,
     UnknownSchema,
 )
-from .framing import Frame, parse_frame, write_frame
+from .framing import Frame, SchemaKey, parse_frame, write_frame
 from .http_registry import HttpSchemaRegistry
 from .registries import open_registry
 from .registry import RegisteredSchema, SchemaReference, SchemaRegistry
@@ -62,6 +62,7 @@ __all__ = [
     "ResolvedSchema",
     "SchemaCompilerUnavailable",
     "SchemaInvalid",
+    "SchemaKey",
     "SchemaReference",
     "SchemaRegistry",
     "SchemaResolver",

@@ -2,18 +2,19 @@
 
 :class:`SilverBatch` runs these steps, each a method of its own:
 
-1. frame (``framing.schema_keys``, on the executors): only the distinct schema keys and their
-   counts come back to the driver;
+1. frame (``framing``): JVM expressions read the frame head of every record (the few the JVM
+   does not read are framed in Python, only when there are any); only the distinct schema
+   keys (``codec.SchemaKey``) and their counts come back to the driver;
 2. resolve the distinct schema keys on the driver, once each (``resolution``);
    ``RegistryUnavailable`` fails the batch (Spark retries it when the query restarts;
    nothing is quarantined for an outage);
 3. plan each table's schema (``plan``): compatible versions are merged, others go to
    quarantine with ``SCHEMA_CONFLICT``;
 4. quarantine what cannot be decoded at all (bad frames, failed resolutions, schema
-   conflicts), from the framed batch with its raw bytes (``framing.frame_records``), which is
-   computed only when there are quarantine rows to take from it;
-5. decode, per message type and schema version, framing again and decoding on the executors
-   in one pass (``decode.decode_bronze``); rows that fail go to quarantine;
+   conflicts), from the framed batch with its raw bytes;
+5. decode, per message type and schema version, the framed records of that schema key in the
+   one pass they make through the Python workers (``decode.decode_records``); rows that fail
+   go to quarantine with the raw bytes the pass carried along;
 6. check quality on every table (``quality``: the default suite of every silver table plus the
    configured expectations of its message type, one validation per table per batch): failed
    rows go to quarantine (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
@@ -49,12 +50,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
-from codec import SchemaResolver
+from codec import SchemaKey, SchemaResolver
 from lakehouse.delta import append_idempotent
 from lakehouse.layout import Layout
 
-from .decode import DecodeSpec, decode_bronze, message_spark_schema
-from .framing import BRONZE_COLUMNS, frame_records, schema_keys
+from .decode import DecodeSpec, decode_records, message_spark_schema
+from .framing import BRONZE_COLUMNS, IN_PYTHON, frame_heads, jvm_framed, key_matches, python_framed
 from .plan import TablePlan, plan_tables, table_rows, table_schema
 from .rejects import (
     quarantine_bad_frames,
@@ -179,7 +180,7 @@ class SilverBatch:
             columns = [*BRONZE_COLUMNS, *([INGESTED_AT] if INGESTED_AT in bronze.columns else [])]
             bronze = bronze.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
             persisted.append(bronze)
-        counts = self._frame(bronze)
+        counts, framed = self._frame(bronze, persisted)
         stats.records = counts.records
         if stats.records == 0:
             return
@@ -187,9 +188,8 @@ class SilverBatch:
         resolved = self._resolve(counts)
         plans = self._plan(resolved)
         checked = self.checker is not None and bool(plans)
-        framed = self._framed(bronze, counts, resolved, plans, checked, persisted)
         quarantine = self._quarantine(framed, counts, resolved, q_time)
-        tables = self._decode(bronze, framed, plans, resolved, q_time, quarantine, persisted)
+        tables = self._decode(framed, plans, resolved, q_time, quarantine, persisted)
         reference_time = batch_reference_time(bronze, processed_at) if checked else None
         to_write, results = self._check(
             tables, framed, batch_id, reference_time, q_time, quarantine
@@ -199,12 +199,23 @@ class SilverBatch:
 
     # -- the steps --------------------------------------------------------------------------
 
-    def _frame(self, bronze: DataFrame) -> KeyCounts:
-        """(1) Distinct schema keys of values and keys, with their counts: a handful of rows
-        to the driver, whatever the number of records (one Spark job; only key, value and
-        headers go to the Python workers)."""
-        groups = schema_keys(bronze).groupBy("_schema_key", "_key_schema_key").count()
-        return KeyCounts(groups.collect())
+    def _frame(self, bronze: DataFrame, persisted: list[DataFrame]) -> tuple[KeyCounts, DataFrame]:
+        """(1) Distinct schema keys of values and keys, with their counts (a handful of rows
+        to the driver, whatever the number of records), and the framed batch.
+
+        One Spark job of JVM expressions; only when some records need Python framing (see
+        ``framing``) a second job frames those, kept for the steps that read them again.
+        """
+        keys = ("_schema_key", "_key_schema_key")
+        rows = frame_heads(bronze).groupBy(*keys, IN_PYTHON).count().collect()
+        in_jvm = [r for r in rows if not r[IN_PYTHON]]
+        framed = jvm_framed(bronze)
+        if len(in_jvm) == len(rows):
+            return KeyCounts.of_rows(in_jvm), framed
+        python = python_framed(bronze).persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(python)
+        in_python = python.groupBy(*keys).count().collect()
+        return KeyCounts.of_rows(in_jvm + in_python), framed.unionByName(python)
 
     def _resolve(self, counts: KeyCounts) -> Resolved:
         """(2) Resolve each distinct schema key once (``RegistryUnavailable`` propagates)."""
@@ -226,28 +237,6 @@ class SilverBatch:
         current = existing_schema(self.spark, path)
         return message_part(current) if current is not None else None
 
-    def _framed(
-        self,
-        bronze: DataFrame,
-        counts: KeyCounts,
-        resolved: Resolved,
-        plans: list[TablePlan],
-        checked: bool,
-        persisted: list[DataFrame],
-    ) -> DataFrame:
-        """The framed batch (raw bytes beside the framing columns).
-
-        It feeds the quarantine rows of bad frames, failed resolutions, schema conflicts and
-        quality failures; decoding frames on its own (decode_bronze). So it is computed, once,
-        only when this batch can have such rows.
-        """
-        framed = frame_records(bronze)
-        conflicts = any(p.conflicts for p in plans)
-        if counts.bad_frames or resolved.faults or checked or conflicts:
-            framed = framed.persist(StorageLevel.MEMORY_AND_DISK)
-            persisted.append(framed)
-        return framed
-
     def _quarantine(
         self, framed: DataFrame, counts: KeyCounts, resolved: Resolved, q_time: Column
     ) -> list[DataFrame]:
@@ -258,12 +247,11 @@ class SilverBatch:
             parts.append(quarantine_bad_frames(framed, q_time))
         faults = resolved.faults
         if faults:
-            parts.append(quarantine_faults(self.spark, framed, faults, q_time))
+            parts.append(quarantine_faults(framed, faults, q_time))
         return parts
 
     def _decode(
         self,
-        bronze: DataFrame,
         framed: DataFrame,
         plans: list[TablePlan],
         resolved: Resolved,
@@ -279,7 +267,7 @@ class SilverBatch:
             quarantine.extend(quarantine_conflicts(framed, plan, q_time))
             good_parts: list[DataFrame] = []
             for res in plan.versions:
-                decoded = self._decode_version(bronze, plan, res, key_types)
+                decoded = self._decode_version(framed, plan, res, key_types)
                 persisted.append(decoded)
                 quarantine.append(
                     quarantine_decode_failures(decoded, res, plan.message_type, q_time)
@@ -292,10 +280,10 @@ class SilverBatch:
 
     def _decode_version(
         self,
-        bronze: DataFrame,
+        framed: DataFrame,
         plan: TablePlan,
         res: Resolution,
-        key_types: dict[str, tuple[bytes, str]],
+        key_types: dict[SchemaKey, tuple[bytes, str]],
     ) -> DataFrame:
         """The records of one schema version decoded (persisted: read for both outcomes)."""
         assert res.file_descriptor_set is not None
@@ -310,7 +298,8 @@ class SilverBatch:
         msg_schema = message_spark_schema(
             res.file_descriptor_set, plan.message_type, self.max_depth
         )
-        decoded = decode_bronze(bronze, res.schema_key, spec, msg_schema)
+        records = framed.where(key_matches("_schema_key", res.schema_key))
+        decoded = decode_records(records, spec, msg_schema)
         return decoded.persist(StorageLevel.MEMORY_AND_DISK)
 
     def _check(

@@ -1,39 +1,43 @@
 """Step 1 of a silver micro-batch: read the Confluent framing of every bronze record.
 
-Runs on the executors, one Arrow batch at a time (``mapInArrow``); nothing is decoded here
-and the registry is not asked. ``codec.parse_frame`` reads one record per distinct frame
-head, and every other record with that head gets its columns column-wise (see
-:func:`_frame_batch`); records with headers or framed keys are framed one by one.
+The frame of a record (see ``codec.framing`` for the wire format) is read by Spark SQL
+expressions over the first bytes of its value and key, in the JVM, for the frames producers
+write: no schema-id header, magic ``00`` and a 4-byte big-endian schema id or magic ``01`` and
+a 16-byte GUID, then message indexes whose varints are single bytes (``00`` for ``[0]``, or a
+count of at most :data:`MAX_JVM_INDEXES` and as many indexes below 64). Finding the schema keys
+of a batch therefore needs no Python worker. Every other record (a schema-id header, a bad
+frame, a null value, a long index list) is marked ``_frame_in_python``, and
+:func:`python_framed` frames those through ``codec.parse_frame`` on the Python workers
+(:func:`frame_columns`), with the codec's reason code when the frame is bad. The JVM
+expressions give exactly what ``codec.parse_frame`` gives for the records they take
+(``tests/integration/silver_batch/test_framing_resolution.py`` draws records to prove it).
 
-Output columns (:data:`FRAMED_FIELDS`), beside the bronze columns it keeps (key, value,
-topic, partition, offset, timestamp, headers):
+Output columns (:data:`FRAMED_FIELDS`), beside the bronze columns (key, value, topic,
+partition, offset, timestamp, headers):
 
 - ``_magic int``, ``_schema_id long``, ``_schema_guid string``, ``_message_indexes array<int>``,
-  ``_payload_offset int``, ``_schema_key string``: the frame of the value; null when the
-  framing is bad.
+  ``_payload_offset int``: the frame of the value; null when the framing is bad.
+- ``_schema_key``: the value's ``codec.SchemaKey`` as a struct (:data:`SCHEMA_KEY_TYPE`:
+  schema_id, schema_guid, message_indexes); null when the framing is bad.
 - ``_frame_code``, ``_frame_stage``, ``_frame_reason`` (strings): the codec's reason code,
   stage and message when the framing is bad (these records go to quarantine), else null.
-- ``_key_schema_key string``, ``_key_payload_offset int``: the frame of the key when the key
+- ``_key_schema_key`` (struct), ``_key_payload_offset int``: the frame of the key when the key
   is itself Confluent-framed (it is then decoded like a value), else null: an unframed key is
   not a fault, it stays bytes.
-
-``_schema_key`` names one (schema, message type) pair, e.g. ``id:42|1.0`` or
-``guid:<guid>|0``: the driver resolves each distinct key once (see ``resolution``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
-from codec import CodecError, parse_frame
-from codec.framing import find_schema_header
+from codec import CodecError, SchemaKey, parse_frame
+from codec.framing import KEY_SCHEMA_ID_HEADER, VALUE_SCHEMA_ID_HEADER
 
 BRONZE_COLUMNS: tuple[str, ...] = (
     "key",
@@ -45,35 +49,189 @@ BRONZE_COLUMNS: tuple[str, ...] = (
     "headers",
 )
 
+_INDEXES_TYPE = T.ArrayType(T.IntegerType(), containsNull=False)
+SCHEMA_KEY_TYPE = T.StructType(
+    [
+        T.StructField("schema_id", T.LongType()),
+        T.StructField("schema_guid", T.StringType()),
+        T.StructField("message_indexes", _INDEXES_TYPE),
+    ]
+)
+
 FRAMED_FIELDS: tuple[T.StructField, ...] = (
     T.StructField("_magic", T.IntegerType()),
     T.StructField("_schema_id", T.LongType()),
     T.StructField("_schema_guid", T.StringType()),
-    T.StructField("_message_indexes", T.ArrayType(T.IntegerType(), containsNull=False)),
+    T.StructField("_message_indexes", _INDEXES_TYPE),
     T.StructField("_payload_offset", T.IntegerType()),
-    T.StructField("_schema_key", T.StringType()),
+    T.StructField("_schema_key", SCHEMA_KEY_TYPE),
     T.StructField("_frame_code", T.StringType()),
     T.StructField("_frame_stage", T.StringType()),
     T.StructField("_frame_reason", T.StringType()),
-    T.StructField("_key_schema_key", T.StringType()),
+    T.StructField("_key_schema_key", SCHEMA_KEY_TYPE),
     T.StructField("_key_payload_offset", T.IntegerType()),
 )
+IN_PYTHON = "_frame_in_python"
+#: the longest message-index list the JVM expressions read (longer ones: Python)
+MAX_JVM_INDEXES = 4
 
 
-def schema_key(schema_id: int | None, schema_guid: str | None, indexes: Sequence[int]) -> str:
-    """The string naming a (writer schema, message indexes) pair, as framing writes it."""
-    ref = f"id:{schema_id}" if schema_id is not None else f"guid:{schema_guid}"
-    return f"{ref}|{'.'.join(str(i) for i in indexes)}"
+def schema_key_of(value: Row | dict[str, Any] | None) -> SchemaKey | None:
+    """The ``codec.SchemaKey`` of a ``_schema_key`` struct as Spark or Arrow hands it back."""
+    if value is None:
+        return None
+    return SchemaKey(value["schema_id"], value["schema_guid"], tuple(value["message_indexes"]))
 
 
-def parse_schema_key(key: str) -> tuple[int | None, str | None, tuple[int, ...]]:
-    """Inverse of :func:`schema_key`: (schema_id, schema_guid, indexes)."""
-    ref, _, idx = key.partition("|")
-    kind, _, ident = ref.partition(":")
-    indexes = tuple(int(i) for i in idx.split(".")) if idx else ()
-    if kind == "id":
-        return int(ident), None, indexes
-    return None, ident, indexes
+def key_matches(column: str, key: SchemaKey) -> Column:
+    """True where the struct ``column`` holds ``key`` (false where it is null)."""
+    indexes = F.array(*[F.lit(i) for i in key.message_indexes]).cast(_INDEXES_TYPE)
+    return F.coalesce(
+        F.col(f"{column}.schema_id").eqNullSafe(F.lit(key.schema_id).cast("long"))
+        & F.col(f"{column}.schema_guid").eqNullSafe(F.lit(key.schema_guid).cast("string"))
+        & (F.col(f"{column}.message_indexes") == indexes),
+        F.lit(False),
+    )
+
+
+# -- in the JVM ------------------------------------------------------------------------------
+
+
+def _jvm_frame(data: str, header: str) -> dict[str, Column]:
+    """The frame of the binary column ``data`` as Spark SQL expressions: ``ok`` (the frame is
+    one the expressions read; the other values are meaningful only then) and its columns."""
+    hx = f"hex(substring({data}, 1, {18 + MAX_JVM_INDEXES}))"
+    at = f"(CASE substring({hx}, 1, 2) WHEN '00' THEN 6 WHEN '01' THEN 18 END)"  # index byte
+
+    def byte(pos: str) -> str:  # the byte at 1-based position ``pos``, as an int
+        return f"CAST(conv(substring({hx}, 2 * ({pos}) - 1, 2), 16, 10) AS INT)"
+
+    count = byte(at)
+    n = f"(CASE WHEN {count} = 0 THEN 0 WHEN {count} % 2 = 0 AND {count} <= {2 * MAX_JVM_INDEXES} THEN {count} DIV 2 END)"
+    raw = f"transform(sequence(1, greatest({n}, 1)), i -> {byte(f'{at} + i')})"
+    single = f"forall({raw}, x -> x IS NOT NULL AND x % 2 = 0 AND x < 128)"
+    has_header = f"coalesce(exists(headers, h -> h.key = '{header}'), false)"
+    ok = (
+        f"{data} IS NOT NULL AND NOT {has_header} AND {n} IS NOT NULL"
+        f" AND length({data}) >= {at} + {n} AND ({n} = 0 OR {single})"
+    )
+    indexes = (
+        f"(CASE WHEN {n} = 0 THEN array(0) ELSE slice(transform({raw}, x -> x DIV 2), 1, {n}) END)"
+    )
+    h = f"lower(substring({hx}, 3, 32))"
+    guid = (
+        f"concat_ws('-', substring({h}, 1, 8), substring({h}, 9, 4), substring({h}, 13, 4),"
+        f" substring({h}, 17, 4), substring({h}, 21, 12))"
+    )
+    magic = F.expr(f"CAST(conv(substring({hx}, 1, 2), 16, 10) AS INT)")
+    schema_id = F.when(magic == 0, F.expr(f"CAST(conv(substring({hx}, 3, 8), 16, 10) AS BIGINT)"))
+    return {
+        "ok": F.expr(f"coalesce({ok}, false)"),
+        "maybe": F.expr(f"substring({data}, 1, 1) IN (X'00', X'01')"),
+        "magic": magic,
+        "schema_id": schema_id,
+        "schema_guid": F.when(magic == 1, F.expr(guid)),
+        "indexes": F.expr(indexes),
+        "offset": F.expr(f"CAST({at} + {n} AS INT)"),
+    }
+
+
+def frame_heads(bronze: DataFrame) -> DataFrame:
+    """The bronze columns, :data:`FRAMED_FIELDS` as the JVM reads them, and ``IN_PYTHON``: true
+    for the records whose value or key frame the JVM does not read (their framing columns
+    are null here; :func:`python_framed` frames them in Python)."""
+    v = _jvm_frame("value", VALUE_SCHEMA_ID_HEADER)
+    k = _jvm_frame("key", KEY_SCHEMA_ID_HEADER)
+    key_header = F.coalesce(
+        F.exists("headers", lambda h: h["key"] == KEY_SCHEMA_ID_HEADER), F.lit(False)
+    )
+    key_framed = (F.length("key") > 0) & k["ok"]
+    # an empty or null key, or one whose first byte is no magic (and no key header), is
+    # unframed for sure; any other key the JVM does not read goes to Python
+    key_unframed = F.col("key").isNull() | (F.length("key") == 0) | (~key_header & ~k["maybe"])
+    key_struct = F.struct(
+        k["schema_id"].alias("schema_id"),
+        k["schema_guid"].alias("schema_guid"),
+        k["indexes"].alias("message_indexes"),
+    )
+    val = v["ok"]
+    none = F.lit(None).cast("string")
+    return bronze.select(
+        *BRONZE_COLUMNS,
+        F.when(val, v["magic"]).alias("_magic"),
+        F.when(val, v["schema_id"]).alias("_schema_id"),
+        F.when(val, v["schema_guid"]).alias("_schema_guid"),
+        F.when(val, v["indexes"]).alias("_message_indexes"),
+        F.when(val, v["offset"]).alias("_payload_offset"),
+        F.when(
+            val,
+            F.struct(
+                v["schema_id"].alias("schema_id"),
+                v["schema_guid"].alias("schema_guid"),
+                v["indexes"].alias("message_indexes"),
+            ),
+        ).alias("_schema_key"),
+        none.alias("_frame_code"),
+        none.alias("_frame_stage"),
+        none.alias("_frame_reason"),
+        F.when(key_framed, key_struct).alias("_key_schema_key"),
+        F.when(key_framed, k["offset"]).alias("_key_payload_offset"),
+        (~val | ~(key_framed | key_unframed)).alias(IN_PYTHON),
+    )
+
+
+def jvm_framed(bronze: DataFrame) -> DataFrame:
+    """The records the JVM frames, with :data:`FRAMED_FIELDS` (no Python worker)."""
+    return frame_heads(bronze).where(~F.col(IN_PYTHON)).drop(IN_PYTHON)
+
+
+def python_framed(bronze: DataFrame) -> DataFrame:
+    """The other records, framed by ``codec.parse_frame`` on the Python workers."""
+    schema = T.StructType([*bronze.select(*BRONZE_COLUMNS).schema.fields, *FRAMED_FIELDS])
+    flagged = frame_heads(bronze).where(F.col(IN_PYTHON)).select(*BRONZE_COLUMNS)
+    return flagged.mapInArrow(_frame_batches, schema)
+
+
+def frame_records(bronze: DataFrame) -> DataFrame:
+    """The framed batch: every record with :data:`FRAMED_FIELDS` (JVM rows, then Python ones).
+
+    A caller that knows no record needs Python framing (``frame_heads``' count of
+    ``IN_PYTHON``) takes :func:`jvm_framed` alone.
+    """
+    return jvm_framed(bronze).unionByName(python_framed(bronze))
+
+
+# -- on the Python workers, for the records the JVM does not read --------------------------
+
+
+def frame_columns(
+    value: bytes | None, key: bytes | None, headers: list[tuple[str, bytes | None]] | None
+) -> tuple[Any, ...]:
+    """The :data:`FRAMED_FIELDS` values of one record, read by ``codec.parse_frame``."""
+    try:
+        f = parse_frame(value, headers)
+        vals: tuple[Any, ...] = (
+            f.magic,
+            f.schema_id,
+            f.schema_guid,
+            list(f.message_indexes),
+            f.payload_offset,
+            f.key,
+            None,
+            None,
+            None,
+        )
+    except CodecError as exc:
+        vals = (None, None, None, None, None, None, exc.code, exc.stage, str(exc))
+    key_key: SchemaKey | None = None
+    key_offset: int | None = None
+    if key:
+        try:
+            kf = parse_frame(key, headers, is_key=True)
+            key_key, key_offset = kf.key, kf.payload_offset
+        except CodecError:
+            pass  # an unframed key (a plain string id, say) stays bytes
+    return (*vals, key_key, key_offset)
 
 
 def headers_as_pairs(headers: Iterable[Any] | None) -> list[tuple[str, bytes | None]] | None:
@@ -83,221 +241,49 @@ def headers_as_pairs(headers: Iterable[Any] | None) -> list[tuple[str, bytes | N
     return [(h["key"], h["value"]) for h in headers]
 
 
-def frame_columns(
-    value: bytes | None, key: bytes | None, headers: list[tuple[str, bytes | None]] | None
-) -> tuple[Any, ...]:
-    """The :data:`FRAMED_FIELDS` values of one record (pure; executors call it per row)."""
-    try:
-        f = parse_frame(value, headers)
-        vals: tuple[Any, ...] = (
-            f.magic,
-            f.schema_id,
-            f.schema_guid,
-            list(f.message_indexes),
-            f.payload_offset,
-            schema_key(f.schema_id, f.schema_guid, f.message_indexes),
-            None,
-            None,
-            None,
-        )
-    except CodecError as exc:
-        vals = (None, None, None, None, None, None, exc.code, exc.stage, str(exc))
-    key_key: str | None = None
-    key_offset: int | None = None
-    if key:
-        try:
-            kf = parse_frame(key, headers, is_key=True)
-            key_key = schema_key(kf.schema_id, kf.schema_guid, kf.message_indexes)
-            key_offset = kf.payload_offset
-        except CodecError:
-            pass  # an unframed key (a plain string id, say) stays bytes
-    return (*vals, key_key, key_offset)
+_KEY_FIELDS = ("_schema_key", "_key_schema_key")
+_ARROW_KEY = pa.struct(
+    [
+        pa.field("schema_id", pa.int64()),
+        pa.field("schema_guid", pa.string()),
+        pa.field("message_indexes", pa.list_(pa.field("element", pa.int32(), nullable=False))),
+    ]
+)
 
 
-_VALUE_COLUMNS = 9  # frame_columns' values for the record value; the last two are the key's
-_MEMO_HEADS_PER_REF = 16  # distinct index lists remembered per schema id or GUID
-_MEMO_REFS = 1024  # schema ids or GUIDs remembered per executor batch stream
-
-
-class Framer:
-    """:func:`frame_columns` for a stream of records, memoised on the frame's own bytes.
-
-    A prefix frame is read byte by byte from the start (magic, id or GUID, then self-delimiting
-    varints) and nothing after the indexes is looked at, so the frame of a value is a function
-    of its first ``payload_offset`` bytes: once ``00 | id | indexes`` has been parsed, any value
-    that starts with those same bytes has the same frame. A schema-id header's frame is a
-    function of the header bytes alone. Those two facts make the memo exact; anything else
-    (bad framing, a value with no memo entry yet) goes through :func:`frame_columns`.
-    """
-
-    def __init__(self) -> None:
-        # (is_key, magic + id or GUID bytes) -> [(frame head bytes, column values)]
-        self._prefix: dict[tuple[bool, bytes], list[tuple[bytes, tuple[Any, ...]]]] = {}
-        # (is_key, header bytes) -> column values of the frame that header holds
-        self._header: dict[tuple[bool, bytes], tuple[Any, ...]] = {}
-
-    def columns(
-        self, value: bytes | None, key: bytes | None, headers: list[tuple[str, bytes | None]] | None
-    ) -> tuple[Any, ...]:
-        """Exactly ``frame_columns(value, key, headers)``."""
-        vals = self._value_columns(value, headers)
-        if not key:
-            return (*vals, None, None)
-        key_frame = self._frame(key, headers, is_key=True)
-        if key_frame is None:  # an unframed key (a plain string id, say) stays bytes
-            return (*vals, None, None)
-        return (*vals, key_frame[5], key_frame[4])
-
-    def _value_columns(
-        self, value: bytes | None, headers: list[tuple[str, bytes | None]] | None
-    ) -> tuple[Any, ...]:
-        vals = self._frame(value, headers, is_key=False)
-        if vals is None:
-            return frame_columns(value, None, headers)[:_VALUE_COLUMNS]  # the error's columns
-        return vals
-
-    def _frame(
-        self, data: bytes | None, headers: list[tuple[str, bytes | None]] | None, *, is_key: bool
-    ) -> tuple[Any, ...] | None:
-        """The 9 value columns of ``data``'s frame, or None when ``data`` has no valid frame."""
-        if data is None:
-            return None
-        header = find_schema_header(headers, is_key=is_key) if headers else None
-        if header is not None:
-            hkey = (is_key, bytes(header))
-            vals = self._header.get(hkey)
-            if vals is None:
-                try:
-                    f = parse_frame(data, headers, is_key=is_key)
-                except CodecError:
-                    return None
-                vals = self._header[hkey] = _frame_values(f)
-                if len(self._header) > _MEMO_REFS:
-                    self._header.clear()
-            return vals
-        if not data or data[0] > 1:  # empty, or a magic byte that is neither 0 nor 1
-            return None
-        ref = (is_key, data[:5] if data[0] == 0 else data[:17])
-        heads = self._prefix.get(ref)
-        if heads is not None:
-            for head, vals in heads:
-                if data.startswith(head):
-                    return vals
-        try:
-            f = parse_frame(data, None, is_key=is_key)
-        except CodecError:
-            return None
-        vals = _frame_values(f)
-        if heads is None:
-            if len(self._prefix) >= _MEMO_REFS:
-                self._prefix.clear()
-            heads = self._prefix[ref] = []
-        if len(heads) < _MEMO_HEADS_PER_REF:
-            heads.append((data[: f.payload_offset], vals))
-        return vals
-
-
-def _frame_values(f: Any) -> tuple[Any, ...]:
-    return (
-        f.magic,
-        f.schema_id,
-        f.schema_guid,
-        list(f.message_indexes),
-        f.payload_offset,
-        schema_key(f.schema_id, f.schema_guid, f.message_indexes),
-        None,
-        None,
-        None,
-    )
-
-
-def _batch_headers(column: pa.Array) -> list[list[tuple[str, bytes | None]] | None]:
-    """Per row, the headers as (key, value) pairs; None for a row with none (most rows)."""
-    out: list[list[tuple[str, bytes | None]] | None] = [None] * len(column)
-    lengths = pc.fill_null(pc.list_value_length(column), 0)
-    for i in pc.indices_nonzero(pc.greater(lengths, 0)).to_pylist():
-        out[i] = headers_as_pairs(column[i].as_py())
-    return out
-
-
-_VECTOR_HEADS = 16  # distinct frame heads matched column-wise per batch; the rest row by row
+def _arrow_value(name: str, value: Any) -> Any:
+    if name in _KEY_FIELDS and value is not None:
+        return {
+            "schema_id": value.schema_id,
+            "schema_guid": value.schema_guid,
+            "message_indexes": list(value.message_indexes),
+        }
+    return value
 
 
 def _frame_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    framer = Framer()
     for batch in batches:
-        yield _frame_batch(framer, batch)
+        yield _frame_batch(batch)
 
 
-def _frame_batch(framer: Framer, batch: pa.RecordBatch) -> pa.RecordBatch:
+def _frame_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
     """The bronze columns of ``batch`` followed by its :data:`FRAMED_FIELDS`."""
-    arrays = [batch.column(c) for c in BRONZE_COLUMNS] + _framing_arrays(framer, batch)
+    rows = [
+        frame_columns(value, key, headers_as_pairs(headers))
+        for value, key, headers in zip(
+            batch.column("value").to_pylist(),
+            batch.column("key").to_pylist(),
+            batch.column("headers").to_pylist(),
+            strict=True,
+        )
+    ]
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(FRAMED_FIELDS)
+    arrays = [batch.column(c) for c in BRONZE_COLUMNS]
+    for field, column in zip(FRAMED_FIELDS, columns, strict=True):
+        values = [_arrow_value(field.name, v) for v in column]
+        arrays.append(pa.array(values, type=_ARROW_TYPES[field.name]))
     names = [*BRONZE_COLUMNS, *(f.name for f in FRAMED_FIELDS)]
     return pa.RecordBatch.from_arrays(arrays, names=names)
-
-
-def _framing_arrays(framer: Framer, batch: pa.RecordBatch) -> list[pa.Array]:
-    """The :data:`FRAMED_FIELDS` arrays of one batch (reads its value, key and headers),
-    exactly ``Framer.columns`` row by row.
-
-    Column-wise for the common rows: a prefix frame's columns are a function of its head
-    bytes (see :class:`Framer`), so once one row's head ``00 | id | indexes`` is parsed, every
-    row whose value starts with those bytes, has no headers and no key that could be a frame
-    (null, empty, or a first byte other than 0 and 1) gets the same columns, found with one
-    Arrow comparison over the batch. Rows left over (headers, framed keys, bad frames, more
-    than ``_VECTOR_HEADS`` distinct heads) go through ``Framer.columns`` one by one.
-    """
-    n = batch.num_rows
-    values = batch.column("value")
-    keys = batch.column("key")
-    headers = batch.column("headers")
-    key_first = pc.binary_slice(keys, 0, 1)
-    key_may_frame = pc.or_(
-        pc.equal(key_first, pa.scalar(b"\x00", pa.binary())),
-        pc.equal(key_first, pa.scalar(b"\x01", pa.binary())),
-    )
-    plain = pc.and_not(
-        pc.invert(pc.fill_null(pc.greater(pc.list_value_length(headers), 0), False)),
-        pc.fill_null(key_may_frame, False),
-    )
-    pending = np.asarray(pc.and_(plain, pc.is_valid(values)), dtype=bool).copy()
-    entry = np.full(n, -1, dtype=np.int64)  # row -> its columns in `table`
-    table: list[tuple[Any, ...]] = []
-    for _ in range(_VECTOR_HEADS):
-        rows = np.flatnonzero(pending)
-        if not len(rows):
-            break
-        first = int(rows[0])
-        value = values[first].as_py()
-        vals = framer._frame(value, None, is_key=False)
-        if vals is None:  # no valid frame: this row goes row by row
-            pending[first] = False
-            continue
-        head = value[: vals[4]]
-        same = pc.equal(pc.binary_slice(values, 0, len(head)), pa.scalar(head, pa.binary()))
-        match = np.asarray(pc.fill_null(same, False), dtype=bool) & pending
-        entry[match] = len(table)
-        table.append((*vals, None, None))
-        pending &= ~match
-    leftover = np.flatnonzero(entry < 0).tolist()
-    if leftover:
-        take = pa.array(leftover, pa.int64())
-        row_headers = _batch_headers(headers.take(take))
-        for i, value, key, hdrs in zip(
-            leftover,
-            values.take(take).to_pylist(),
-            keys.take(take).to_pylist(),
-            row_headers,
-            strict=True,
-        ):
-            entry[i] = len(table)
-            table.append(framer.columns(value, key, hdrs))
-    index = pa.array(entry, pa.int64())
-    transposed = list(zip(*table, strict=True)) if table else [()] * len(FRAMED_FIELDS)
-    return [
-        pa.array(list(col), type=_ARROW_TYPES[field.name]).take(index)
-        for field, col in zip(FRAMED_FIELDS, transposed, strict=True)
-    ]
 
 
 _ARROW_TYPES: dict[str, pa.DataType] = {
@@ -306,57 +292,10 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "_schema_guid": pa.string(),
     "_message_indexes": pa.list_(pa.field("element", pa.int32(), nullable=False)),
     "_payload_offset": pa.int32(),
-    "_schema_key": pa.string(),
+    "_schema_key": _ARROW_KEY,
     "_frame_code": pa.string(),
     "_frame_stage": pa.string(),
     "_frame_reason": pa.string(),
-    "_key_schema_key": pa.string(),
+    "_key_schema_key": _ARROW_KEY,
     "_key_payload_offset": pa.int32(),
 }
-
-
-def frame_records(bronze: DataFrame) -> DataFrame:
-    """Add the framing columns to a bronze DataFrame (runs on the executors)."""
-    src = bronze.select(*BRONZE_COLUMNS)
-    schema = T.StructType([*src.schema.fields, *FRAMED_FIELDS])
-    return src.mapInArrow(_frame_batches, schema)
-
-
-SCHEMA_KEY_FIELDS: tuple[T.StructField, ...] = (
-    T.StructField("_schema_key", T.StringType()),
-    T.StructField("_key_schema_key", T.StringType()),
-)
-_KEY_COLUMNS = (5, 9)  # positions of SCHEMA_KEY_FIELDS in FRAMED_FIELDS
-
-
-def _schema_key_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    framer = Framer()
-    names = [f.name for f in SCHEMA_KEY_FIELDS]
-    for batch in batches:
-        arrays = _framing_arrays(framer, batch)
-        yield pa.RecordBatch.from_arrays([arrays[i] for i in _KEY_COLUMNS], names=names)
-
-
-def schema_keys(bronze: DataFrame) -> DataFrame:
-    """Per bronze record, only ``_schema_key`` (null: bad framing) and ``_key_schema_key``.
-
-    What the driver needs before decoding (the distinct keys and their counts): only key,
-    value and headers go to the Python workers, two short strings come back.
-    """
-    return bronze.select("key", "value", "headers").mapInArrow(
-        _schema_key_batches, T.StructType(list(SCHEMA_KEY_FIELDS))
-    )
-
-
-def framed_batches_of(
-    schema_key: str, batches: Iterable[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """Frame bronze batches on the executor and keep the rows of one schema key."""
-    framer = Framer()
-    wanted = pa.scalar(schema_key, pa.string())
-    for batch in batches:
-        framed = _frame_batch(framer, batch)
-        keep = pc.fill_null(pc.equal(framed.column("_schema_key"), wanted), False)
-        selected = framed.filter(keep)
-        if selected.num_rows:
-            yield selected

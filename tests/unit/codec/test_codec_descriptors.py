@@ -14,6 +14,7 @@ from codec import (
     NotProtobuf,
     RegisteredSchema,
     SchemaInvalid,
+    SchemaKey,
     SchemaReference,
     SchemaResolver,
     UnknownMessage,
@@ -354,6 +355,20 @@ def test_guid_resolution_and_unknown_schema_is_not_cached_by_the_resolver():
     # A 404 may turn into a schema later: the registry client (not the resolver) decides
     # how long to remember it.
     assert reg.calls.count(("id", 999)) == 2
+
+
+def test_resolve_key_by_id_and_by_guid_names_the_message_type():
+    reg = shop_registry()
+    resolver = SchemaResolver(reg)
+    by_id, name = resolver.resolve_key(SchemaKey(7, None, (0,)))
+    assert by_id.schema_id == 7 and name == by_id.message_type_for((0,))
+    guid = "0f8fad5b-d9cb-469f-a165-70867728950e"
+    by_guid, guid_name = resolver.resolve_key(SchemaKey(None, guid, (0,)))
+    assert by_guid.schema_guid == guid and guid_name == by_guid.message_type_for((0,))
+    with pytest.raises(UnknownMessage) as err:
+        resolver.resolve_key(SchemaKey(7, None, (99,)))
+    assert err.value.schema_id == 7 and err.value.message_indexes == (99,)
+    assert reg.calls.count(("id", 7)) == 1  # resolved once, cached by id
 
 
 def test_resolver_cache_is_bounded():
