@@ -97,42 +97,58 @@ def key_matches(column: str, key: SchemaKey) -> Column:
 # -- in the JVM ------------------------------------------------------------------------------
 
 
-def _jvm_frame(data: str, header: str) -> dict[str, Column]:
-    """The frame of the binary column ``data`` as Spark SQL expressions: ``ok`` (the frame is
-    one the expressions read; the other values are meaningful only then) and its columns."""
+def _jvm_frame(df: DataFrame, data: str, header: str) -> tuple[DataFrame, dict[str, Column]]:
+    """The frame of the binary column ``data``: ``df`` with helper columns (``_<data>_*``),
+    and expressions over them: ``ok`` (a frame the expressions read; the other values are
+    meaningful only then), ``maybe`` (starts with a magic byte) and the frame's columns.
+
+    Each step is a column of its own, computed once per row (no lambdas, no expression
+    repeated inside another), unrolled over the at most :data:`MAX_JVM_INDEXES` indexes.
+    """
+    p = f"_{data}_"
     hx = f"hex(substring({data}, 1, {18 + MAX_JVM_INDEXES}))"
-    at = f"(CASE substring({hx}, 1, 2) WHEN '00' THEN 6 WHEN '01' THEN 18 END)"  # index byte
-
-    def byte(pos: str) -> str:  # the byte at 1-based position ``pos``, as an int
-        return f"CAST(conv(substring({hx}, 2 * ({pos}) - 1, 2), 16, 10) AS INT)"
-
-    count = byte(at)
-    n = f"(CASE WHEN {count} = 0 THEN 0 WHEN {count} % 2 = 0 AND {count} <= {2 * MAX_JVM_INDEXES} THEN {count} DIV 2 END)"
-    raw = f"transform(sequence(1, greatest({n}, 1)), i -> {byte(f'{at} + i')})"
-    single = f"forall({raw}, x -> x IS NOT NULL AND x % 2 = 0 AND x < 128)"
+    df = df.withColumn(f"{p}hx", F.expr(hx))
+    at = f"CASE substring({p}hx, 1, 2) WHEN '00' THEN 6 WHEN '01' THEN 18 END"  # index byte
+    df = df.withColumn(f"{p}at", F.expr(at))
+    for i in range(MAX_JVM_INDEXES + 1):  # the count byte, then the index bytes
+        pos = f"2 * ({p}at + {i}) - 1"
+        df = df.withColumn(
+            f"{p}b{i}", F.expr(f"CAST(conv(substring({p}hx, {pos}, 2), 16, 10) AS INT)")
+        )
+    c0 = f"{p}b0"
+    n = f"CASE WHEN {c0} = 0 THEN 0 WHEN {c0} % 2 = 0 AND {c0} <= {2 * MAX_JVM_INDEXES} THEN {c0} DIV 2 END"
+    df = df.withColumn(f"{p}n", F.expr(n))
+    single = " AND ".join(
+        f"({p}n < {i} OR ({p}b{i} % 2 = 0 AND {p}b{i} < 128))"
+        for i in range(1, MAX_JVM_INDEXES + 1)
+    )
     has_header = f"coalesce(exists(headers, h -> h.key = '{header}'), false)"
     ok = (
-        f"{data} IS NOT NULL AND NOT {has_header} AND {n} IS NOT NULL"
-        f" AND length({data}) >= {at} + {n} AND ({n} = 0 OR {single})"
+        f"{data} IS NOT NULL AND NOT {has_header} AND {p}n IS NOT NULL"
+        f" AND length({data}) >= {p}at + {p}n AND {single}"
     )
-    indexes = (
-        f"(CASE WHEN {n} = 0 THEN array(0) ELSE slice(transform({raw}, x -> x DIV 2), 1, {n}) END)"
+    cases = " ".join(
+        f"WHEN {k} THEN array({', '.join(f'{p}b{i} DIV 2' for i in range(1, k + 1))})"
+        for k in range(1, MAX_JVM_INDEXES + 1)
     )
-    h = f"lower(substring({hx}, 3, 32))"
+    h = f"lower(substring({p}hx, 3, 32))"
     guid = (
         f"concat_ws('-', substring({h}, 1, 8), substring({h}, 9, 4), substring({h}, 13, 4),"
         f" substring({h}, 17, 4), substring({h}, 21, 12))"
     )
-    magic = F.expr(f"CAST(conv(substring({hx}, 1, 2), 16, 10) AS INT)")
-    schema_id = F.when(magic == 0, F.expr(f"CAST(conv(substring({hx}, 3, 8), 16, 10) AS BIGINT)"))
-    return {
-        "ok": F.expr(f"coalesce({ok}, false)"),
+    df = df.withColumn(f"{p}ok", F.expr(f"coalesce({ok}, false)"))
+    df = df.withColumn(f"{p}magic", F.expr(f"CAST(conv(substring({p}hx, 1, 2), 16, 10) AS INT)"))
+    magic = F.col(f"{p}magic")
+    return df, {
+        "ok": F.col(f"{p}ok"),
         "maybe": F.expr(f"substring({data}, 1, 1) IN (X'00', X'01')"),
         "magic": magic,
-        "schema_id": schema_id,
+        "schema_id": F.when(
+            magic == 0, F.expr(f"CAST(conv(substring({p}hx, 3, 8), 16, 10) AS BIGINT)")
+        ),
         "schema_guid": F.when(magic == 1, F.expr(guid)),
-        "indexes": F.expr(indexes),
-        "offset": F.expr(f"CAST({at} + {n} AS INT)"),
+        "indexes": F.expr(f"CASE {p}n WHEN 0 THEN array(0) {cases} END"),
+        "offset": F.expr(f"CAST({p}at + {p}n AS INT)"),
     }
 
 
@@ -140,8 +156,8 @@ def frame_heads(bronze: DataFrame) -> DataFrame:
     """The bronze columns, :data:`FRAMED_FIELDS` as the JVM reads them, and ``IN_PYTHON``: true
     for the records whose value or key frame the JVM does not read (their framing columns
     are null here; :func:`python_framed` frames them in Python)."""
-    v = _jvm_frame("value", VALUE_SCHEMA_ID_HEADER)
-    k = _jvm_frame("key", KEY_SCHEMA_ID_HEADER)
+    df, v = _jvm_frame(bronze.select(*BRONZE_COLUMNS), "value", VALUE_SCHEMA_ID_HEADER)
+    df, k = _jvm_frame(df, "key", KEY_SCHEMA_ID_HEADER)
     key_header = F.coalesce(
         F.exists("headers", lambda h: h["key"] == KEY_SCHEMA_ID_HEADER), F.lit(False)
     )
@@ -156,7 +172,7 @@ def frame_heads(bronze: DataFrame) -> DataFrame:
     )
     val = v["ok"]
     none = F.lit(None).cast("string")
-    return bronze.select(
+    return df.select(
         *BRONZE_COLUMNS,
         F.when(val, v["magic"]).alias("_magic"),
         F.when(val, v["schema_id"]).alias("_schema_id"),
