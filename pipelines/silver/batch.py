@@ -2,9 +2,10 @@
 
 :class:`SilverBatch` runs these steps, each a method of its own:
 
-1. frame (``framing``): JVM expressions read the frame head of every record (the few the JVM
-   does not read are framed in Python, only when there are any); only the distinct schema
-   keys (``codec.SchemaKey``) and their counts come back to the driver;
+1. frame (``framing``): the JVM cuts the raw frame head of every record; only the distinct
+   heads and their counts come back to the driver, where ``codec.parse_frame`` reads each
+   once into a schema key (``codec.SchemaKey``) and a payload offset (the few records whose
+   head is not enough are framed in Python, only when there are any);
 2. resolve the distinct schema keys on the driver, once each (``resolution``);
    ``RegistryUnavailable`` fails the batch (Spark retries it when the query restarts;
    nothing is quarantined for an outage);
@@ -12,9 +13,10 @@
    quarantine with ``SCHEMA_CONFLICT``;
 4. quarantine what cannot be decoded at all (bad frames, failed resolutions, schema
    conflicts), from the framed batch with its raw bytes;
-5. decode, per message type and schema version, the framed records of that schema key in the
-   one pass they make through the Python workers (``decode.decode_records``); rows that fail
-   go to quarantine with the raw bytes the pass carried along;
+5. decode, per message type and schema version, the records of that schema key (the rows of
+   its heads, with its payload offset) in the one pass they make through the Python workers
+   (``decode.decode_records``); rows that fail go to quarantine with the raw bytes the pass
+   carried along;
 6. check quality on every table (``quality``: the default suite of every silver table plus the
    configured expectations of its message type, one validation per table per batch): failed
    rows go to quarantine (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
@@ -55,7 +57,7 @@ from lakehouse.delta import append_idempotent
 from lakehouse.layout import Layout
 
 from .decode import DecodeSpec, decode_records, message_spark_schema
-from .framing import BRONZE_COLUMNS, IN_PYTHON, frame_heads, jvm_framed, key_matches, python_framed
+from .framing import BRONZE_COLUMNS, FramedBatch, Heads, head_counts, python_framed
 from .plan import TablePlan, plan_tables, table_rows, table_schema
 from .rejects import (
     quarantine_bad_frames,
@@ -180,7 +182,8 @@ class SilverBatch:
             columns = [*BRONZE_COLUMNS, *([INGESTED_AT] if INGESTED_AT in bronze.columns else [])]
             bronze = bronze.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
             persisted.append(bronze)
-        counts, framed = self._frame(bronze, persisted)
+        counts, batch = self._frame(bronze, persisted)
+        framed = batch.framed
         stats.records = counts.records
         if stats.records == 0:
             return
@@ -189,7 +192,7 @@ class SilverBatch:
         plans = self._plan(resolved)
         checked = self.checker is not None and bool(plans)
         quarantine = self._quarantine(framed, counts, resolved, q_time)
-        tables = self._decode(framed, plans, resolved, q_time, quarantine, persisted)
+        tables = self._decode(batch, plans, resolved, q_time, quarantine, persisted)
         reference_time = batch_reference_time(bronze, processed_at) if checked else None
         to_write, results = self._check(
             tables, framed, batch_id, reference_time, q_time, quarantine
@@ -199,23 +202,26 @@ class SilverBatch:
 
     # -- the steps --------------------------------------------------------------------------
 
-    def _frame(self, bronze: DataFrame, persisted: list[DataFrame]) -> tuple[KeyCounts, DataFrame]:
-        """(1) Distinct schema keys of values and keys, with their counts (a handful of rows
-        to the driver, whatever the number of records), and the framed batch.
+    def _frame(
+        self, bronze: DataFrame, persisted: list[DataFrame]
+    ) -> tuple[KeyCounts, FramedBatch]:
+        """(1) The distinct frame heads of values and keys with their counts (a handful of
+        rows to the driver, whatever the number of records), each read once there, and the
+        framed batch (read by the steps that need more than the decode pass).
 
-        One Spark job of JVM expressions; only when some records need Python framing (see
-        ``framing``) a second job frames those, kept for the steps that read them again.
+        One Spark job of one ``substring`` per record; only when some records need Python
+        framing (see ``framing``) a second job frames those, kept for the steps that read
+        them again.
         """
-        keys = ("_schema_key", "_key_schema_key")
-        rows = frame_heads(bronze).groupBy(*keys, IN_PYTHON).count().collect()
-        in_jvm = [r for r in rows if not r[IN_PYTHON]]
-        framed = jvm_framed(bronze)
-        if len(in_jvm) == len(rows):
-            return KeyCounts.of_rows(in_jvm), framed
-        python = python_framed(bronze).persist(StorageLevel.MEMORY_AND_DISK)
+        heads = Heads.of_rows(head_counts(bronze))
+        framed = heads.framed(bronze)
+        if not heads.python:
+            return KeyCounts(heads.counts), FramedBatch(bronze, heads, framed)
+        python = python_framed(bronze, heads).persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(python)
-        in_python = python.groupBy(*keys).count().collect()
-        return KeyCounts.of_rows(in_jvm + in_python), framed.unionByName(python)
+        in_python = python.groupBy("_schema_key", "_key_schema_key").count().collect()
+        framed = framed.unionByName(python)
+        return KeyCounts.of_rows(in_python, heads.counts), FramedBatch(bronze, heads, framed)
 
     def _resolve(self, counts: KeyCounts) -> Resolved:
         """(2) Resolve each distinct schema key once (``RegistryUnavailable`` propagates)."""
@@ -252,7 +258,7 @@ class SilverBatch:
 
     def _decode(
         self,
-        framed: DataFrame,
+        batch: FramedBatch,
         plans: list[TablePlan],
         resolved: Resolved,
         q_time: Column,
@@ -264,10 +270,10 @@ class SilverBatch:
         key_types = resolved.key_types
         tables: list[tuple[TablePlan, DataFrame]] = []
         for plan in plans:
-            quarantine.extend(quarantine_conflicts(framed, plan, q_time))
+            quarantine.extend(quarantine_conflicts(batch.framed, plan, q_time))
             good_parts: list[DataFrame] = []
             for res in plan.versions:
-                decoded = self._decode_version(framed, plan, res, key_types)
+                decoded = self._decode_version(batch, plan, res, key_types)
                 persisted.append(decoded)
                 quarantine.append(
                     quarantine_decode_failures(decoded, res, plan.message_type, q_time)
@@ -280,7 +286,7 @@ class SilverBatch:
 
     def _decode_version(
         self,
-        framed: DataFrame,
+        batch: FramedBatch,
         plan: TablePlan,
         res: Resolution,
         key_types: dict[SchemaKey, tuple[bytes, str]],
@@ -298,7 +304,7 @@ class SilverBatch:
         msg_schema = message_spark_schema(
             res.file_descriptor_set, plan.message_type, self.max_depth
         )
-        records = framed.where(key_matches("_schema_key", res.schema_key))
+        records = batch.records_of(res.schema_key, with_keys=bool(key_types))
         decoded = decode_records(records, spec, msg_schema)
         return decoded.persist(StorageLevel.MEMORY_AND_DISK)
 

@@ -1,16 +1,21 @@
 """Step 1 of a silver micro-batch: read the Confluent framing of every bronze record.
 
-The frame of a record (see ``codec.framing`` for the wire format) is read by Spark SQL
-expressions over the first bytes of its value and key, in the JVM, for the frames producers
-write: no schema-id header, magic ``00`` and a 4-byte big-endian schema id or magic ``01`` and
-a 16-byte GUID, then message indexes whose varints are single bytes (``00`` for ``[0]``, or a
-count of at most :data:`MAX_JVM_INDEXES` and as many indexes below 64). Finding the schema keys
-of a batch therefore needs no Python worker. Every other record (a schema-id header, a bad
-frame, a null value, a long index list) is marked ``_frame_in_python``, and
-:func:`python_framed` frames those through ``codec.parse_frame`` on the Python workers
-(:func:`frame_columns`), with the codec's reason code when the frame is bad. The JVM
-expressions give exactly what ``codec.parse_frame`` gives for the records they take
-(``tests/integration/silver_batch/test_framing_resolution.py`` draws records to prove it).
+The frame of a record (see ``codec.framing`` for the wire format) is read once per distinct
+frame head, not once per record. In the JVM each record gets its raw frame head: the first
+bytes of its value (and key), cut where the frame ends when its message-index varints are
+single bytes (:func:`head_length`: one ``substring`` over a ``CASE`` on two bytes). Only the
+distinct heads and their counts come to the driver, and ``codec.parse_frame`` reads each
+once there (:class:`Heads`): its ``SchemaKey`` and payload offset, or the codec's reason
+code. The framed batch (:meth:`Heads.framed`) maps each head back to those values as
+literals, and a schema key's records are the rows of its heads (:meth:`Heads.records_of`,
+no filter at all when the batch has one key).
+
+A head read on the driver gives exactly what ``codec.parse_frame`` gives for the whole value:
+parsing is sequential, so a cut head either reads the whole frame, fails as the whole value
+fails, or runs out of bytes where the value goes on. The last (a long index list, a
+multi-byte index) and the records with a schema-id header are framed on the Python workers
+(:func:`python_framed`, through :func:`frame_columns`), only when a batch has any.
+``tests/integration/silver_batch/test_framing_resolution.py`` draws records to prove it.
 
 Output columns (:data:`FRAMED_FIELDS`), beside the bronze columns (key, value, topic,
 partition, offset, timestamp, headers):
@@ -28,7 +33,8 @@ partition, offset, timestamp, headers):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -36,8 +42,13 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
-from codec import CodecError, SchemaKey, parse_frame
-from codec.framing import KEY_SCHEMA_ID_HEADER, VALUE_SCHEMA_ID_HEADER
+from codec import CodecError, SchemaKey, Truncated, parse_frame
+from codec.framing import (
+    KEY_SCHEMA_ID_HEADER,
+    MAGIC_SCHEMA_GUID,
+    MAGIC_SCHEMA_ID,
+    VALUE_SCHEMA_ID_HEADER,
+)
 
 BRONZE_COLUMNS: tuple[str, ...] = (
     "key",
@@ -71,9 +82,14 @@ FRAMED_FIELDS: tuple[T.StructField, ...] = (
     T.StructField("_key_schema_key", SCHEMA_KEY_TYPE),
     T.StructField("_key_payload_offset", T.IntegerType()),
 )
+VALUE_HEAD = "_value_head"
+KEY_HEAD = "_key_head"
+#: true for a record with a schema-id header (its frame is not in its bytes: Python frames it)
 IN_PYTHON = "_frame_in_python"
-#: the longest message-index list the JVM expressions read (longer ones: Python)
+#: the longest message-index list a head holds whole (longer ones: Python)
 MAX_JVM_INDEXES = 4
+_COUNT_AT = {MAGIC_SCHEMA_ID: 5, MAGIC_SCHEMA_GUID: 17}  # where the index count byte is
+_COUNTS = {2 * k: k for k in range(MAX_JVM_INDEXES + 1)}  # single-byte count -> indexes
 
 
 def schema_key_of(value: Row | dict[str, Any] | None) -> SchemaKey | None:
@@ -94,127 +110,269 @@ def key_matches(column: str, key: SchemaKey) -> Column:
     )
 
 
-# -- in the JVM ------------------------------------------------------------------------------
+# -- the heads, in the JVM -----------------------------------------------------------------
 
 
-def _jvm_frame(df: DataFrame, data: str, header: str) -> tuple[DataFrame, dict[str, Column]]:
-    """The frame of the binary column ``data``: ``df`` with helper columns (``_<data>_*``),
-    and expressions over them: ``ok`` (a frame the expressions read; the other values are
-    meaningful only then), ``maybe`` (starts with a magic byte) and the frame's columns.
+def head_length(head: bytes) -> int:
+    """How long the JVM cuts a frame head (:func:`head_expr`'s rule): magic, schema id or
+    GUID, the index count byte and, for a count of at most :data:`MAX_JVM_INDEXES`, that many
+    index bytes; one byte when the first is no magic. A head shorter than this is the whole
+    value."""
+    at = _COUNT_AT.get(head[0]) if head else None
+    if at is None:
+        return 1
+    count = head[at] if len(head) > at else -1
+    return at + 1 + _COUNTS.get(count, 0)
 
-    Each step is a column of its own, computed once per row (no lambdas, no expression
-    repeated inside another), unrolled over the at most :data:`MAX_JVM_INDEXES` indexes.
-    """
-    p = f"_{data}_"
-    hx = f"hex(substring({data}, 1, {18 + MAX_JVM_INDEXES}))"
-    df = df.withColumn(f"{p}hx", F.expr(hx))
-    at = f"CASE substring({p}hx, 1, 2) WHEN '00' THEN 6 WHEN '01' THEN 18 END"  # index byte
-    df = df.withColumn(f"{p}at", F.expr(at))
-    for i in range(MAX_JVM_INDEXES + 1):  # the count byte, then the index bytes
-        pos = f"2 * ({p}at + {i}) - 1"
-        df = df.withColumn(
-            f"{p}b{i}", F.expr(f"CAST(conv(substring({p}hx, {pos}, 2), 16, 10) AS INT)")
+
+def head_expr(data: str) -> Column:
+    """The frame head of the binary column ``data`` (null when it is null): one
+    ``substring``, its length from a ``CASE`` on the first byte and on the count byte."""
+
+    def cut(at: int) -> str:
+        cases = " ".join(f"WHEN X'{c:02X}' THEN {at + 1 + k}" for c, k in _COUNTS.items())
+        return (
+            f"substring({data}, 1, CASE substring({data}, {at + 1}, 1) {cases} ELSE {at + 1} END)"
         )
-    c0 = f"{p}b0"
-    n = f"CASE WHEN {c0} = 0 THEN 0 WHEN {c0} % 2 = 0 AND {c0} <= {2 * MAX_JVM_INDEXES} THEN {c0} DIV 2 END"
-    df = df.withColumn(f"{p}n", F.expr(n))
-    single = " AND ".join(
-        f"({p}n < {i} OR ({p}b{i} % 2 = 0 AND {p}b{i} < 128))"
-        for i in range(1, MAX_JVM_INDEXES + 1)
-    )
-    has_header = f"coalesce(exists(headers, h -> h.key = '{header}'), false)"
-    ok = (
-        f"{data} IS NOT NULL AND NOT {has_header} AND {p}n IS NOT NULL"
-        f" AND length({data}) >= {p}at + {p}n AND {single}"
-    )
-    cases = " ".join(
-        f"WHEN {k} THEN array({', '.join(f'{p}b{i} DIV 2' for i in range(1, k + 1))})"
-        for k in range(1, MAX_JVM_INDEXES + 1)
-    )
-    h = f"lower(substring({p}hx, 3, 32))"
-    guid = (
-        f"concat_ws('-', substring({h}, 1, 8), substring({h}, 9, 4), substring({h}, 13, 4),"
-        f" substring({h}, 17, 4), substring({h}, 21, 12))"
-    )
-    df = df.withColumn(f"{p}ok", F.expr(f"coalesce({ok}, false)"))
-    df = df.withColumn(f"{p}magic", F.expr(f"CAST(conv(substring({p}hx, 1, 2), 16, 10) AS INT)"))
-    magic = F.col(f"{p}magic")
-    return df, {
-        "ok": F.col(f"{p}ok"),
-        "maybe": F.expr(f"substring({data}, 1, 1) IN (X'00', X'01')"),
-        "magic": magic,
-        "schema_id": F.when(
-            magic == 0, F.expr(f"CAST(conv(substring({p}hx, 3, 8), 16, 10) AS BIGINT)")
-        ),
-        "schema_guid": F.when(magic == 1, F.expr(guid)),
-        "indexes": F.expr(f"CASE {p}n WHEN 0 THEN array(0) {cases} END"),
-        "offset": F.expr(f"CAST({p}at + {p}n AS INT)"),
-    }
+
+    magics = " ".join(f"WHEN X'{m:02X}' THEN {cut(at)}" for m, at in _COUNT_AT.items())
+    return F.expr(f"CASE substring({data}, 1, 1) {magics} ELSE substring({data}, 1, 1) END")
 
 
 def frame_heads(bronze: DataFrame) -> DataFrame:
-    """The bronze columns, :data:`FRAMED_FIELDS` as the JVM reads them, and ``IN_PYTHON``: true
-    for the records whose value or key frame the JVM does not read (their framing columns
-    are null here; :func:`python_framed` frames them in Python)."""
-    df, v = _jvm_frame(bronze.select(*BRONZE_COLUMNS), "value", VALUE_SCHEMA_ID_HEADER)
-    df, k = _jvm_frame(df, "key", KEY_SCHEMA_ID_HEADER)
-    key_header = F.coalesce(
-        F.exists("headers", lambda h: h["key"] == KEY_SCHEMA_ID_HEADER), F.lit(False)
+    """The bronze columns, the value's and the key's frame heads (``VALUE_HEAD``,
+    ``KEY_HEAD``) and ``IN_PYTHON`` (a schema-id header for the value or the key)."""
+    names = F.col("headers.key")
+    header = F.coalesce(
+        F.array_contains(names, VALUE_SCHEMA_ID_HEADER)
+        | F.array_contains(names, KEY_SCHEMA_ID_HEADER),
+        F.lit(False),
     )
-    key_framed = (F.length("key") > 0) & k["ok"]
-    # an empty or null key, or one whose first byte is no magic (and no key header), is
-    # unframed for sure; any other key the JVM does not read goes to Python
-    key_unframed = F.col("key").isNull() | (F.length("key") == 0) | (~key_header & ~k["maybe"])
-    key_struct = F.struct(
-        k["schema_id"].alias("schema_id"),
-        k["schema_guid"].alias("schema_guid"),
-        k["indexes"].alias("message_indexes"),
-    )
-    val = v["ok"]
-    none = F.lit(None).cast("string")
-    return df.select(
+    return bronze.select(
         *BRONZE_COLUMNS,
-        F.when(val, v["magic"]).alias("_magic"),
-        F.when(val, v["schema_id"]).alias("_schema_id"),
-        F.when(val, v["schema_guid"]).alias("_schema_guid"),
-        F.when(val, v["indexes"]).alias("_message_indexes"),
-        F.when(val, v["offset"]).alias("_payload_offset"),
-        F.when(
-            val,
-            F.struct(
-                v["schema_id"].alias("schema_id"),
-                v["schema_guid"].alias("schema_guid"),
-                v["indexes"].alias("message_indexes"),
-            ),
-        ).alias("_schema_key"),
-        none.alias("_frame_code"),
-        none.alias("_frame_stage"),
-        none.alias("_frame_reason"),
-        F.when(key_framed, key_struct).alias("_key_schema_key"),
-        F.when(key_framed, k["offset"]).alias("_key_payload_offset"),
-        (~val | ~(key_framed | key_unframed)).alias(IN_PYTHON),
+        head_expr("value").alias(VALUE_HEAD),
+        head_expr("key").alias(KEY_HEAD),
+        header.alias(IN_PYTHON),
     )
 
 
-def jvm_framed(bronze: DataFrame) -> DataFrame:
-    """The records the JVM frames, with :data:`FRAMED_FIELDS` (no Python worker)."""
-    return frame_heads(bronze).where(~F.col(IN_PYTHON)).drop(IN_PYTHON)
+def head_counts(bronze: DataFrame) -> list[Row]:
+    """The distinct (value head, key head, ``IN_PYTHON``) of a batch and their ``count``."""
+    return frame_heads(bronze).groupBy(VALUE_HEAD, KEY_HEAD, IN_PYTHON).count().collect()
 
 
-def python_framed(bronze: DataFrame) -> DataFrame:
-    """The other records, framed by ``codec.parse_frame`` on the Python workers."""
-    schema = T.StructType([*bronze.select(*BRONZE_COLUMNS).schema.fields, *FRAMED_FIELDS])
-    flagged = frame_heads(bronze).where(F.col(IN_PYTHON)).select(*BRONZE_COLUMNS)
-    return flagged.mapInArrow(_frame_batches, schema)
+# -- the heads, read on the driver ---------------------------------------------------------
+
+_VALUE_FRAME = FRAMED_FIELDS[:9]  # _magic .. _frame_reason
+_KEY_FRAME = FRAMED_FIELDS[9:]  # _key_schema_key, _key_payload_offset
+_CUT = object()  # a head that ends inside its frame while its value goes on: Python frames it
 
 
-def frame_records(bronze: DataFrame) -> DataFrame:
-    """The framed batch: every record with :data:`FRAMED_FIELDS` (JVM rows, then Python ones).
+def _read_value(head: bytes | None) -> tuple[Any, ...] | object:
+    cut = head is not None and len(head) >= head_length(head)
+    try:
+        f = parse_frame(head)
+    except Truncated as exc:
+        return _CUT if cut else _value_error(exc)
+    except CodecError as exc:
+        return _value_error(exc)
+    return (
+        f.magic,
+        f.schema_id,
+        f.schema_guid,
+        list(f.message_indexes),
+        f.payload_offset,
+        f.key,
+        None,
+        None,
+        None,
+    )
 
-    A caller that knows no record needs Python framing (``frame_heads``' count of
-    ``IN_PYTHON``) takes :func:`jvm_framed` alone.
+
+def _value_error(exc: CodecError) -> tuple[Any, ...]:
+    return (None, None, None, None, None, None, exc.code, exc.stage, str(exc))
+
+
+def _read_key(head: bytes | None) -> tuple[SchemaKey | None, int | None] | object:
+    if not head:
+        return (None, None)
+    try:
+        f = parse_frame(head, is_key=True)
+    except Truncated:
+        return _CUT if len(head) >= head_length(head) else (None, None)
+    except CodecError:
+        return (None, None)  # an unframed key (a plain string id, say) stays bytes
+    return (f.key, f.payload_offset)
+
+
+@dataclass(frozen=True)
+class Heads:
+    """A batch's distinct frame heads, each read once by ``codec.parse_frame``.
+
+    Attributes:
+        values: value head -> its :data:`FRAMED_FIELDS` values up to ``_frame_reason``.
+        keys: key head -> (``SchemaKey``, payload offset) of a framed key, else (None, None).
+        counts: records per (value schema key, key schema key) among those framed here (a
+            None value key: a bad frame).
+        python: some records are framed in Python (:func:`python_framed`).
     """
-    return jvm_framed(bronze).unionByName(python_framed(bronze))
+
+    values: dict[bytes | None, tuple[Any, ...]]
+    keys: dict[bytes | None, tuple[SchemaKey | None, int | None]]
+    counts: dict[tuple[SchemaKey | None, SchemaKey | None], int]
+    python: bool
+
+    @classmethod
+    def of_rows(cls, rows: Iterable[Row]) -> Heads:
+        """From :func:`head_counts`' rows."""
+        values: dict[bytes | None, Any] = {}
+        keys: dict[bytes | None, Any] = {}
+        counts: dict[tuple[SchemaKey | None, SchemaKey | None], int] = {}
+        python = False
+        for r in rows:
+            vh, kh = _bytes(r[VALUE_HEAD]), _bytes(r[KEY_HEAD])
+            v = values.setdefault(vh, _read_value(vh))
+            k = keys.setdefault(kh, _read_key(kh))
+            if r[IN_PYTHON] or v is _CUT or k is _CUT:
+                python = True
+                continue
+            pair = (v[5], k[0])  # type: ignore[index]
+            counts[pair] = counts.get(pair, 0) + int(r["count"])
+        return cls(
+            {h: v for h, v in values.items() if v is not _CUT},
+            {h: k for h, k in keys.items() if k is not _CUT},
+            counts,
+            python,
+        )
+
+    def _known(self) -> Column:
+        vh, kh = F.col(VALUE_HEAD), F.col(KEY_HEAD)
+        v = vh.isNull() | vh.isin(*[h for h in self.values if h is not None])
+        k = kh.isNull() | kh.isin(*[h for h in self.keys if h is not None])
+        return v & k
+
+    def framed(self, bronze: DataFrame) -> DataFrame:
+        """The records framed here, with :data:`FRAMED_FIELDS` (each head's values as
+        literals, looked up by the head's position: one ``CASE`` per row and column set)."""
+        heads = frame_heads(bronze)
+        if self.python:
+            heads = heads.where(F.coalesce(self._known(), F.lit(False)) & ~F.col(IN_PYTHON))
+        vpos, vcols = _lookup(F.col(VALUE_HEAD), self.values, _VALUE_FRAME, "_vpos")
+        kpos, kcols = _lookup(F.col(KEY_HEAD), self.keys, _KEY_FRAME, "_kpos")
+        ids = heads.select(*BRONZE_COLUMNS, VALUE_HEAD, vpos.alias("_vpos"), kpos.alias("_kpos"))
+        return ids.select(*BRONZE_COLUMNS, VALUE_HEAD, *vcols, *kcols)
+
+    def records_of(
+        self, bronze: DataFrame, framed: DataFrame, key: SchemaKey, with_keys: bool
+    ) -> DataFrame:
+        """The records of value schema key ``key`` with the columns ``decode_records`` reads
+        (``_key_schema_key``/``_key_payload_offset`` null unless ``with_keys``).
+
+        Read from ``bronze`` by head: the rows of ``key``'s heads, unfiltered when the batch
+        holds ``key`` alone; the payload offset a literal when its heads agree on it (else,
+        rarely, the head is read again to find it). With Python-framed records in the batch,
+        ``framed``'s rows of ``key``.
+        """
+        if self.python:
+            return framed.where(key_matches("_schema_key", key))
+        mine = {h: v[4] for h, v in self.values.items() if v[5] == key}
+        df = bronze.select(*BRONZE_COLUMNS)
+        if len(mine) != len(self.values):
+            df = df.where(head_expr("value").isin(*mine))
+        offsets = set(mine.values())
+        if len(offsets) == 1:
+            offset = F.lit(offsets.pop()).cast("int")
+        else:
+            table = {h: (o,) for h, o in mine.items()}
+            pos, (offset,) = _lookup(head_expr("value"), table, [_VALUE_FRAME[4]], "_vpos")
+            df = df.select("*", pos.alias("_vpos"))
+        df = df.select(*BRONZE_COLUMNS, offset.alias("_payload_offset"))
+        framed_keys = {h: k for h, k in self.keys.items() if k[0] is not None}
+        if not (with_keys and framed_keys):
+            return df.select(
+                "*",
+                F.lit(None).cast(SCHEMA_KEY_TYPE).alias("_key_schema_key"),
+                F.lit(None).cast("int").alias("_key_payload_offset"),
+            )
+        complete = len(framed_keys) == len(self.keys)
+        pos, kcols = _lookup(F.col(KEY_HEAD), framed_keys, _KEY_FRAME, "_kpos", complete)
+        df = df.select("*", head_expr("key").alias(KEY_HEAD))
+        df = df.select(*BRONZE_COLUMNS, "_payload_offset", pos.alias("_kpos"))
+        return df.select(*BRONZE_COLUMNS, "_payload_offset", *kcols)
+
+
+@dataclass(frozen=True)
+class FramedBatch:
+    """A micro-batch after step 1: its bronze rows, their :class:`Heads` and the framed
+    batch (:meth:`Heads.framed`, plus the Python-framed records if any)."""
+
+    bronze: DataFrame
+    heads: Heads
+    framed: DataFrame
+
+    def records_of(self, key: SchemaKey, with_keys: bool) -> DataFrame:
+        """The records of ``key`` for ``decode_records`` (:meth:`Heads.records_of`)."""
+        return self.heads.records_of(self.bronze, self.framed, key, with_keys)
+
+
+def _literal(field: T.StructField, value: Any) -> Column:
+    if value is None:
+        return F.lit(None).cast(field.dataType)
+    if isinstance(value, SchemaKey):
+        return F.struct(
+            F.lit(value.schema_id).cast("long").alias("schema_id"),
+            F.lit(value.schema_guid).cast("string").alias("schema_guid"),
+            _literal(SCHEMA_KEY_TYPE["message_indexes"], list(value.message_indexes)).alias(
+                "message_indexes"
+            ),
+        )
+    if isinstance(value, list):
+        return F.array(*[F.lit(i) for i in value]).cast(field.dataType)
+    return F.lit(value).cast(field.dataType)
+
+
+def _lookup(
+    head: Column,
+    table: Mapping[bytes | None, Sequence[Any]],
+    fields: Sequence[T.StructField],
+    pos_name: str,
+    complete: bool = True,
+) -> tuple[Column, list[Column]]:
+    """``head``'s 1-based position in ``table`` (one past its end when absent), and each of ``fields``
+    (the table's values, in order) as the literal at the position ``pos_name``: that is a
+    column of its own, so the head is compared once per row whatever the number of fields.
+    ``complete``: every row's head is in ``table`` (then one head needs no lookup at all)."""
+    heads = [h for h in table if h is not None] + ([None] if None in table else [])
+    miss = len(heads) + 1  # a null at the end of every array: element_at never sees null
+    found = F.array_position(F.array(*[F.lit(h) for h in heads if h is not None]), head)
+    pos = F.when(head.isNull(), F.lit(len(heads) if None in table else miss)).otherwise(
+        F.when(found > 0, found).otherwise(F.lit(miss))
+    )
+    literal = complete and len(heads) == 1
+    if literal:  # one head: the values are literals, no lookup per row
+        pos = F.lit(1)
+    cols = []
+    for j, field in enumerate(fields):
+        items = [_literal(field, table[h][j]) for h in heads] + [_literal(field, None)]
+        value = items[0] if literal else F.element_at(F.array(*items), F.col(pos_name))
+        cols.append(value.cast(field.dataType).alias(field.name))
+    return pos.cast("int"), cols
+
+
+def _bytes(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def python_framed(bronze: DataFrame, heads: Heads) -> DataFrame:
+    """The records :class:`Heads` could not frame, framed by ``codec.parse_frame`` on the
+    Python workers (same columns as :meth:`Heads.framed`)."""
+    rows = (
+        frame_heads(bronze)
+        .where(~F.coalesce(heads._known(), F.lit(False)) | F.col(IN_PYTHON))
+        .select(*BRONZE_COLUMNS, VALUE_HEAD)
+    )
+    schema = T.StructType([*rows.schema.fields, *FRAMED_FIELDS])
+    return rows.mapInArrow(_frame_batches, schema)
 
 
 # -- on the Python workers, for the records the JVM does not read --------------------------
@@ -294,11 +452,11 @@ def _frame_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
         )
     ]
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(FRAMED_FIELDS)
-    arrays = [batch.column(c) for c in BRONZE_COLUMNS]
+    arrays = list(batch.columns)  # the input's columns pass through
     for field, column in zip(FRAMED_FIELDS, columns, strict=True):
         values = [_arrow_value(field.name, v) for v in column]
         arrays.append(pa.array(values, type=_ARROW_TYPES[field.name]))
-    names = [*BRONZE_COLUMNS, *(f.name for f in FRAMED_FIELDS)]
+    names = [*batch.schema.names, *(f.name for f in FRAMED_FIELDS)]
     return pa.RecordBatch.from_arrays(arrays, names=names)
 
 

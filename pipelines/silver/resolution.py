@@ -20,7 +20,7 @@ Contract:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,9 +73,10 @@ class KeyCounts:
     counts: dict[KeyPair, int]
 
     @classmethod
-    def of_rows(cls, rows: Iterable[Any]) -> KeyCounts:
-        """From Spark rows of ``_schema_key``, ``_key_schema_key`` and ``count``."""
-        counts: dict[KeyPair, int] = defaultdict(int)
+    def of_rows(cls, rows: Iterable[Any], base: Mapping[KeyPair, int] | None = None) -> KeyCounts:
+        """From Spark rows of ``_schema_key``, ``_key_schema_key`` and ``count``, added to
+        the counts ``base`` (the records framed by their heads, ``framing.Heads.counts``)."""
+        counts: dict[KeyPair, int] = defaultdict(int, base or {})
         for r in rows:
             pair = (schema_key_of(r["_schema_key"]), schema_key_of(r["_key_schema_key"]))
             counts[pair] += int(r["count"])
