@@ -37,7 +37,7 @@ def quarantine_framed(
     q_time: Column,
     message_type: Column | None = None,
 ) -> DataFrame:
-    """Quarantine rows of framed records (columns of ``framing.frame_records``)."""
+    """Quarantine rows of framed records (columns of ``framing.FramedBatch.framed``)."""
     return to_quarantine_rows(
         df,
         key="key",

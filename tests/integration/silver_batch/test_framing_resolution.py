@@ -1,5 +1,6 @@
-"""Framing columns (JVM expressions and codec.parse_frame) and driver-side resolution, on
-frames from confluent-kafka's serializer and on drawn records."""
+"""Framing columns (frame heads cut in the JVM and read by codec.parse_frame on the driver,
+Python framing for the rest) and driver-side resolution, on frames from confluent-kafka's
+serializer and on drawn records."""
 
 from __future__ import annotations
 
@@ -23,11 +24,11 @@ from codec.framing import write_message_indexes
 from pipelines.silver.framing import (
     BRONZE_COLUMNS,
     FRAMED_FIELDS,
-    IN_PYTHON,
+    Heads,
     _frame_batches,
     frame_columns,
-    frame_heads,
-    frame_records,
+    head_counts,
+    python_framed,
     schema_key_of,
 )
 from pipelines.silver.resolution import resolve_schema_key, resolve_schema_keys
@@ -136,7 +137,7 @@ def test_registry_outage_raises() -> None:
         resolve_schema_key(resolver, SchemaKey(1, None, (0,)))
 
 
-# --- the JVM expressions must agree with codec.parse_frame (frame_columns), record by record ---
+# --- framing by heads must agree with codec.parse_frame (frame_columns), record by record ---
 
 _GUID = bytes(range(16))
 _frame_heads = st.one_of(
@@ -247,28 +248,81 @@ _batch_rows = st.lists(
 
 @settings(max_examples=6, deadline=None)
 @given(_batch_rows)
-def test_jvm_framing_agrees_with_frame_columns(spark: Any, records: list[Any]) -> None:
-    """Every drawn record: the framed batch (JVM expressions, Python for the rest) holds what
-    codec.parse_frame gives, and the JVM takes the common frames itself."""
+def test_framing_by_heads_agrees_with_frame_columns(spark: Any, records: list[Any]) -> None:
+    """Every drawn record: the framed batch (heads read on the driver, Python for the rest)
+    holds what codec.parse_frame gives; the common frames are read from their heads; each
+    schema key's decode input is exactly its records, with their payload offsets."""
+    drawn = records * 3  # a few hundred rows per example
     rows = [
         (k, v, "t", 0, i, None, None if h is None else [(hk, hv) for hk, hv in h])
-        for i, (v, k, h) in enumerate(records * 3)  # a few hundred rows per example
+        for i, (v, k, h) in enumerate(drawn)
     ]
     schema = (
         "key binary, value binary, topic string, partition int, offset long, "
         "timestamp timestamp, headers array<struct<key: string, value: binary>>"
     )
     bronze = spark.createDataFrame(rows, schema)
-    got = {r["offset"]: _typed(r.asDict(recursive=True)) for r in frame_records(bronze).collect()}
+    heads = Heads.of_rows(head_counts(bronze))
+    jvm = heads.framed(bronze)
+    framed = jvm.unionByName(python_framed(bronze, heads)) if heads.python else jvm
+    got = {r["offset"]: _typed(r.asDict(recursive=True)) for r in framed.collect()}
     assert len(got) == len(rows)
-    for i, (v, k, h) in enumerate(records * 3):
+    for i, (v, k, h) in enumerate(drawn):
         assert got[i] == frame_columns(v, k, h), (v, k, h)
-    in_python = {r["offset"]: r[IN_PYTHON] for r in frame_heads(bronze).collect()}
-    for i, (v, k, h) in enumerate(records * 3):
+    from_heads = {r["offset"] for r in jvm.select("offset").collect()}
+    for i, (v, k, h) in enumerate(drawn):
         common = v is not None and v[:1] == b"\x00" and len(v) >= 6 and not h and not k
         if (
             common
             and v[5] in (0, 2)
             and (v[5] == 0 or len(v) >= 7 and v[6] % 2 == 0 and v[6] < 128)
         ):
-            assert not in_python[i], v
+            assert i in from_heads, v
+    for key in {got[i][5] for i in got} - {None}:
+        mine = {i: got[i][4] for i in got if got[i][5] == key}
+        decode_input = heads.records_of(bronze, framed, key, with_keys=True).collect()
+        assert {r["offset"]: r["_payload_offset"] for r in decode_input} == mine
+        for r in decode_input:
+            i = r["offset"]
+            assert (schema_key_of(r["_key_schema_key"]), r["_key_payload_offset"]) == got[i][9:]
+
+
+def test_decode_input_by_heads(spark: Any) -> None:
+    """Without Python framing: one key written with two heads (``00`` and ``02 00`` both mean
+    [0]: two payload offsets), framed and unframed keys, another key; and the batch of one key
+    alone (read unfiltered)."""
+    records = [
+        (write_frame(5, (0,), b"\x08\x01"), write_frame(9, (0,), b"\x08\x07")),
+        (b"\x00\x00\x00\x00\x05\x02\x00\x08\x02", b"plain"),
+        (write_frame(5, (1,), b"\x08\x03"), None),
+        (write_frame(5, (0,), b"\x08\x04"), b""),
+    ]
+    schema = (
+        "key binary, value binary, topic string, partition int, offset long, "
+        "timestamp timestamp, headers array<struct<key: string, value: binary>>"
+    )
+    rows = [(k, v, "t", 0, i, None, []) for i, (v, k) in enumerate(records)]
+    bronze = spark.createDataFrame(rows, schema)
+    heads = Heads.of_rows(head_counts(bronze))
+    assert not heads.python
+    first = SchemaKey(5, None, (0,))
+    got = heads.records_of(bronze, heads.framed(bronze), first, with_keys=True).collect()
+    by_offset = {
+        r["offset"]: (
+            r["_payload_offset"],
+            schema_key_of(r["_key_schema_key"]),
+            r["_key_payload_offset"],
+        )
+        for r in got
+    }
+    assert by_offset == {
+        0: (6, SchemaKey(9, None, (0,)), 6),
+        1: (7, None, None),
+        3: (6, None, None),
+    }
+    alone = bronze.where("offset = 3")
+    heads = Heads.of_rows(head_counts(alone))
+    decode_input = heads.records_of(alone, heads.framed(alone), first, with_keys=False)
+    assert [(r["offset"], r["_payload_offset"]) for r in decode_input.collect()] == [(3, 6)]
+    # no head is cut for the decode pass of a batch of one key: no filter, a literal offset
+    assert "substring" not in decode_input._jdf.queryExecution().executedPlan().toString()
