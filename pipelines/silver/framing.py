@@ -266,7 +266,7 @@ class Heads:
         self, bronze: DataFrame, framed: DataFrame, key: SchemaKey, with_keys: bool
     ) -> DataFrame:
         """The records of value schema key ``key`` with the columns ``decode_records`` reads
-        (``_key_schema_key``/``_key_payload_offset`` null unless ``with_keys``).
+        (``_key_schema_key``/``_key_payload_offset`` only ``with_keys`` and framed keys).
 
         Read from ``bronze`` by head: the rows of ``key``'s heads, unfiltered when the batch
         holds ``key`` alone; the payload offset a literal when its heads agree on it (else,
@@ -288,12 +288,8 @@ class Heads:
             df = df.select("*", pos.alias("_vpos"))
         df = df.select(*BRONZE_COLUMNS, offset.alias("_payload_offset"))
         framed_keys = {h: k for h, k in self.keys.items() if k[0] is not None}
-        if not (with_keys and framed_keys):
-            return df.select(
-                "*",
-                F.lit(None).cast(SCHEMA_KEY_TYPE).alias("_key_schema_key"),
-                F.lit(None).cast("int").alias("_key_payload_offset"),
-            )
+        if not (with_keys and framed_keys):  # not read by decode_records: not shipped
+            return df
         complete = len(framed_keys) == len(self.keys)
         pos, kcols = _lookup(F.col(KEY_HEAD), framed_keys, _KEY_FRAME, "_kpos", complete)
         df = df.select("*", head_expr("key").alias(KEY_HEAD))
