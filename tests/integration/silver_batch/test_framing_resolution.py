@@ -282,9 +282,10 @@ def test_framing_by_heads_agrees_with_frame_columns(spark: Any, records: list[An
         mine = {i: got[i][4] for i in got if got[i][5] == key}
         decode_input = heads.records_of(bronze, framed, key, with_keys=True).collect()
         assert {r["offset"]: r["_payload_offset"] for r in decode_input} == mine
-        for r in decode_input:
-            i = r["offset"]
-            assert (schema_key_of(r["_key_schema_key"]), r["_key_payload_offset"]) == got[i][9:]
+        for r in decode_input:  # the key frame columns are there when keys are framed
+            d = r.asDict(recursive=True)
+            key_frame = (schema_key_of(d.get("_key_schema_key")), d.get("_key_payload_offset"))
+            assert key_frame == got[d["offset"]][9:]
 
 
 def test_decode_input_by_heads(spark: Any) -> None:
