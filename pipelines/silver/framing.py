@@ -1,21 +1,14 @@
-"""Step 1 of a silver micro-batch: read the Confluent framing of every bronze record.
+"""Step 1 of a silver micro-batch: read the Confluent framing (``codec.framing``) of every
+bronze record, once per distinct frame head rather than once per record.
 
-The frame of a record (see ``codec.framing`` for the wire format) is read once per distinct
-frame head, not once per record. In the JVM each record gets its raw frame head: the first
-bytes of its value (and key), cut where the frame ends when its message-index varints are
-single bytes (:func:`head_length`: one ``substring`` over a ``CASE`` on two bytes). Only the
-distinct heads and their counts come to the driver, and ``codec.parse_frame`` reads each
-once there (:class:`Heads`): its ``SchemaKey`` and payload offset, or the codec's reason
-code. The framed batch (:meth:`Heads.framed`) maps each head back to those values as
-literals, and a schema key's records are the rows of its heads (:meth:`Heads.records_of`,
-no filter at all when the batch has one key).
-
-A head read on the driver gives exactly what ``codec.parse_frame`` gives for the whole value:
-parsing is sequential, so a cut head either reads the whole frame, fails as the whole value
-fails, or runs out of bytes where the value goes on. The last (a long index list, a
-multi-byte index) and the records with a schema-id header are framed on the Python workers
-(:func:`python_framed`, through :func:`frame_columns`), only when a batch has any.
-``tests/integration/silver_batch/test_framing_resolution.py`` draws records to prove it.
+The JVM cuts each record's raw frame head (:func:`head_expr`: one ``substring``, as long as
+the frame when its message indexes are single bytes, :func:`head_length`); only the distinct
+heads come to the driver, where ``codec.parse_frame`` reads each once (:class:`Heads`). A cut
+head gives what the whole value gives (parsing is sequential: it reads the whole frame, fails
+as the value fails, or runs out where the value goes on). The last, and records with a
+schema-id header, are framed on the Python workers (:func:`python_framed`), only when a batch
+has any. ``tests/integration/silver_batch/test_framing_resolution.py`` draws records to prove
+both agree with ``codec.parse_frame``.
 
 Output columns (:data:`FRAMED_FIELDS`), beside the bronze columns (key, value, topic,
 partition, offset, timestamp, headers):
@@ -404,20 +397,19 @@ def frame_columns(
     return (*vals, key_key, key_offset)
 
 
-def headers_as_pairs(headers: Iterable[Any] | None) -> list[tuple[str, bytes | None]] | None:
-    """Bronze headers (Arrow structs {key, value}) as the (key, value) pairs the codec reads."""
-    if headers is None:
-        return None
-    return [(h["key"], h["value"]) for h in headers]
-
-
 _KEY_FIELDS = ("_schema_key", "_key_schema_key")
+_ARROW_INDEXES = pa.list_(pa.field("element", pa.int32(), nullable=False))
 _ARROW_KEY = pa.struct(
-    [
-        pa.field("schema_id", pa.int64()),
-        pa.field("schema_guid", pa.string()),
-        pa.field("message_indexes", pa.list_(pa.field("element", pa.int32(), nullable=False))),
-    ]
+    [("schema_id", pa.int64()), ("schema_guid", pa.string()), ("message_indexes", _ARROW_INDEXES)]
+)
+_ARROW_TYPES: dict[str, pa.DataType] = dict(
+    zip(
+        [f.name for f in FRAMED_FIELDS],
+        [pa.int32(), pa.int64(), pa.string(), _ARROW_INDEXES, pa.int32(), _ARROW_KEY]
+        + [pa.string()] * 3
+        + [_ARROW_KEY, pa.int32()],
+        strict=True,
+    )
 )
 
 
@@ -439,7 +431,9 @@ def _frame_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch
 def _frame_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
     """The bronze columns of ``batch`` followed by its :data:`FRAMED_FIELDS`."""
     rows = [
-        frame_columns(value, key, headers_as_pairs(headers))
+        frame_columns(
+            value, key, None if headers is None else [(h["key"], h["value"]) for h in headers]
+        )
         for value, key, headers in zip(
             batch.column("value").to_pylist(),
             batch.column("key").to_pylist(),
@@ -454,18 +448,3 @@ def _frame_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
         arrays.append(pa.array(values, type=_ARROW_TYPES[field.name]))
     names = [*batch.schema.names, *(f.name for f in FRAMED_FIELDS)]
     return pa.RecordBatch.from_arrays(arrays, names=names)
-
-
-_ARROW_TYPES: dict[str, pa.DataType] = {
-    "_magic": pa.int32(),
-    "_schema_id": pa.int64(),
-    "_schema_guid": pa.string(),
-    "_message_indexes": pa.list_(pa.field("element", pa.int32(), nullable=False)),
-    "_payload_offset": pa.int32(),
-    "_schema_key": _ARROW_KEY,
-    "_frame_code": pa.string(),
-    "_frame_stage": pa.string(),
-    "_frame_reason": pa.string(),
-    "_key_schema_key": _ARROW_KEY,
-    "_key_payload_offset": pa.int32(),
-}
