@@ -195,9 +195,9 @@ def build_file_descriptor_set(
             ordered = _ordered(protos, compiled_elsewhere=texts)
             set_in = descriptor_pb2.FileDescriptorSet(file=ordered).SerializeToString()
         raw = run_protoc(texts, [root_name], descriptor_set_in=set_in)
+        # The source info stays: it carries the .proto comments, which silver turns into
+        # table and column comments of the catalog (decoding does not need it).
         fds = descriptor_pb2.FileDescriptorSet.FromString(raw)
-        for proto in fds.file:
-            proto.ClearField("source_code_info")  # not needed to decode; keeps the set small
     else:
         fds = descriptor_pb2.FileDescriptorSet(file=_ordered(protos))
     result = fds.SerializeToString(deterministic=True)

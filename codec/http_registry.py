@@ -1,13 +1,15 @@
 """A Confluent Schema Registry client over HTTP (`requests`), resilient and credential-safe.
 
 Endpoints (Confluent Schema Registry API reference):
-    GET /schemas/ids/{id}?format=serialized
-    GET /schemas/guids/{guid}?format=serialized
-    GET /subjects/{subject}/versions/{version}?format=serialized
+    GET /schemas/ids/{id}
+    GET /schemas/guids/{guid}
+    GET /subjects/{subject}/versions/{version}
 Subjects are percent-encoded whole (`shop/common.proto` -> `shop%2Fcommon.proto`). We ask for
-`format=serialized` (a base64 `FileDescriptorProto`); a registry that ignores it answers with
-.proto text, which `codec.descriptors` compiles. Which one came back is detected from the
-answer (`RegisteredSchema.format`).
+the schema as registered: .proto text, which `codec.descriptors` compiles with its source info,
+so the .proto comments reach silver's table and column comments. `request_format="serialized"`
+asks for a base64 `FileDescriptorProto` instead (`?format=serialized`; no comments: a registry
+builds it without source info). Which one came back is detected from the answer
+(`RegisteredSchema.format`).
 
 Resilience: every request has an explicit (connect, read) timeout. Connection errors, timeouts
 and HTTP 408, 429 and 5xx are retried with exponential backoff and jitter (honouring a
@@ -145,7 +147,8 @@ class HttpSchemaRegistry:
         backoff_initial, backoff_max: seconds; delay n is about initial * 2**n, jittered, capped.
         cache_size: entries per cache (ids, GUIDs, subject versions).
         negative_ttl: seconds a 404 is remembered.
-        request_format: "serialized" (ask for a base64 FileDescriptorProto) or None.
+        request_format: None (the schema as registered: .proto text, comments included) or
+            "serialized" (a base64 FileDescriptorProto, without the comments).
         session: a `requests.Session` to use (its auth and TLS settings are then replaced).
         sleep: the function used to wait between retries (tests pass a recorder).
     """
@@ -166,7 +169,7 @@ class HttpSchemaRegistry:
         backoff_max: float = 5.0,
         cache_size: int = 1000,
         negative_ttl: float = 30.0,
-        request_format: str | None = "serialized",
+        request_format: str | None = None,
         session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:

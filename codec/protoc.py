@@ -176,7 +176,9 @@ def _write_sources(src: Path, sources: dict[str, str]) -> None:
             path.write_text(text, encoding="utf-8")
         except OSError:  # "a" and "a/b.proto": one name is the other's folder
             others = sorted(
-                n for n in sources if n != name and (n.startswith(name + "/") or name.startswith(n + "/"))
+                n
+                for n in sources
+                if n != name and (n.startswith(name + "/") or name.startswith(n + "/"))
             )
             raise SchemaInvalid(
                 f"file names clash: {name!r} and {others[0] if others else 'another file'!r}"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fetch the JVM jars protolake needs from Maven Central, once, into infra/.cache/jars/{spark,kafka}.
+# Fetch the JVM jars protolake needs from Maven Central, once, into infra/.cache/jars/{spark,kafka,s3},
+# and the SeaweedFS server binary (the local S3-compatible store) into infra/.cache/bin.
 # Safe to repeat: a folder with its .complete marker is not fetched again (works offline after).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -20,6 +21,10 @@ fetch() {  # fetch NAME [maven args...]
 # Only what pyspark's own jars lack: the Kafka source and Delta (and their own dependencies).
 fetch spark -DincludeArtifactIds=spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2,delta-spark_4.2_2.13,delta-storage,delta-kernel-api,delta-kernel-defaults,delta-kernel-unitycatalog,unitycatalog-client,unitycatalog-hadoop
 fetch kafka
+# The s3a:// file system (hadoop-aws + the AWS SDK v2 modules it uses; infra/maven/s3/pom.xml),
+# without what pyspark's jars already hold.
+fetch s3 -DexcludeGroupIds=io.netty \
+  -DexcludeArtifactIds=slf4j-api,httpclient,httpcore,commons-codec,commons-logging
 
 # Apicurio Registry (a real registry with a Confluent-compatible REST API under
 # /apis/ccompat/v7): its Quarkus distribution, published on Maven Central as the `all` tar.gz

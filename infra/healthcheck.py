@@ -2,10 +2,15 @@
 
     python infra/healthcheck.py kafka 127.0.0.1:9092 [--timeout 60]
     python infra/healthcheck.py registry http://127.0.0.1:8081 [--timeout 30]
+    python infra/healthcheck.py tcp 127.0.0.1:9083 [--timeout 60]
+    python infra/healthcheck.py s3 http://127.0.0.1:8333 [--timeout 60]
 
 Exit 0 as soon as the service answers a real request (Kafka: a metadata request through
 confluent-kafka's AdminClient that names at least one broker; registry: ``GET /subjects``
-answering a JSON list), exit 1 with a one-line reason on stderr when the deadline passes.
+answering a JSON list; tcp: the port accepts a connection, for servers that open their port
+only once ready, as the metastore and the Spark Thrift Server do; s3: ``GET /`` answered by
+an S3 API, an XML bucket list or an S3 error such as AccessDenied for this anonymous
+request), exit 1 with a one-line reason on stderr when the deadline passes.
 ``--pid N`` makes the probe give up early when that process dies (no point waiting 60 s for
 a broker that crashed on start).
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 import time
 import urllib.error
@@ -64,14 +70,46 @@ def probe_registry(url: str) -> str | None:
     return None
 
 
+def probe_tcp(address: str) -> str | None:
+    """Return None when ``host:port`` accepts a TCP connection."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=3):
+            return None
+    except OSError as exc:
+        return str(exc)
+
+
+def probe_s3(url: str) -> str | None:
+    """Return None when an S3 API answers ``GET /`` (an anonymous request: an S3 error counts)."""
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/", timeout=3) as resp:
+            body = resp.read(4096)
+    except urllib.error.HTTPError as exc:
+        body = exc.read(4096)
+    except OSError as exc:
+        return str(exc)
+    if b"<Error>" in body or b"ListAllMyBucketsResult" in body:
+        return None
+    return f"no S3 answer yet ({body[:80]!r})"
+
+
+PROBES = {
+    "kafka": probe_kafka,
+    "registry": probe_registry,
+    "tcp": probe_tcp,
+    "s3": probe_s3,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("service", choices=["kafka", "registry"])
+    parser.add_argument("service", choices=sorted(PROBES))
     parser.add_argument("address")
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--pid", type=int, default=None, help="give up when this process dies")
     args = parser.parse_args(argv)
-    probe = probe_kafka if args.service == "kafka" else probe_registry
+    probe = PROBES[args.service]
     deadline = time.monotonic() + args.timeout
     reason = "not probed"
     while time.monotonic() < deadline:

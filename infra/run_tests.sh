@@ -2,6 +2,7 @@
 # Run the whole suite against the local stack: the static checks of infra/lint.sh (ruff, mypy,
 # lint-imports), then pytest (tests/unit, tests/spark, tests/integration).
 #   infra/run_tests.sh [pytest args...]      e.g. infra/run_tests.sh -k registry -x
+#   PROTOLAKE_TEST_WORKERS=0 infra/run_tests.sh   one process (default 2, pytest-xdist)
 # Starts what of the stack is not running (infra/stack.sh up) and, on exit, stops only what it
 # started: a stack that was already up before stays up. Exits with pytest's code, or 1 without
 # starting the stack nor running pytest when a static check fails.
@@ -19,7 +20,7 @@ started=()
 # and under pipefail the SIGPIPE would read as "not running" (and we would stop a stack that
 # someone else started).
 before="$(infra/stack.sh status 2>/dev/null || true)"
-for service in kafka registry apicurio; do
+for service in kafka registry apicurio metastore sqlserver s3; do
   # A service that is not "running" now is ours to stop later.
   if ! grep -q "^$service *running" <<< "$before"; then
     started+=("$service")
@@ -42,6 +43,12 @@ targets=(tests)
 for arg in "$@"; do
   case "$arg" in -*) ;; *) if [ -e "${arg%%::*}" ]; then targets=(); break; fi ;; esac
 done
-echo "== pytest ${targets[*]} $*"
-"$venv/bin/python" -m pytest "${targets[@]}" -q --durations=30 "$@"
+# Two test processes by default (PROTOLAKE_TEST_WORKERS; 0 runs in this process): much of the
+# suite waits on Kafka, subprocesses and stream triggers, and files go out longest first
+# (tests/conftest.py). A whole file stays on one process, so its module fixtures run once.
+workers="${PROTOLAKE_TEST_WORKERS:-2}"
+parallel=()
+[ "$workers" = "0" ] || parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
+echo "== pytest ${targets[*]} ${parallel[*]} $*"
+"$venv/bin/python" -m pytest "${targets[@]}" -q --durations=30 "${parallel[@]}" "$@"
 exit $?

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what is missing, and nothing that is already there: the Python virtualenv with the
-# project and its extras, the JVM jars (Maven Central), Debian's gcc when no C compiler is
+# project and its extras, the JVM jars (Maven Central), the SeaweedFS object store (built from
+# the Go module proxy), Debian's gcc when no C compiler is
 # there (the compiled decoder), and Debian's chromium for the Data Docs test.
 # Safe to repeat; a no-op when everything is current.
 set -euo pipefail
@@ -30,6 +31,9 @@ if ! command -v mvn >/dev/null; then
   echo "installing maven (Debian)"; apt-get update -qq && apt-get install -y -qq maven >/dev/null
 fi
 "$root/infra/fetch_jars.sh"
+# SeaweedFS, the stack's S3-compatible store (infra/stack.sh up s3), built from the Go module
+# proxy. PROTOLAKE_SKIP_SEAWEEDFS=1 skips it (no s3a:// tests nor `make demo-s3` then).
+if [ "${PROTOLAKE_SKIP_SEAWEEDFS:-0}" != "1" ]; then "$root/infra/fetch_seaweedfs.sh"; fi
 
 # The silver job's compiled decoder (pipelines/proto_types/wire2arrow.c) is built on first use
 # with the system C compiler; without one, silver still runs, on the slower upb path.

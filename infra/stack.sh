@@ -7,8 +7,11 @@
 #   infra/stack.sh up       start kafka and registry when not running, wait until healthy, print the endpoints
 #   infra/stack.sh down     stop what runs (SIGTERM, then SIGKILL after a timeout), apicurio included
 #   infra/stack.sh status   what runs, where; exit 0 only when kafka and registry are up
-#   infra/stack.sh up kafka|registry|apicurio / down kafka|registry|apicurio   one service only
-#   (apicurio is started on demand: `make test` starts it for the tests that use it)
+#   infra/stack.sh up kafka|registry|apicurio|metastore|sqlserver|s3 / down ...   one service only
+#   (apicurio and s3 are started on demand: `make test` starts them for the tests that use them;
+#   s3 is SeaweedFS's S3 gateway, see infra/s3.sh for its files, run/s3.env and its variables)
+#   `up` also starts the analysts' services, the metastore and the SQL endpoint (infra/catalog.sh
+#   says how they run and which PROTOLAKE_METASTORE_* / PROTOLAKE_SQL_* variables place them)
 #
 # Everything lives in one run folder ($PROTOLAKE_RUN_DIR, default ./run):
 #   run/logs/{kafka,registry}.log (kafka.stdout: JVM output before log4j)   run/pids/{kafka,registry}.pid
@@ -16,6 +19,7 @@
 #   run/kafka/server.properties, run/kafka/log4j2.properties (regenerated on every start)
 #   run/registry.json (the registry's schemas; kept across restarts)
 #   run/logs/apicurio.log (Apicurio keeps its schemas in memory: a restart forgets them)
+#   run/metastore/ (the catalog's Derby database, kept across restarts), run/sqlserver/
 #
 # Environment (all optional; nothing is exported, tests read the same variables):
 #   PROTOLAKE_KAFKA_BOOTSTRAP   default 127.0.0.1:9092  (its port is the broker's port)
@@ -310,6 +314,14 @@ apicurio_up() {
 
 apicurio_down() { service_down apicurio "$apicurio_marker"; }
 
+# ---------------------------------------------------------------- metastore, SQL endpoint
+# shellcheck source=infra/catalog.sh
+. "$root/infra/catalog.sh"
+
+# ---------------------------------------------------------------- S3 (SeaweedFS)
+# shellcheck source=infra/s3.sh
+. "$root/infra/s3.sh"
+
 # ---------------------------------------------------------------- commands
 status() {
   local pid rc=0
@@ -322,6 +334,8 @@ status() {
   if pid="$(pid_of apicurio "$apicurio_marker")"; then
     echo "apicurio  running  pid $pid  url http://127.0.0.1:$apicurio_port/apis/ccompat/v7  log $logs/apicurio.log"
   else echo "apicurio  stopped  (http://127.0.0.1:$apicurio_port/apis/ccompat/v7; started on demand)"; fi
+  catalog_status
+  s3_status
   return $rc
 }
 
@@ -330,22 +344,25 @@ endpoints() {
   echo "  PROTOLAKE_KAFKA_BOOTSTRAP=127.0.0.1:$kafka_port"
   echo "  PROTOLAKE_KAFKA_SASL_PORT=$sasl_port (SASL_PLAINTEXT, PLAIN, test user protolake)"
   echo "  PROTOLAKE_REGISTRY_URL=http://127.0.0.1:$registry_port"
+  echo "  metastore thrift://127.0.0.1:$metastore_port   SQL endpoint jdbc:hive2://$sql_host:$sql_port/"
   echo "  run folder $run (logs in $logs)"
 }
 
 cmd="${1:-status}"; what="${2:-all}"
-case "$what" in all|kafka|registry|apicurio) ;; *) die "unknown service '$what' (kafka|registry|apicurio)" ;; esac
+case "$what" in all|kafka|registry|apicurio|metastore|sqlserver|s3) ;; *) die "unknown service '$what' (kafka|registry|apicurio|metastore|sqlserver|s3)" ;; esac
 case "$cmd" in
   up)
     case "$what" in
-      all) kafka_up; registry_up; endpoints ;;
+      all) kafka_up; registry_up; metastore_up; sqlserver_up; endpoints ;;
       kafka) kafka_up ;; registry) registry_up ;; apicurio) apicurio_up ;;
+      metastore) metastore_up ;; sqlserver) sqlserver_up ;; s3) s3_up ;;
     esac ;;
   down)
     case "$what" in
-      all) apicurio_down; registry_down; kafka_down ;;
+      all) s3_down; sqlserver_down; metastore_down; apicurio_down; registry_down; kafka_down ;;
       kafka) kafka_down ;; registry) registry_down ;; apicurio) apicurio_down ;;
+      metastore) metastore_down ;; sqlserver) sqlserver_down ;; s3) s3_down ;;
     esac ;;
   status) status ;;
-  *) die "usage: infra/stack.sh up|down|status [kafka|registry|apicurio]" ;;
+  *) die "usage: infra/stack.sh up|down|status [kafka|registry|apicurio|metastore|sqlserver|s3]" ;;
 esac

@@ -3,7 +3,9 @@
 - :mod:`lakehouse.layout`: every path of the lakehouse (tables, checkpoints, app ids, quality
   results and Data Docs). No other module spells one; a URI scheme (``s3a://``) plugs in here.
 - :mod:`lakehouse.delta`: idempotent appends, conflict retries, listing and reading tables.
-- :mod:`lakehouse.streaming`: app ids, triggers, awaiting and stopping queries.
+- :mod:`lakehouse.streaming`: app ids, triggers, awaiting and stopping queries; small text files.
+- :mod:`lakehouse.lease`: the writer lease that keeps one driver writing a table group of an
+  object-store lakehouse.
 
 It sits below ``quality`` and ``pipelines`` (both write Delta tables of the lakehouse), and
 imports neither of them, nor Airflow.

@@ -9,7 +9,9 @@
 - :func:`is_delta_table`, :func:`list_delta_tables`, :func:`table_version` and
   :func:`silver_versions` answer with Spark when a session is given (any Hadoop file system:
   ``s3a://``, ``abfss://``, local), and with ``deltalake`` (delta-rs) when none is, so callers
-  without a JVM (Airflow) read the same tables. Callers name a table; none reads its log.
+  without a JVM (Airflow) read the same tables (on an object store, given delta-rs'
+  ``storage_options``: ``pipelines.settings.clients.delta_storage_options``). Callers name a
+  table; none reads its log.
 
 pyspark and delta-spark are imported by the functions that use them, never at import time:
 a caller without Spark imports this module too.
@@ -21,7 +23,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from lakehouse.layout import Layout, local_path
@@ -151,18 +153,33 @@ def append_idempotent(
 # -- finding tables ------------------------------------------------------------------------
 
 
-def is_delta_table(path: str, spark: SparkSession | None = None) -> bool:
+def is_delta_table(
+    path: str,
+    spark: SparkSession | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> bool:
     """Whether ``path`` holds a Delta table with at least one commit.
 
-    With a session, Delta through Spark answers (any Hadoop file system); without, delta-rs.
+    With a session, Delta through Spark answers (any Hadoop file system); without, delta-rs
+    (with ``storage_options`` for an object store).
     """
     if spark is not None:
         from delta.tables import DeltaTable
 
-        return bool(DeltaTable.isDeltaTable(spark, path))
+        if DeltaTable.isDeltaTable(spark, path):
+            return True
+        # Delta keeps one log object per path for the session; asked while another process
+        # was writing the first commit (the log folder there, no commit yet), it would answer
+        # "no table" until the session ends. Dropped, the next question reads the log again.
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        jvm.org.apache.spark.sql.delta.DeltaLog.invalidateCache(
+            spark._jsparkSession, jvm.org.apache.hadoop.fs.Path(path)
+        )
+        return False
     from deltalake import DeltaTable as RsDeltaTable
 
-    return bool(RsDeltaTable.is_deltatable(path))
+    return bool(RsDeltaTable.is_deltatable(path, storage_options=dict(storage_options or {})))
 
 
 def list_delta_tables(folder: str, spark: SparkSession | None = None) -> list[str]:
@@ -197,8 +214,13 @@ def _local_children(folder: str) -> list[str]:
     return [f"{base}/{name}" for name in sorted(os.listdir(local)) if (local / name).is_dir()]
 
 
-def table_version(path: str, spark: SparkSession | None = None) -> int:
-    """The latest committed version of the Delta table at ``path``.
+def table_version(
+    path: str,
+    spark: SparkSession | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> int:
+    """The latest committed version of the Delta table at ``path`` (delta-rs reads it with
+    ``storage_options`` when no session is given).
 
     Raises:
         Exception: ``path`` is no Delta table (Delta's or delta-rs' own error).
@@ -209,7 +231,7 @@ def table_version(path: str, spark: SparkSession | None = None) -> int:
         return int(DeltaTable.forPath(spark, path).history(1).collect()[0]["version"])
     from deltalake import DeltaTable as RsDeltaTable
 
-    return int(RsDeltaTable(path).version())
+    return int(RsDeltaTable(path, storage_options=dict(storage_options or {})).version())
 
 
 def silver_versions(layout: Layout, spark: SparkSession | None = None) -> dict[str, int]:

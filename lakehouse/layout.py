@@ -7,9 +7,12 @@ A lakehouse is one root (a local folder, ``file://...``, or an object-store URI 
     <root>/silver/<table>                  one Delta table per message type
     <root>/quarantine/records              every record that could not land in silver
     <root>/quality/results                 quality results (Delta)
-    <root>/quality/docs                    Great Expectations' Data Docs (local roots)
+    <root>/quality/docs                    Great Expectations' Data Docs (built there for a local
+                                           root; built in a local folder and published there
+                                           for an object-store root)
     <root>/_checkpoints/<job>/<name>       a streaming query's checkpoint
     <root>/_checkpoints/<job>/<name>/_protolake_app_id   its idempotent-write app id
+    <root>/_writers/<name>                 a writer lease (object-store roots: lakehouse.lease)
 
 A table's name is its folder name under its layer. Every module asks :class:`Layout` for a
 path; none builds one with string formatting of its own.
@@ -29,6 +32,8 @@ QUARANTINE_TABLE = "records"
 QUALITY_RESULTS_TABLE = "results"
 CHECKPOINTS = "_checkpoints"
 APP_ID_FILE = "_protolake_app_id"
+WRITERS = "_writers"
+DOCS = "docs"
 
 
 def has_scheme(path: str) -> bool:
@@ -87,6 +92,11 @@ class Layout:
         """The quality results Delta table."""
         return f"{self.layer(QUALITY)}/{QUALITY_RESULTS_TABLE}"
 
+    @property
+    def quality_docs(self) -> str:
+        """The Data Docs folder (for an object-store root: where they are published)."""
+        return f"{self.layer(QUALITY)}/{DOCS}"
+
     # -- streaming state ---------------------------------------------------------------
     @property
     def checkpoints(self) -> str:
@@ -96,6 +106,10 @@ class Layout:
     def checkpoint(self, job: str, name: str) -> str:
         """A streaming query's checkpoint: ``_checkpoints/<job>/<name>``."""
         return f"{self.checkpoints}/{_segment(job)}/{_segment(name)}"
+
+    def writer_lease(self, name: str) -> str:
+        """The writer lease of the tables one job writes (``bronze``, ``silver``)."""
+        return f"{self.root}/{WRITERS}/{_segment(name)}"
 
     @staticmethod
     def app_id_file(checkpoint: str) -> str:
@@ -125,7 +139,7 @@ class Layout:
 
     def local_quality_docs(self) -> Path:
         """Where Data Docs are built for a local root."""
-        return self.local_quality_dir() / "docs"
+        return self.local_quality_dir() / DOCS
 
 
 def local_path(path: str) -> Path | None:

@@ -9,6 +9,16 @@
 - :func:`await_queries` waits in short polls, so Python signal handlers run meanwhile;
   :func:`stop_on_signals` stops the queries on SIGTERM/SIGINT (an unfinished batch is
   replayed from the checkpoint on restart).
+- :class:`QueryGroup`: queries that may grow while they are awaited (a job that follows its
+  source folder); awaiting it watches every query at once and, when one fails, stops the
+  others and raises that failure.
+- :class:`TableWatcher`: polls a folder for Delta tables
+  (:func:`lakehouse.delta.list_delta_tables`) and calls back once per table, those already
+  there first, then each one that appears; a listing that fails (an object store's hiccup)
+  is logged and tried again at the next poll.
+
+- :func:`read_text_lines` / :func:`write_text`: small text files (checkpoint logs, app ids,
+  the demo's bookkeeping).
 
 Files are read and written through Hadoop's file system of the session: any URI works.
 """
@@ -18,12 +28,14 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.layout import Layout
+from lakehouse.delta import list_delta_tables
+from lakehouse.layout import Layout, table_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -87,6 +99,23 @@ def read_text_lines(spark: SparkSession, location: str) -> list[str] | None:
         stream.close()
 
 
+def write_text(spark: SparkSession, location: str, text: str) -> None:
+    """Write a small UTF-8 text file on any Hadoop file system, replacing what was there.
+
+    On an object store the file appears whole when it is closed (a single PUT); locally,
+    Hadoop writes it in place.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    path = jvm.org.apache.hadoop.fs.Path(location)
+    out = path.getFileSystem(hadoop_conf).create(path, True)
+    try:
+        out.write(bytearray(text.encode("utf-8")))
+    finally:
+        out.close()
+
+
 def with_trigger(writer: Any, trigger: str, interval: str) -> Any:
     """``writer`` (a ``DataStreamWriter``) with the trigger named ``trigger``.
 
@@ -117,10 +146,13 @@ def await_queries(queries: Sequence[StreamingQuery], poll_seconds: int = 1) -> N
             raise error
 
 
-def stop_on_signals(queries: Sequence[StreamingQuery], job: str = "") -> threading.Event:
+def stop_on_signals(
+    queries: Sequence[StreamingQuery] | QueryGroup, job: str = ""
+) -> threading.Event:
     """On SIGTERM/SIGINT, stop the queries (an unfinished batch is replayed on restart).
 
     Args:
+        queries: the queries, or a group (stopping it also stops its growth).
         job: the job's name, for the log.
 
     Returns:
@@ -135,6 +167,9 @@ def stop_on_signals(queries: Sequence[StreamingQuery], job: str = "") -> threadi
     def handler(signum: int, frame: FrameType | None) -> None:
         log.warning("%s%s received, stopping", who, signal.Signals(signum).name)
         requested.set()
+        if isinstance(queries, QueryGroup):
+            queries.stop()
+            return
         for query in queries:
             try:
                 query.stop()
@@ -144,3 +179,186 @@ def stop_on_signals(queries: Sequence[StreamingQuery], job: str = "") -> threadi
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
     return requested
+
+
+class QueryGroup:
+    """Streaming queries that may grow while they are awaited.
+
+    A group is *growing* until :meth:`done_growing` (or :meth:`stop`): :meth:`await_all`
+    returns once the group has stopped growing and every query has ended, and raises as soon
+    as any query fails (after stopping the others), or when whatever adds queries reported a
+    failure (:meth:`fail`). Safe to use from several threads.
+    """
+
+    def __init__(self, queries: Iterable[StreamingQuery] = (), *, growing: bool = False) -> None:
+        self._lock = threading.Lock()
+        self._queries: list[StreamingQuery] = list(queries)
+        self._growing = growing
+        self._stopping = False
+        self._error: BaseException | None = None
+        self._stop_hooks: list[Callable[[], None]] = []
+
+    @property
+    def queries(self) -> list[StreamingQuery]:
+        """The queries so far (a copy)."""
+        with self._lock:
+            return list(self._queries)
+
+    @property
+    def stopping(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopping
+
+    def add(self, query: StreamingQuery) -> bool:
+        """Add a started query; a group already stopping stops it instead (returns False)."""
+        with self._lock:
+            if not self._stopping:
+                self._queries.append(query)
+                return True
+        _stop_quietly(query)
+        return False
+
+    def on_stop(self, hook: Callable[[], None]) -> None:
+        """Call ``hook`` when the group stops (e.g. to stop whatever adds queries)."""
+        with self._lock:
+            self._stop_hooks.append(hook)
+
+    def done_growing(self) -> None:
+        """No query will be added any more."""
+        with self._lock:
+            self._growing = False
+
+    def fail(self, error: BaseException) -> None:
+        """Whatever adds queries failed: :meth:`await_all` stops the group and raises ``error``."""
+        with self._lock:
+            self._error = self._error or error
+            self._growing = False
+
+    def stop(self) -> None:
+        """Stop growing and stop every query (each unfinished batch is replayed on restart)."""
+        with self._lock:
+            self._stopping, self._growing = True, False
+            hooks, queries = list(self._stop_hooks), list(self._queries)
+        for hook in hooks:
+            hook()
+        for query in queries:
+            _stop_quietly(query)
+
+    def await_all(self, poll_seconds: float = 1.0) -> None:
+        """Wait until the group stopped growing and every query ended; raise the first failure.
+
+        Polls instead of blocking in the JVM so that Python signal handlers run meanwhile.
+        """
+        while True:
+            with self._lock:
+                queries, growing, error = list(self._queries), self._growing, self._error
+            if error is not None:
+                self.stop()
+                raise error
+            active = [q for q in queries if q.isActive]
+            try:
+                for query in queries:
+                    if query not in active and query.exception() is not None:
+                        raise query.exception()  # type: ignore[misc]
+                if not active and not growing:
+                    return
+                if active:
+                    active[0].awaitTermination(poll_seconds)  # type: ignore[arg-type]  # float: ok
+                else:
+                    time.sleep(poll_seconds)
+            except BaseException:
+                self.stop()
+                raise
+
+
+def _stop_quietly(query: StreamingQuery) -> None:
+    try:
+        query.stop()
+    except Exception as exc:  # noqa: BLE001 - the JVM may be going down with us
+        log.warning("stopping %s: %s", query.name, type(exc).__name__)
+
+
+class TableWatcher:
+    """Calls ``on_table(path)`` once per Delta table under ``folder``, as tables appear.
+
+    The folder is listed as :func:`lakehouse.delta.list_delta_tables` does: through the
+    session's Hadoop file system (any URI), or without a session on a local folder.
+    :meth:`poll` lists the folder once (those already there are found by the first poll);
+    :meth:`start` polls every ``interval_seconds`` in a daemon thread until :meth:`stop`. With
+    ``names``, only those tables count, and the watcher stops by itself once it has seen them
+    all. An ``on_table`` that raises stops the watcher and goes to ``on_error``; a listing
+    that fails is logged and tried again at the next poll.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession | None,
+        folder: str,
+        on_table: Callable[[str], None],
+        interval_seconds: float,
+        *,
+        names: Collection[str] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+        on_done: Callable[[], None] | None = None,
+    ) -> None:
+        self.spark, self.folder, self.on_table = spark, folder, on_table
+        self.interval_seconds = interval_seconds
+        self.names = None if names is None else frozenset(names)
+        self.on_error, self.on_done = on_error, on_done
+        self.seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Whether every named table has been seen (never, without names)."""
+        return self.names is not None and self.names <= self.seen
+
+    def poll(self) -> list[str]:
+        """List the folder once; call ``on_table`` for each new table; return their paths."""
+        return self._take_new(list_delta_tables(self.folder, self.spark))
+
+    def _take_new(self, paths: list[str]) -> list[str]:
+        new = [
+            path
+            for path in paths
+            if table_name(path) not in self.seen
+            and (self.names is None or table_name(path) in self.names)
+        ]
+        for path in new:
+            if self._stop.is_set():
+                break
+            self.on_table(path)
+            self.seen.add(table_name(path))
+        return new
+
+    def start(self) -> None:
+        """Poll in a daemon thread until stopped (or, with names, until all are seen)."""
+        self._thread = threading.Thread(
+            target=self._run, name=f"table-watcher {self.folder}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float | None = 30.0) -> None:
+        """Stop polling (and wait for a poll under way, unless called from the watcher)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            while not self.complete and not self._stop.wait(self.interval_seconds):
+                try:
+                    paths = list_delta_tables(self.folder, self.spark)
+                except Exception as exc:  # noqa: BLE001 - an object store's hiccup: next poll
+                    log.warning("listing %s failed, trying again: %s", self.folder, exc)
+                    continue
+                self._take_new(paths)
+        except BaseException as exc:  # noqa: BLE001 - handed to on_error, the caller decides
+            log.error("watching %s: %s", self.folder, exc)
+            if self.on_error is not None:
+                self.on_error(exc)
+            return
+        if self.on_done is not None:
+            self.on_done()

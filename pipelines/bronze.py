@@ -21,12 +21,13 @@ Contract (docs/contracts.md, "Lakehouse layout"):
   ``<lakehouse>/bronze/<bronze.single_table>``. Tables are partitioned by
   ``bronze.partition_by`` (default ``_ingest_date``).
 - Exactly once: one streaming query, one checkpoint (:func:`bronze_checkpoint`). Per-topic
-  mode routes rows inside one ``foreachBatch`` (with a topic pattern, topics appear at run
-  time) and appends to each table with Delta's ``txnAppId``/``txnVersion = batch_id``, so a
-  batch replayed after a crash is skipped by every table that already has it. The app id is
-  a UUID kept inside the checkpoint folder: a new checkpoint means a new app id (reusing an
-  old one would make Delta skip the new query's first batches). Single mode is Delta's own
-  streaming sink, which does the same with the query id.
+  mode routes rows inside one ``foreachBatch`` (:class:`pipelines.bronze_routing.TopicRouter`;
+  with a topic pattern, topics appear at run time) and appends to each table with Delta's
+  ``txnAppId``/``txnVersion = batch_id``, so a batch replayed after a crash is skipped by
+  every table that already has it. The app id is a UUID kept inside the checkpoint folder: a
+  new checkpoint means a new app id (reusing an old one would make Delta skip the new query's
+  first batches). Single mode is Delta's own streaming sink, which does the same with the
+  query id.
 - Triggers: ``available-now`` (take what is there, in one or more batches, stop) and
   ``processing-time`` (``bronze.processing_interval``; runs until stopped).
 """
@@ -39,28 +40,32 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark reader knows
 from pyspark.sql.streaming import StreamingQuery
 
-from lakehouse.delta import append_idempotent
-from lakehouse.layout import Layout
+from lakehouse.catalog import layer_tables, register_table
+from lakehouse.layout import BRONZE, Layout
+from lakehouse.lease import take_writer_lease
 from lakehouse.streaming import (
     TRIGGERS,
     await_queries,
     load_app_id,
-    read_text_lines,
     stop_on_signals,
     with_trigger,
 )
+from pipelines import progress
+from pipelines.bronze_routing import TopicRouter
 from pipelines.naming import bronze_table_of_topic
 from pipelines.settings import ConfigError, ProtolakeConfig, load_config
-from pipelines.settings.clients import kafka_source_options, loggable_config
-from pipelines.spark import build_session
+from pipelines.settings.clients import (
+    kafka_source_options,
+    loggable_config,
+    open_session,
+    prepare_session,
+)
 
 log = logging.getLogger(__name__)
 
@@ -127,137 +132,6 @@ def to_bronze_rows(df: DataFrame) -> DataFrame:
     ).withColumn("_ingest_date", F.to_date(F.col("_ingested_at")))
 
 
-def parse_kafka_offsets(text: str) -> dict[str, dict[str, int]]:
-    """Spark's Kafka offset JSON (``{"topic": {"partition": offset}}``).
-
-    Raises:
-        ValueError: not that shape.
-    """
-    value = json.loads(text)
-    if not isinstance(value, dict) or not all(
-        isinstance(parts, dict) and all(isinstance(o, int) for o in parts.values())
-        for parts in value.values()
-    ):
-        raise ValueError(f"not Kafka source offsets: {text[:200]!r}")
-    return {str(t): {str(p): int(o) for p, o in parts.items()} for t, parts in value.items()}
-
-
-def topics_in_batch(spark: SparkSession, checkpoint: str, batch_id: int) -> set[str] | None:
-    """Topics whose offsets micro-batch ``batch_id`` covers, read from Spark's offset log.
-
-    Spark writes ``offsets/<id>`` (the batch's end offsets) before running the batch; the
-    start is the previous batch's end, or the initial offsets (``sources/0/0``) for batch 0.
-    A topic counts when one of its partitions moved or is new, so the answer may include a
-    topic without records (an empty append), never miss one. None when the log cannot be
-    read in the expected format (then the caller lists the batch's topics itself).
-    """
-    root = checkpoint.rstrip("/")
-    try:
-        end_log = read_text_lines(spark, f"{root}/offsets/{batch_id}")
-        if end_log is None or len(end_log) != 3 or end_log[0].strip() != "v1":
-            return None
-        end = parse_kafka_offsets(end_log[2])
-        if batch_id == 0:
-            initial = read_text_lines(spark, f"{root}/sources/0/0")
-            start = parse_kafka_offsets(initial[-1]) if initial else {}
-        else:
-            prev_log = read_text_lines(spark, f"{root}/offsets/{batch_id - 1}")
-            if prev_log is None or len(prev_log) != 3 or prev_log[0].strip() != "v1":
-                return None
-            start = parse_kafka_offsets(prev_log[2])
-    except ValueError as exc:
-        log.warning("bronze: offset log of batch %d not understood (%s)", batch_id, exc)
-        return None
-    return {
-        topic
-        for topic, parts in end.items()
-        if any(start.get(topic, {}).get(p) != offset for p, offset in parts.items())
-    }
-
-
-@dataclass(frozen=True)
-class TopicRouter:
-    """The per-topic ``foreachBatch`` function: each topic's rows to its own table.
-
-    Which topics a batch holds comes, without touching the data, from the subscription (one
-    static topic) or from Spark's offset log in ``checkpoint`` (:func:`topics_in_batch`);
-    rows of any other topic then fail the batch instead of landing in a wrong table. One
-    table: the batch is written as is, in one pass over Kafka's data. Several: the batch is
-    kept on local disk (bounded memory, one read from Kafka) and each table gets one filtered
-    append. When the offset log cannot tell, the topics are listed from the kept batch.
-    """
-
-    table_path: Callable[[str], str]  # a bronze table's path, by table name
-    app_id: str
-    partition_by: tuple[str, ...]
-    known_topic: str | None = None
-    checkpoint: str | None = None
-
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        topics: set[str] | None
-        if self.known_topic is not None:
-            topics, rows = {self.known_topic}, batch
-        else:
-            topics = None
-            if self.checkpoint is not None:
-                topics = topics_in_batch(batch.sparkSession, self.checkpoint, batch_id)
-            rows = batch if topics is None else _only_topics(batch, topics)
-        if topics is not None and len(_tables_of(topics)) <= 1:
-            for table in _tables_of(topics):
-                self._append(rows, table, batch_id)
-            log.info("bronze: batch %d -> %s", batch_id, ", ".join(_tables_of(topics)) or "-")
-            return
-        kept = rows.persist(StorageLevel.DISK_ONLY)
-        try:
-            if topics is None:
-                topics = {r.topic for r in kept.select("topic").distinct().collect()}
-            tables = _tables_of(topics)
-            for table, members in tables.items():
-                # One append per table, even when several topics share it: a second append
-                # with the same (app id, batch id) would be skipped by Delta as a duplicate.
-                self._append(
-                    kept if len(tables) == 1 else kept.where(_topic_in(members)), table, batch_id
-                )
-            log.info("bronze: batch %d -> %s", batch_id, ", ".join(tables) or "-")
-        finally:
-            kept.unpersist()
-
-    def _append(self, rows: DataFrame, table: str, batch_id: int) -> None:
-        append_idempotent(
-            rows,
-            self.table_path(table),
-            self.app_id,
-            batch_id,
-            partition_by=self.partition_by,
-            logger=log,
-        )
-
-
-def _tables_of(topics: set[str]) -> dict[str, list[str]]:
-    tables: dict[str, list[str]] = {}
-    for topic in sorted(topics):
-        tables.setdefault(bronze_table_of_topic(topic), []).append(topic)
-    return dict(sorted(tables.items()))
-
-
-def _only_topics(df: DataFrame, topics: set[str]) -> DataFrame:
-    # A guard, evaluated row by row inside the write itself (no extra pass): a record of a
-    # topic outside the offset ranges would mean the offset log was misread.
-    allowed = sorted(topics)
-    message = F.concat(
-        F.lit("bronze: a record of topic "),
-        F.col("topic"),
-        F.lit(f" is outside this batch's offset ranges {allowed}"),
-    )
-    return df.withColumn(
-        "topic", F.when(_topic_in(allowed), F.col("topic")).otherwise(F.raise_error(message))
-    )
-
-
-def _topic_in(topics: Sequence[str]) -> Column:
-    return F.col("topic").isin(list(topics))
-
-
 def write_bronze(df: DataFrame, cfg: ProtolakeConfig, trigger: str) -> list[StreamingQuery]:
     """Start the bronze streaming query (see the module docstring for modes and guarantees).
 
@@ -280,9 +154,8 @@ def write_bronze(df: DataFrame, cfg: ProtolakeConfig, trigger: str) -> list[Stre
             f"(columns: {', '.join(df.columns)})"
         )
     checkpoint = bronze_checkpoint(cfg)
-    writer = df.writeStream.queryName(f"protolake-bronze-{cfg.bronze.table_mode}").option(
-        "checkpointLocation", checkpoint
-    )
+    query_name = f"protolake-bronze-{cfg.bronze.table_mode}"
+    writer = df.writeStream.queryName(query_name).option("checkpointLocation", checkpoint)
     if trigger not in TRIGGERS:
         raise ConfigError(f"trigger: must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
     writer = with_trigger(writer, trigger, cfg.bronze.processing_interval)
@@ -295,12 +168,15 @@ def write_bronze(df: DataFrame, cfg: ProtolakeConfig, trigger: str) -> list[Stre
         return [writer.start(path)]
     spark = df.sparkSession
     layout = Layout(cfg.lakehouse_path)
+    from pipelines.metrics import bronze_batch_hook
+
     router = TopicRouter(
         table_path=layout.bronze_table,
         app_id=load_app_id(spark, checkpoint),
         partition_by=partition_by,
         known_topic=cfg.kafka.topics[0] if len(cfg.kafka.topics) == 1 else None,
         checkpoint=checkpoint,
+        on_batch=bronze_batch_hook(query_name),
     )
     log.info("bronze: %s -> %s/<table> (checkpoint %s)", trigger, layout.bronze, checkpoint)
     return [writer.foreachBatch(router).start()]
@@ -319,24 +195,48 @@ def run(
         trigger: overrides ``bronze.trigger``.
         await_termination: wait until the queries end (available-now) or fail; with
             processing-time this waits until they are stopped (see :func:`stop_on_signals`).
-        spark: a session to use; default: :func:`pipelines.spark.build_session`.
+        spark: a session to use (given the ``[s3]`` settings); default:
+            :func:`pipelines.settings.clients.open_session`.
 
     Raises:
         pyspark.errors.StreamingQueryException: a query failed.
     """
     trigger = trigger or cfg.bronze.trigger
-    log.info("bronze: configuration %s", json.dumps(loggable_config(cfg), sort_keys=True))
+    log.debug("bronze: configuration %s", json.dumps(loggable_config(cfg), sort_keys=True))
     if spark is None:
-        spark = build_session(
-            "protolake-bronze", master=cfg.spark.master or None, conf=cfg.spark.conf
-        )
+        spark = open_session(cfg, "protolake-bronze")
+    else:
+        prepare_session(spark, cfg)
     from pipelines.metrics import install_metrics
 
     install_metrics(spark, cfg)
-    queries = write_bronze(read_kafka(spark, cfg).transform(to_bronze_rows), cfg, trigger)
-    if await_termination:
-        await_queries(queries)
+    register_bronze(spark, cfg)
+    # One driver writes the bronze tables of an object-store lakehouse (lakehouse.lease); a
+    # lease of queries left running is renewed until this process ends.
+    lease = take_writer_lease(spark, cfg.lakehouse_path, JOB)
+    try:
+        queries = write_bronze(read_kafka(spark, cfg).transform(to_bronze_rows), cfg, trigger)
+        if await_termination:
+            await_queries(queries)
+            register_bronze(spark, cfg)  # the tables this run created
+    finally:
+        if lease is not None and await_termination:
+            lease.release()
     return queries
+
+
+def register_bronze(spark: SparkSession, cfg: ProtolakeConfig) -> list[str]:
+    """Register every bronze table in ``catalog.bronze_database`` (none when it is empty).
+
+    Bronze tables are created by the stream's first write to them; a run registers those that
+    exist when it starts and, once its queries end, those it created (a processing-time run's
+    new tables are named at its next start, or by silver's).
+    """
+    database = cfg.catalog.bronze_database
+    if not database:
+        return []
+    layout = Layout(cfg.lakehouse_path)
+    return [register_table(spark, database, p) for p in layer_tables(layout, BRONZE, spark)]
 
 
 def summarize(queries: Sequence[StreamingQuery], cfg: ProtolakeConfig) -> dict[str, Any]:
@@ -370,7 +270,14 @@ def run_from_args(args: argparse.Namespace) -> int:
     """``protolake bronze``: load the configuration, run, print a summary."""
     cfg = load_config(args.config)
     t0 = time.monotonic()
-    queries = run(cfg, trigger=args.trigger, await_termination=False)
+    trigger = args.trigger or cfg.bronze.trigger
+    source = (
+        f"topics {', '.join(cfg.kafka.topics)}"
+        if cfg.kafka.topics
+        else f"topic pattern {cfg.kafka.topic_pattern!r}"
+    )
+    progress.say("bronze  %s -> %s (%s)", source, Layout(cfg.lakehouse_path).bronze, trigger)
+    queries = run(cfg, trigger=trigger, await_termination=False)
     stop_requested = stop_on_signals(queries, JOB)
     try:
         await_queries(queries)

@@ -16,7 +16,9 @@ Modules are imported only when their command runs (Spark and friends load slowly
 command whose module is missing must not break the others); the listing in ``--help`` comes
 from the static table. A missing module is an error naming it, never silently skipped.
 ``ConfigError`` and ``quality.rules.QualityConfigError`` (a rule silver or replay found unusable) are
-reported as one line (exit 2); other failures propagate (exit 1).
+reported as one line (exit 2); so is a lakehouse object store that cannot be used
+(``pipelines.settings.preflight.StoreError``) and a writer lease another driver holds
+(``lakehouse.lease.WriterLeaseError``), exit 1; other failures propagate (exit 1).
 ``pipelines/jobs/run.py`` (spark-submit) calls :func:`main` too: the same code path.
 """
 
@@ -29,8 +31,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from lakehouse.lease import WriterLeaseError
 from lakehouse.streaming import TRIGGERS
 from pipelines.settings import ConfigError
+from pipelines.settings.preflight import StoreError
 
 # name -> (module, one-line help). Keep in step with docs/contracts.md ("Command line").
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -117,15 +121,32 @@ def _chosen_command(argv: Sequence[str]) -> str | None:
     return None
 
 
-def configure_logging(verbose: bool) -> None:
-    """Log to stderr: INFO for protolake (DEBUG with -v), WARNING for everything else."""
+def configure_logging(verbose: bool, as_json: bool = False) -> None:
+    """Log to stderr, for a person by default.
+
+    - default: a short line per stage and micro-batch (``pipelines.progress``, as is), and
+      warnings and errors of everything;
+    - ``--json``: protolake's INFO lines instead, among them one JSON line per micro-batch and
+      query event (``pipelines.metrics``) for machines to read;
+    - ``-v``: protolake at DEBUG (the configuration it runs with included), short lines too.
+    """
     logging.basicConfig(
         level=logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    level = logging.DEBUG if verbose else logging.INFO if as_json else logging.WARNING
     for name in ("pipelines", "codec", "lakehouse", "quality"):
-        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.INFO)
+        logging.getLogger(name).setLevel(level)
+    progress = logging.getLogger("pipelines.progress")
+    progress.propagate = False
+    progress.setLevel(logging.WARNING if as_json and not verbose else logging.INFO)
+    for old in [h for h in progress.handlers if getattr(h, "_protolake_progress", False)]:
+        progress.removeHandler(old)  # configured again: one handler, on today's stderr
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler._protolake_progress = True  # type: ignore[attr-defined]
+    progress.addHandler(handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -137,12 +158,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"protolake: {exc}", file=sys.stderr)
         return 2
     args = parser.parse_args(args_list)
-    configure_logging(bool(getattr(args, "verbose", False)))
+    configure_logging(bool(getattr(args, "verbose", False)), bool(getattr(args, "json", False)))
     func = getattr(args, "func", None)
     if func is None:
         parser.error(f"{args.command}: the command registered no func")
     try:
         code = func(args)
+    except (StoreError, WriterLeaseError) as exc:
+        print(f"protolake {args.command}: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:
         if not _is_config_error(exc):
             raise

@@ -13,7 +13,10 @@ one JSON line on the ``pipelines.metrics`` logger (INFO), e.g.::
 
 Decoded and quarantined counts come from silver itself: ``SilverBatch`` calls the hook made by
 :func:`silver_batch_hook` at the end of each micro-batch (the listener sees only Spark's
-figures). Metric names (documented with examples in docs/metrics.md); ``query`` is the
+figures); bronze's router says which tables a batch wrote (:func:`bronze_batch_hook`, the
+record's ``tables``). Every batch with records is also one short line for people
+(:func:`pipelines.progress.report_batch`): bronze's from its progress, silver's from the hook,
+when the batch ends. Metric names (documented with examples in docs/metrics.md); ``query`` is the
 streaming query's name (``protolake-bronze-per_topic``/``protolake-bronze-<single table>``,
 ``silver_<bronze table>``):
 
@@ -48,6 +51,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from pipelines.progress import report_batch, stage_of
 from pipelines.settings import ProtolakeConfig
 
 log = logging.getLogger("pipelines.metrics")
@@ -115,7 +119,7 @@ TERMINATED = Counter(
 )
 
 _lock = threading.Lock()
-_silver_stats: dict[tuple[str, int], dict[str, Any]] = {}  # (query, batch) -> silver figures
+_batch_stats: dict[tuple[str, int], dict[str, Any]] = {}  # (query, batch) -> the job's figures
 _MAX_PENDING = 1000
 _names: dict[str, str] = {}  # query id -> name (terminated events carry no name)
 _installed: set[int] = set()  # id() of JVM sessions that have the listener
@@ -132,15 +136,38 @@ def silver_batch_hook(query_name: str) -> Callable[[Any], None]:
             for reason, n in stats.quarantined.items():
                 SILVER_QUARANTINED.labels(query_name, reason).inc(n)
             with _lock:
-                if len(_silver_stats) >= _MAX_PENDING:  # no listener consuming them
-                    _silver_stats.pop(next(iter(_silver_stats)))
-                _silver_stats[(query_name, int(stats.batch_id))] = {
+                if len(_batch_stats) >= _MAX_PENDING:  # no listener consuming them
+                    _batch_stats.pop(next(iter(_batch_stats)))
+                _batch_stats[(query_name, int(stats.batch_id))] = {
                     "records": int(stats.records),
                     "decoded": dict(stats.silver),
                     "quarantined": dict(stats.quarantined),
                 }
+            # said here, in the batch's own thread: in order with the job's other lines
+            report_batch(
+                {
+                    "query": query_name,
+                    "batch_id": int(stats.batch_id),
+                    "records_in": int(stats.records),
+                    "decoded": dict(stats.silver),
+                    "quarantined": dict(stats.quarantined),
+                    "duration_seconds": float(stats.seconds),
+                }
+            )
         except Exception:  # noqa: BLE001 - metrics never fail a batch
             log.exception("metrics: could not record silver batch of %s", query_name)
+
+    return on_batch
+
+
+def bronze_batch_hook(query_name: str) -> Callable[[int, list[str]], None]:
+    """A ``TopicRouter.on_batch`` callback: the tables each bronze batch appended to."""
+
+    def on_batch(batch_id: int, tables: list[str]) -> None:
+        with _lock:
+            if len(_batch_stats) >= _MAX_PENDING:  # no listener consuming them
+                _batch_stats.pop(next(iter(_batch_stats)))
+            _batch_stats[(query_name, int(batch_id))] = {"tables": sorted(tables)}
 
     return on_batch
 
@@ -190,10 +217,11 @@ def record_progress(progress: Mapping[str, Any]) -> dict[str, Any]:
     in_rate = float(progress.get("inputRowsPerSecond") or 0.0)
     out_rate = float(progress.get("processedRowsPerSecond") or 0.0)
     with _lock:
-        silver = _silver_stats.pop((query, batch_id), None)
+        silver = _batch_stats.pop((query, batch_id), None)
     if silver is not None:
         # A silver batch reads its bronze rows once per pass unless silver.cache_bronze is on,
         # and Spark's numInputRows counts every read: the batch's own count is the exact one.
+        # (Bronze's entries hold only its tables.)
         spark_rows, records = records, int(silver.pop("records", records))
         if spark_rows > 0 and records != spark_rows:
             in_rate *= records / spark_rows
@@ -263,6 +291,8 @@ class MetricsListener(_listener_base()):  # type: ignore[misc]
         try:
             record = record_progress(json.loads(event.progress.json))
             log.info(json.dumps(record, sort_keys=True))
+            if stage_of(record["query"]) != "silver":  # silver's batches say it themselves
+                report_batch(record)
         except Exception:  # noqa: BLE001 - metrics never fail a query
             log.exception("metrics: could not record a query progress")
 

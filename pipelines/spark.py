@@ -1,7 +1,7 @@
 """Build the SparkSession every protolake job uses, in-process or under spark-submit.
 
-The JVM jars Spark lacks (Kafka source, Delta) come from the cache that ``infra/fetch_jars.sh``
-fills; under spark-submit the caller passes ``--jars`` itself and this module adds nothing.
+The JVM jars Spark lacks (Kafka source, Delta, and the ``s3a://`` file system: hadoop-aws with
+the AWS SDK modules it uses) come from the cache that ``infra/fetch_jars.sh`` fills; under spark-submit the caller passes ``--jars`` itself and this module adds nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ if logging.getLogger("py4j").level == logging.NOTSET:
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_JAR_DIR = REPO_ROOT / "infra" / ".cache" / "jars" / "spark"
+DEFAULT_S3_JAR_DIR = REPO_ROOT / "infra" / ".cache" / "jars" / "s3"
 
 DELTA_CONF: dict[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -55,7 +56,11 @@ def is_local_master(master: str) -> bool:
 
 
 def find_spark_jars(jar_dir: str | os.PathLike[str] | None = None) -> list[str]:
-    """Return the cached JVM jars (Kafka source, Delta) as absolute paths.
+    """Return the cached JVM jars (Kafka source, Delta; then the S3A jars) as absolute paths.
+
+    The S3A jars (``$PROTOLAKE_S3_JARS_DIR``, default ``infra/.cache/jars/s3``) are added when
+    that folder has them: every session can then read and write ``s3a://`` paths, and
+    spark-submit ships them to the executors with the others.
 
     Raises:
         FileNotFoundError: the cache is empty; run ``make setup`` (``infra/fetch_jars.sh``).
@@ -66,7 +71,8 @@ def find_spark_jars(jar_dir: str | os.PathLike[str] | None = None) -> list[str]:
         raise FileNotFoundError(
             f"no Spark jars in {folder}: run `make setup` (infra/fetch_jars.sh) first"
         )
-    return jars
+    s3_folder = Path(os.environ.get("PROTOLAKE_S3_JARS_DIR") or DEFAULT_S3_JAR_DIR)
+    return jars + sorted(str(p) for p in s3_folder.glob("*.jar"))
 
 
 def build_session(

@@ -77,7 +77,7 @@ from pyspark.sql import functions as F  # noqa: N812
 
 from lakehouse.layout import Layout
 from quality.compiled import CompiledRule, compile_rule, evaluate, int_or_none, validation_result
-from quality.docs import DataDocs, suite_result
+from quality.docs import DataDocs, publish_folder, suite_result
 from quality.ge_run import DATASOURCE, SAMPLE_SIZE, WITH_SAMPLE, GreatExpectationsRunner, Suite
 from quality.predicates import unexpected_predicate
 from quality.results import QualityResult, format_observed, write_results
@@ -220,23 +220,8 @@ class QualityChecker:
         if to_quarantine:
             passed, failed, rows_quarantined = self._split(df, verdicts, to_quarantine, parameters)
         else:
-            passed, failed, rows_quarantined = (
-                df,
-                with_reason(df.where(F.lit(False)), F.lit("")),
-                0,
-            )
-        self._latest[message_type] = (
-            suite_result(
-                message_type,
-                [v for _, v in ran],
-                datasource=DATASOURCE,
-                asset=table,
-                loaded_at=validated_at,
-            ),
-            table,
-            int(batch_id),
-            validated_at,
-        )
+            passed, failed, rows_quarantined = df, with_reason(df.where(F.lit(False)), F.lit("")), 0
+        self._remember(message_type, table, batch_id, [v for _, v in ran], validated_at)
         template = QualityResult(
             batch_id=int(batch_id),
             table=table,
@@ -263,6 +248,20 @@ class QualityChecker:
             rows_checked=rows_checked,
             rows_quarantined=rows_quarantined,
         )
+
+    def _remember(
+        self,
+        message_type: str,
+        table: str,
+        batch_id: int,
+        verdicts: list[ExpectationValidationResult],
+        validated_at: datetime,
+    ) -> None:
+        """Keep the type's latest suite result, which Data Docs render."""
+        result = suite_result(
+            message_type, verdicts, datasource=DATASOURCE, asset=table, loaded_at=validated_at
+        )
+        self._latest[message_type] = (result, table, int(batch_id), validated_at)
 
     def _judge(
         self,
@@ -340,10 +339,15 @@ class QualityChecker:
         """Render every suite and the latest result of each under ``<lakehouse>/quality/docs``.
 
         Only the latest validation of each suite is kept in GE's store (older ones are removed),
-        so the index lists one result per suite. Returns the path of ``index.html``.
+        so the index lists one result per suite. Returns the path of the local ``index.html``.
+        Great Expectations renders into a local folder; for an object-store lakehouse that
+        folder is then copied to ``<lakehouse>/quality/docs`` (:func:`publish_folder`).
         """
         with self._lock:
-            return self._docs.build(dict(self._latest))
+            index = self._docs.build(dict(self._latest))
+            if not self._layout.is_local:
+                publish_folder(self._spark, self._docs.docs_dir, self._layout.quality_docs)
+            return index
 
     # -- results -----------------------------------------------------------------------------
 
@@ -426,7 +430,8 @@ def _local_layout(layout: Layout) -> Layout:
     local = Layout(tempfile.mkdtemp(prefix="protolake-gx-"))
     log.warning(
         "quality: the lakehouse %s is not on the local disk: Great Expectations' context and "
-        "Data Docs go to %s (the results table stays in the lakehouse)",
+        "Data Docs are built in %s and the Data Docs published to the lakehouse's quality/docs "
+        "(the results table is written to the lakehouse)",
         layout.root,
         local.local_quality_dir(),
     )

@@ -7,16 +7,19 @@ per suite), has GE render the site and puts a plain-HTML overview table at the t
 (GE's own index tables need JavaScript from public CDNs). :func:`suite_result` assembles a GE
 ``ExpectationSuiteValidationResult`` from expectation results, with the statistics and ``meta``
 GE's own validator gives them, so results computed outside GE render as GE's do.
+:func:`publish_folder` copies a rendered site to a lakehouse on another file system (GE
+renders into a local folder only).
 """
 
 from __future__ import annotations
 
 import html
+import logging
 import re
 import shutil
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import great_expectations as gx
 from great_expectations.core.expectation_validation_result import (
@@ -30,6 +33,11 @@ from great_expectations.data_context.types.resource_identifiers import (
 )
 
 from quality.rules import format_expectation_id
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 DOCS_SITE = "protolake"
 OVERVIEW_ID = "protolake-overview"
@@ -209,3 +217,15 @@ def _insert_overview(index: Path, rows: list[dict[str, Any]]) -> None:
     body = re.search(r"<body[^>]*>", text)
     at = body.end() if body else 0
     index.write_text(text[:at] + "\n".join(lines) + text[at:], encoding="utf-8")
+
+
+def publish_folder(spark: SparkSession, local: Path, target: str) -> None:
+    """Replace the folder ``target`` (any Hadoop file system URI) by a copy of ``local``."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    dest = jvm.org.apache.hadoop.fs.Path(target)
+    fs = dest.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    fs.delete(dest, True)
+    # delSrc=false, overwrite=true: GE's local copy stays for the next build
+    fs.copyFromLocalFile(False, True, jvm.org.apache.hadoop.fs.Path(local.as_uri()), dest)
+    log.info("quality: Data Docs published to %s", target)

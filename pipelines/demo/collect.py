@@ -16,6 +16,7 @@ from typing import Any
 
 from lakehouse.delta import list_delta_tables
 from lakehouse.layout import LAYERS, Layout, table_name
+from lakehouse.streaming import read_text_lines
 from pipelines.demo.produce import first_line
 from pipelines.demo.report import DemoReport, evaluate_checks
 from pipelines.naming import bronze_table_of_topic, table_name_for
@@ -38,7 +39,7 @@ def collect_report(spark: Any, cfg: ProtolakeConfig, report: DemoReport) -> None
     if bronze_paths:
         report.bronze_rows = _count_bronze(spark, bronze_paths, report.topics)
     silver_paths = [t["path"] for t in report.tables if t["layer"] == "silver"]
-    if report.stages.get("silver", "").startswith("ran") or silver_paths:
+    if "silver" in report.stages or silver_paths:
         report.silver_by_type = _count_silver(spark, silver_paths, report.topics)
         report.quarantine_by_reason = {}
         if any(t["layer"] == "quarantine" for t in report.tables):
@@ -134,6 +135,8 @@ def _collect_quality(spark: Any, layout: Layout, report: DemoReport) -> None:
         docs = layout.local_quality_docs() / "index.html"
         if docs.exists():
             report.data_docs = str(docs)
+    elif read_text_lines(spark, f"{layout.quality_docs}/index.html") is not None:
+        report.data_docs = f"{layout.quality_docs}/index.html"  # published there by silver
 
 
 def _collect_sql(spark: Any, cfg: ProtolakeConfig, report: DemoReport) -> None:
@@ -141,7 +144,7 @@ def _collect_sql(spark: Any, cfg: ProtolakeConfig, report: DemoReport) -> None:
     match = [t for t in report.tables if t["layer"] == "silver" and t["table"] == table]
     if not match:
         return
-    database = cfg.silver.catalog_database
+    database = cfg.catalog.silver_database
     source = f"delta.`{match[0]['path']}`"
     try:
         if spark.catalog.tableExists(f"{database}.{table}"):

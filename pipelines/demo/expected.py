@@ -1,7 +1,8 @@
 """What the lakehouse must hold: the streams produced into it, and the counts they predict.
 
-Every stream the demo produces is recorded in ``<lakehouse>/_demo/streams.json`` (a local
-folder of the lakehouse; keyed by topic prefix, one summary per stream, rewritten atomically).
+Every stream the demo produces is recorded in ``<lakehouse>/_demo/streams.json`` (keyed by
+topic prefix, one summary per stream; written whole through the session's Hadoop file
+system, so an ``s3a://`` lakehouse keeps it too).
 :func:`expected_counts` merges those summaries into the counts the report compares with: rows
 per message type in silver and quarantine rows per reason. When the quality rule on line-item
 quantities has the ``quarantine`` policy (:func:`dq_quarantines_quantity`), the line items
@@ -11,13 +12,11 @@ that break it move from silver to quarantine (``DQ_FAILED``).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from lakehouse.layout import Layout
+from lakehouse.streaming import read_text_lines, write_text
 from pipelines.demo.config import DemoOptions
 from pipelines.demo.generate import DemoStream
 from pipelines.demo.stream import DQ_QUANTITY, DemoStreamSummary
@@ -26,30 +25,27 @@ from pipelines.settings import ProtolakeConfig
 STREAMS_FILE = "_demo/streams.json"
 
 
-def streams_path(cfg: ProtolakeConfig) -> Path:
-    """``<lakehouse>/_demo/streams.json``."""
-    return Layout(cfg.lakehouse_path).local_root() / STREAMS_FILE
+def streams_path(cfg: ProtolakeConfig) -> str:
+    """``<lakehouse>/_demo/streams.json`` (a path or URI)."""
+    return f"{Layout(cfg.lakehouse_path).root}/{STREAMS_FILE}"
 
 
-def load_streams(cfg: ProtolakeConfig, topic_prefix: str) -> list[DemoStreamSummary]:
+def _read_streams(spark: Any, cfg: ProtolakeConfig) -> dict[str, Any]:
+    lines = read_text_lines(spark, streams_path(cfg))
+    return json.loads("\n".join(lines)) if lines else {}
+
+
+def load_streams(spark: Any, cfg: ProtolakeConfig, topic_prefix: str) -> list[DemoStreamSummary]:
     """The stream summaries recorded in this lakehouse for a topic prefix."""
-    path = streams_path(cfg)
-    if not path.exists():
-        return []
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = _read_streams(spark, cfg)
     return [DemoStreamSummary.from_dict(d) for d in data.get(topic_prefix, [])]
 
 
-def save_stream(cfg: ProtolakeConfig, summary: DemoStreamSummary) -> None:
-    """Append a stream summary to ``<lakehouse>/_demo/streams.json`` (atomic rewrite)."""
-    path = streams_path(cfg)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+def save_stream(spark: Any, cfg: ProtolakeConfig, summary: DemoStreamSummary) -> None:
+    """Append a stream summary to ``<lakehouse>/_demo/streams.json`` (the file is rewritten)."""
+    data = _read_streams(spark, cfg)
     data.setdefault(summary.topic_prefix, []).append(summary.to_dict())
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(data, out, indent=2, sort_keys=True)
-    os.replace(tmp, path)
+    write_text(spark, streams_path(cfg), json.dumps(data, indent=2, sort_keys=True))
 
 
 def offline_summary(opts: DemoOptions) -> DemoStreamSummary:

@@ -23,8 +23,11 @@ Run as ``python -m pipelines.demo [options]`` or ``protolake demo [options]``. S
 
 Exit code 0 when every check that could run passed (Kafka's record count = bronze rows; the
 invariant; silver and quarantine counts = what the stream predicts; every silver table has
-quality results), 1 otherwise. ``--json`` prints the report as JSON instead of text (logs go to
-stderr either way).
+quality results), 1 otherwise. While it runs it says one short line per stage and per
+micro-batch (records, tables, seconds; a bar where the total is known): the stage lines on
+stdout, the batch lines on stderr (:mod:`pipelines.progress`). ``--json`` prints the report as
+JSON instead of text, every line of progress going to stderr; ``-v`` adds protolake's debug
+log.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lakehouse.layout import Layout
+from pipelines import progress
 from pipelines.demo.config import DEMO_CONFIG, DemoOptions, load_demo_config
 from pipelines.demo.expected import (
     dq_quarantines_quantity,
@@ -53,6 +58,7 @@ from pipelines.demo.produce import (
 from pipelines.demo.report import DemoReport, format_report
 from pipelines.demo.stream import DemoStreamError
 from pipelines.naming import bronze_table_of_topic
+from pipelines.progress import ProgressBar
 from pipelines.settings import ProtolakeConfig
 from pipelines.settings.clients import open_session, registry_client_conf
 
@@ -64,38 +70,74 @@ class StackDownError(RuntimeError):
 
 
 def run_stages(
-    cfg: ProtolakeConfig, spark: Any, bronze_tables: Sequence[str], say: Callable[[str], None]
+    cfg: ProtolakeConfig,
+    spark: Any,
+    bronze_tables: Sequence[str],
+    say: Callable[[str], None],
+    on_topics: int | None = None,
 ) -> dict[str, str]:
-    """Run bronze then silver (available-now); return how long each took."""
+    """Run bronze then silver (available-now); return what each did, as a line.
+
+    Each stage says what it starts and what it did; each micro-batch is a line of its own
+    (:mod:`pipelines.progress`), with a bar when the stage knows how many records it takes.
+    """
     from pipelines import bronze, silver
 
+    layout = Layout(cfg.lakehouse_path)
+    paths = [layout.bronze_table(t) for t in bronze_tables]
+    before = _rows(spark, paths)
     stages: dict[str, str] = {}
-    for stage, run in (
-        ("bronze", lambda: bronze.run(cfg, "available-now", spark=spark)),
-        (
-            "silver",
-            lambda: silver.run(
-                cfg, "available-now", spark=spark, bronze_table_names=list(bronze_tables)
-            ),
-        ),
-    ):
-        t0 = time.monotonic()
-        say(f"{stage}: running (available-now) ...")
-        run()
-        seconds = time.monotonic() - t0
-        stages[stage] = f"ran in {seconds:.1f} s"
-        say(f"{stage}: done in {seconds:.1f} s")
+    t0 = time.monotonic()
+    new = on_topics - before if on_topics is not None and before is not None else None
+    progress.expect("bronze", new)
+    say(f"bronze: taking Kafka's new records into {len(paths)} tables (available-now) ...")
+    queries = bronze.run(cfg, "available-now", spark=spark)
+    taken = int(bronze.summarize(queries, cfg)["records"])
+    stages["bronze"] = f"{taken} records -> {len(paths)} tables in {time.monotonic() - t0:.1f} s"
+    say(f"bronze: {stages['bronze']}")
+
+    t0 = time.monotonic()
+    # silver takes what bronze took now (the demo's runs leave nothing behind in bronze)
+    progress.expect("silver", taken)
+    say(f"silver: decoding {len(paths)} bronze tables (available-now) ...")
+    result = silver.run(cfg, "available-now", spark=spark, bronze_table_names=list(bronze_tables))
+    s = silver.summarize(result, cfg)
+    quarantined = sum(s["quarantined"].values())
+    stages["silver"] = (
+        f"{s['records']} records -> {len(s['tables'])} tables, {quarantined} quarantined "
+        f"in {time.monotonic() - t0:.1f} s"
+    )
+    say(f"silver: {stages['silver']}")
     return stages
 
 
+def _rows(spark: Any, paths: Sequence[str]) -> int | None:
+    """Rows of the tables that exist (Delta answers from its statistics); None on failure."""
+    from lakehouse.delta import is_delta_table
+
+    try:
+        return sum(
+            int(spark.read.format("delta").load(p).count())
+            for p in paths
+            if is_delta_table(p, spark)
+        )
+    except Exception:  # noqa: BLE001 - only a progress bar depends on it
+        return None
+
+
 def produce_if_empty(
-    cfg: ProtolakeConfig, opts: DemoOptions, report: DemoReport, say: Callable[[str], None]
+    spark: Any,
+    cfg: ProtolakeConfig,
+    opts: DemoOptions,
+    report: DemoReport,
+    say: Callable[[str], None],
 ) -> None:
     """Step 3: produce a stream when the topics are empty (or on ``--append``); count them."""
     topics = report.topics
     on_topics = count_topic_records(cfg.kafka.bootstrap_servers, topics)
     if opts.append or sum(on_topics.values()) == 0:
         say(f"stream: producing {opts.records} records to {', '.join(topics)} ...")
+        bar = ProgressBar("stream:", opts.records)
         summary = produce_demo_stream(
             cfg.kafka.bootstrap_servers,
             cfg.registry.url,
@@ -104,8 +146,10 @@ def produce_if_empty(
             seed=opts.seed,
             poison_every=opts.poison_every,
             registry_conf=registry_client_conf(cfg),
+            on_progress=bar.update,
         )
-        save_stream(cfg, summary)
+        bar.close()
+        save_stream(spark, cfg, summary)
         report.produced = summary
         on_topics = count_topic_records(cfg.kafka.bootstrap_servers, topics)
     else:
@@ -114,7 +158,7 @@ def produce_if_empty(
             "not producing again"
         )
     report.records_on_topics = sum(on_topics.values())
-    streams = load_streams(cfg, opts.topic_prefix)
+    streams = load_streams(spark, cfg, opts.topic_prefix)
     if not streams:
         # Produced by a run whose lakehouse is gone: the options give the same counts again.
         candidate = offline_summary(opts)
@@ -138,7 +182,6 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> DemoRepor
     if problems:
         raise StackDownError("; ".join(problems) + f". {STACK_HINT}")
     report = DemoReport(lakehouse=cfg.lakehouse_path, topics=topics)
-    produce_if_empty(cfg, opts, report, say)
 
     from pipelines.demo.collect import collect_report
 
@@ -146,10 +189,13 @@ def run_demo(opts: DemoOptions, say: Callable[[str], None] = print) -> DemoRepor
     # default is whatever "python3" is first on PATH, which finds pipelines/ only by luck
     # (when the current directory is the repository).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Before producing: an object-store lakehouse that cannot be used fails here
+    # (pipelines.settings.preflight), with nothing produced nor written.
     spark = open_session(cfg, "protolake-demo")
     spark.sparkContext.setLogLevel("ERROR")
+    produce_if_empty(spark, cfg, opts, report, say)
     bronze_tables = sorted({bronze_table_of_topic(t) for t in topics})
-    report.stages = run_stages(cfg, spark, bronze_tables, say)
+    report.stages = run_stages(cfg, spark, bronze_tables, say, report.records_on_topics)
     collect_report(spark, cfg, report)
     return report
 

@@ -17,7 +17,7 @@ import socket
 import urllib.error
 import urllib.request
 from base64 import b64encode
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from pipelines.demo.generate import DemoStream
@@ -166,6 +166,7 @@ def produce_demo_stream(
     registry_conf: Mapping[str, Any] | None = None,
     producer_conf: Mapping[str, Any] | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> DemoStreamSummary:
     """Create the topics, produce the demo stream (module docstring) and return its summary.
 
@@ -179,6 +180,7 @@ def produce_demo_stream(
         registry_conf: extra ``SchemaRegistryClient`` settings (e.g. ``basic.auth.user.info``).
         producer_conf: extra librdkafka producer settings (e.g. security settings).
         cache_dir: where compiled schemas are cached.
+        on_progress: called with the number of records sent so far, every 1% of them.
 
     Raises:
         DemoStreamError: schemas did not compile, or the broker or registry failed.
@@ -207,21 +209,27 @@ def produce_demo_stream(
             **(producer_conf or {}),
         }
     )
-    _send(producer, stream, bootstrap)
+    _send(producer, stream, bootstrap, on_progress)
     return stream.summary
 
 
-def _send(producer: Any, stream: DemoStream, bootstrap: str) -> None:
+def _send(
+    producer: Any,
+    stream: DemoStream,
+    bootstrap: str,
+    on_progress: Callable[[int], None] | None = None,
+) -> None:
     """Produce every record of the stream and wait for all deliveries."""
     from confluent_kafka import KafkaException
 
     failures: list[str] = []
+    step = max(1, stream.records // 100)
 
     def on_delivery(err: Any, msg: Any) -> None:
         if err is not None:
             failures.append(f"{msg.topic()}: {err}")
 
-    for record in stream:
+    for sent, record in enumerate(stream, 1):
         while True:
             try:
                 producer.produce(
@@ -237,6 +245,8 @@ def _send(producer: Any, stream: DemoStream, bootstrap: str) -> None:
             except KafkaException as exc:
                 raise DemoStreamError(f"could not produce to {record.topic}: {exc}") from exc
         producer.poll(0)
+        if on_progress is not None and (sent % step == 0 or sent == stream.records):
+            on_progress(sent)
     remaining = producer.flush(60)
     if remaining:
         raise DemoStreamError(f"{remaining} records not delivered to {bootstrap} within 60 s")

@@ -191,7 +191,8 @@ def _quality_lines(report: DemoReport) -> list[str]:
             f"{report.dq_failed_rows} (DQ_FAILED rows in quarantine)"
         )
     if report.data_docs:
-        lines.append(f"  Data Docs: file://{report.data_docs}")
+        shown = report.data_docs if "://" in report.data_docs else f"file://{report.data_docs}"
+        lines.append(f"  Data Docs: {shown}")
     return lines
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 log = logging.getLogger("pipelines.ops")
 
+
 def effective_reason() -> Any:
     """Column: the current reason of a quarantine row (see the module docstring)."""
     from pyspark.sql import functions as F  # noqa: N812

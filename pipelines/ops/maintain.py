@@ -38,6 +38,7 @@ from typing import Any
 
 from lakehouse.delta import list_delta_tables
 from lakehouse.layout import LAYERS, Layout
+from lakehouse.lease import take_writer_lease
 from pipelines.ops.common import emit, progress, table
 from pipelines.settings import load_config
 from pipelines.settings.clients import open_session
@@ -222,17 +223,28 @@ def run_from_args(args: argparse.Namespace) -> int:
         )
         return 2
     spark = open_session(cfg, "protolake-maintain")
-    pruned = prune_results_of(spark, cfg, args.table_group, dry_run=args.dry_run)
-    data = maintain(
-        spark,
-        cfg.lakehouse_path,
-        group=args.table_group,
-        retention_hours=args.retention_hours,
-        force_retention=args.force_retention,
-        optimize=not args.no_optimize,
-        vacuum=not args.no_vacuum,
-        dry_run=args.dry_run,
-    )
+    # maintain rewrites tables: on an object store, only while no job writes them (bronze's
+    # lease guards the bronze tables, silver's the silver, quarantine and quality tables)
+    jobs = () if args.dry_run else _writers_of(args.table_group)
+    leases: list[Any] = []
+    try:
+        for job in jobs:  # one by one: a refused second lease releases the first (finally)
+            leases.append(take_writer_lease(spark, cfg.lakehouse_path, job))
+        pruned = prune_results_of(spark, cfg, args.table_group, dry_run=args.dry_run)
+        data = maintain(
+            spark,
+            cfg.lakehouse_path,
+            group=args.table_group,
+            retention_hours=args.retention_hours,
+            force_retention=args.force_retention,
+            optimize=not args.no_optimize,
+            vacuum=not args.no_vacuum,
+            dry_run=args.dry_run,
+        )
+    finally:
+        for lease in leases:
+            if lease is not None:
+                lease.release()
     if pruned is not None:
         data["quality_results_pruned"] = pruned
     emit(args.json, data, lambda console: render(console, data))
@@ -284,6 +296,13 @@ def render(console: Any, data: dict[str, Any]) -> None:
     )
     for f in data["failed"]:
         console.print(f"[red]FAILED[/red] {f['table']}: {f['error']}")
+
+
+def _writers_of(group: str) -> tuple[str, ...]:
+    """The writer leases (``lakehouse.lease``) of the jobs writing a table group."""
+    if group == "all":
+        return ("bronze", "silver")
+    return ("bronze",) if group == "bronze" else ("silver",)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -47,6 +47,7 @@ from typing import Any
 
 from lakehouse.delta import is_delta_table, retry_conflicts, silver_versions, table_version
 from lakehouse.layout import Layout
+from lakehouse.lease import take_writer_lease
 from pipelines.ops.common import effective_reason, emit, parse_time, progress, table
 from pipelines.quarantine import RECORD_KEY, REPLAYED, still_quarantined
 from pipelines.settings import ProtolakeConfig, load_config
@@ -250,7 +251,7 @@ def _run_silver(
     """Feed the selection to silver's batch function; return the still-failing keys (persisted)."""
     from pyspark import StorageLevel
 
-    from pipelines.settings.clients import open_resolver
+    from pipelines.settings.clients import catalog_databases, open_resolver
     from pipelines.silver.batch import SilverBatch
     from pipelines.silver.job import make_checker
 
@@ -272,7 +273,7 @@ def _run_silver(
         allow_unknown_fields=cfg.silver.keep_unknown_fields,
         native=cfg.silver.native_decoder,
         cache_bronze=cfg.silver.cache_bronze,
-        database=cfg.silver.catalog_database,
+        databases=catalog_databases(cfg),
         checker=checker,
         quarantine_writer=keep_failures,
     )
@@ -410,7 +411,13 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"protolake replay: {exc}", file=sys.stderr)
         return 2
     spark = open_session(cfg, "protolake-replay")
-    report = replay(spark, cfg, flt, dry_run=args.dry_run, show_progress=True)
+    # replay writes silver and quarantine: on an object store, not beside a running silver
+    lease = None if args.dry_run else take_writer_lease(spark, cfg.lakehouse_path, "silver")
+    try:
+        report = replay(spark, cfg, flt, dry_run=args.dry_run, show_progress=True)
+    finally:
+        if lease is not None:
+            lease.release()
     emit(args.json, report.to_dict(), lambda console: render(console, report))
     return 1 if args.strict and report.still_failing and not report.dry_run else 0
 

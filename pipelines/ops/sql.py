@@ -1,16 +1,14 @@
 """``protolake sql``: query the lakehouse by table name, as an analyst would.
 
-    protolake sql --config F "SELECT ... FROM protolake.<silver table> ..." [--limit N] [--json]
+    protolake sql --config F "SELECT ... FROM silver.<table> ..." [--limit N] [--json]
     protolake sql --config F --tables          # what can be queried, with row counts
 
-The session catalog of a plain Spark session is empty (protolake keeps no metastore), so
-this command opens a Delta-enabled session, registers the lakehouse's tables and runs the
-query:
-
-- every silver table as ``<silver.catalog_database>.<table>`` (``protolake`` by default;
-  external tables, registered at their path, see pipelines/silver/tables.py);
-- the quarantine table as the view ``quarantine``, the quality results as
-  ``quality_results``, each bronze table as ``bronze_<table>``.
+Every table of the lakehouse is registered (``lakehouse.catalog``) in the ``[catalog]``
+databases and queried by name: ``silver.<table>``, ``bronze.<table>``, ``quarantine.records``,
+``quality.results`` by default. With ``catalog.metastore_uri`` the catalog is the shared Hive
+metastore (what the jobs, the SQL endpoint and any other Spark application see); without it,
+the session's own catalog, registered anew at each start. A layer whose database is empty
+is queryable as temporary views ``<layer>_<table>``.
 
 Other engines read the same tables by path (``lakehouse/silver/<table>``): delta-rs,
 DuckDB's ``delta_scan``, Trino's Delta connector. A query error is a clear message and exit
@@ -26,32 +24,29 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from lakehouse.delta import is_delta_table, list_delta_tables
-from lakehouse.layout import Layout, table_name
+from lakehouse.catalog import layer_tables
+from lakehouse.catalog import register_lakehouse as register_lakehouse_tables
+from lakehouse.layout import LAYERS, Layout, table_name
 from pipelines.ops.common import emit, table, to_jsonable
 from pipelines.settings import ProtolakeConfig, load_config
-from pipelines.settings.clients import open_session
+from pipelines.settings.clients import catalog_databases, open_session
 
-DEFAULT_DATABASE = "protolake"
 DEFAULT_LIMIT = 50
 
 
 def register_lakehouse(spark: Any, cfg: ProtolakeConfig) -> list[dict[str, Any]]:
     """Register every table of the lakehouse; returns ``[{"name", "layer", "path"}]``."""
-    from pipelines.silver.tables import register_tables
-
     layout = Layout(cfg.lakehouse_path)
-    database = cfg.silver.catalog_database or DEFAULT_DATABASE
-    found: list[dict[str, str]] = []
-    for name in register_tables(spark, layout.root, database):
-        path = layout.silver_table(name.rsplit(".", 1)[-1])
-        found.append({"name": name, "layer": "silver", "path": path})
-    views = [(layout.quarantine, "quarantine", "quarantine")]
-    views.append((layout.quality_results, "quality_results", "quality"))
-    for path in list_delta_tables(layout.bronze, spark):
-        views.append((path, "bronze_" + table_name(path), "bronze"))
-    for path, view, layer in views:
-        if is_delta_table(path, spark):
+    databases = catalog_databases(cfg)
+    found = [
+        {"name": t.name, "layer": t.layer, "path": t.path}
+        for t in register_lakehouse_tables(spark, layout, databases)
+    ]
+    for layer in LAYERS:
+        if databases.of(layer):
+            continue
+        for path in layer_tables(layout, layer, spark):
+            view = f"{layer}_{table_name(path)}"
             spark.read.format("delta").load(path).createOrReplaceTempView(view)
             found.append({"name": view, "layer": layer, "path": path})
     return found
@@ -76,8 +71,8 @@ def add_parser(subparsers: Any) -> None:
         "sql",
         help="query the lakehouse's tables by name",
         description="Register the lakehouse's tables in a Spark session and run a SQL query "
-        "(silver: <catalog_database>.<table>; views: quarantine, quality_results, "
-        "bronze_<table>). QUERY '-' reads it from stdin.",
+        "(silver.<table>, bronze.<table>, quarantine.records, quality.results: the [catalog] "
+        "databases). QUERY '-' reads it from stdin.",
     )
     p.add_argument("query", nargs="?", help="the SQL query ('-': read it from stdin)")
     p.add_argument("--tables", action="store_true", help="list the queryable tables instead")

@@ -37,7 +37,7 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import Descriptor
 from pyspark.sql.types import StructType
 
-from pipelines.proto_types._comments import field_comments
+from pipelines.proto_types._comments import field_comments, message_comment
 from pipelines.proto_types._converter import (
     RowConversionError,
     RowConverter,
@@ -56,6 +56,7 @@ __all__ = [
     "column_names",
     "converter_for",
     "field_comments",
+    "message_comment",
     "native_decoder",
     "schemas_compatible",
     "spark_schema_for",

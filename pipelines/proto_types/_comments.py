@@ -65,3 +65,32 @@ def _collect(
             out[f"{full_name}.{oneof.name}"] = text
     for index, nested in enumerate(message.nested_type):
         _collect(nested, full_name + ".", (*path, _MESSAGE_NESTED_TYPE, index), texts, out)
+
+
+def message_comment(
+    file_descriptor_set: bytes | descriptor_pb2.FileDescriptorSet, full_name: str
+) -> str:
+    """The comment of the message ``full_name`` (leading, else trailing), or ``""``."""
+    fds = file_descriptor_set
+    if isinstance(fds, bytes | bytearray | memoryview):
+        fds = descriptor_pb2.FileDescriptorSet.FromString(bytes(fds))
+    for file in fds.file:
+        prefix = f"{file.package}." if file.package else ""
+        if not full_name.startswith(prefix):
+            continue
+        path: tuple[int, ...] = ()
+        messages = file.message_type
+        step = _FILE_MESSAGE_TYPE
+        parts = full_name[len(prefix) :].split(".")
+        for part in parts:
+            index = next((i for i, m in enumerate(messages) if m.name == part), None)
+            if index is None:
+                break
+            path = (*path, step, index)
+            messages, step = messages[index].nested_type, _MESSAGE_NESTED_TYPE
+        else:
+            for loc in file.source_code_info.location:
+                if tuple(loc.path) == path:
+                    return (loc.leading_comments or loc.trailing_comments).strip()
+            return ""
+    return ""

@@ -12,7 +12,15 @@ them to the client and log only :func:`loggable_config`.
 - :func:`registry_client_conf`: confluent-kafka's ``SchemaRegistryClient`` (the demo).
 - :func:`open_resolver`: the codec's schema resolver on the configured registry (silver,
   replay).
-- :func:`open_session`: the Spark session of a job or command, with ``[spark]``.
+- :func:`open_session`: the Spark session of a job or command, with ``[spark]``, the
+  ``[catalog]`` metastore (:func:`catalog_session_conf`) and, for an ``s3a://`` lakehouse,
+  ``[s3]`` (checked by :func:`pipelines.settings.preflight.check_lakehouse` before the job
+  writes anything); :func:`prepare_session` does the same to a session the caller already has.
+- :func:`catalog_databases`: the database of each layer's tables (``lakehouse.catalog``).
+- :func:`s3a_hadoop_conf`: ``[s3]`` as S3A settings of the lakehouse's bucket (Hadoop's
+  per-bucket ``fs.s3a.bucket.<bucket>.*`` keys: other buckets keep their own settings).
+- :func:`delta_storage_options`: ``[s3]`` as delta-rs (``deltalake``) storage options, for the
+  readers and writers without Spark (quality results, the DAGs' table figures, tests).
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.catalog import CatalogDatabases
+from lakehouse.layout import has_scheme
 from pipelines.settings.config import ProtolakeConfig
 
 if TYPE_CHECKING:
@@ -123,11 +133,145 @@ def open_resolver(cfg: ProtolakeConfig) -> SchemaResolver:
     return SchemaResolver(open_registry(r.url, **kwargs))
 
 
+def catalog_session_conf(cfg: ProtolakeConfig) -> dict[str, str]:
+    """Spark settings that make a session use the ``[catalog]`` metastore (empty without one).
+
+    These are the settings any other Spark application needs to see protolake's tables by
+    name (with Delta's two, ``pipelines.spark.DELTA_CONF``). ``spark.sql.catalogImplementation``
+    is fixed when a process creates its first session: a process that already has a session
+    keeps that session's catalog.
+    """
+    uri = cfg.catalog.metastore_uri
+    if not uri:
+        return {}
+    return {"spark.sql.catalogImplementation": "hive", "spark.hadoop.hive.metastore.uris": uri}
+
+
+def catalog_databases(cfg: ProtolakeConfig) -> CatalogDatabases:
+    """The database of each layer's tables (an empty one is not registered)."""
+    c = cfg.catalog
+    return CatalogDatabases(
+        bronze=c.bronze_database,
+        silver=c.silver_database,
+        quarantine=c.quarantine_database,
+        quality=c.quality_database,
+    )
+
+
+# The object-store schemes S3A serves (s3:// and s3n:// are mapped to it by Hadoop 3 too).
+S3_SCHEMES = ("s3a", "s3")
+# S3A's credential providers: static keys (with a session token: temporary ones), or the AWS
+# SDK's default chain (environment, system properties, web identity, ~/.aws profiles,
+# container and instance roles).
+_STATIC_KEYS = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+_TEMPORARY_KEYS = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+_DEFAULT_CHAIN = "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"
+
+
+def lakehouse_bucket(cfg: ProtolakeConfig) -> str | None:
+    """The bucket of an ``s3a://bucket/prefix`` lakehouse; None for any other root."""
+    root = cfg.lakehouse.path
+    if not has_scheme(root) or root.split("://", 1)[0].lower() not in S3_SCHEMES:
+        return None
+    return root.split("://", 1)[1].split("/", 1)[0]
+
+
+def s3a_hadoop_conf(cfg: ProtolakeConfig) -> dict[str, str]:
+    """``[s3]`` as Hadoop S3A settings of the lakehouse's bucket (values may be secret).
+
+    Empty when the lakehouse is not on S3. Keys are per bucket (``fs.s3a.bucket.<b>.endpoint``,
+    ...); :func:`open_session` passes them as ``spark.hadoop.*`` settings.
+    """
+    bucket = lakehouse_bucket(cfg)
+    if bucket is None:
+        return {}
+    s3 = cfg.s3
+    conf: dict[str, str] = {
+        "path.style.access": "true" if s3.path_style_access else "false",
+        # If-None-Match puts, for the writer leases of lakehouse.lease
+        "create.conditional.enabled": "true",
+    }
+    if s3.endpoint:
+        conf["endpoint"] = s3.endpoint.rstrip("/")
+        conf["connection.ssl.enabled"] = "true" if s3.endpoint.startswith("https:") else "false"
+    if s3.region:
+        conf["endpoint.region"] = s3.region
+    elif s3.endpoint:
+        conf["endpoint.region"] = "us-east-1"  # an S3-compatible store: any region signs
+    if s3.access_key_id:
+        conf["access.key"] = s3.access_key_id
+        conf["secret.key"] = s3.secret_access_key
+        conf["aws.credentials.provider"] = _STATIC_KEYS
+        if s3.session_token:
+            conf["session.token"] = s3.session_token
+            conf["aws.credentials.provider"] = _TEMPORARY_KEYS
+    else:
+        conf["aws.credentials.provider"] = _DEFAULT_CHAIN
+    return {f"fs.s3a.bucket.{bucket}.{key}": value for key, value in conf.items()}
+
+
+def delta_storage_options(cfg: ProtolakeConfig) -> dict[str, str]:
+    """``[s3]`` as delta-rs storage options (empty for a local lakehouse; values may be secret).
+
+    Without keys in ``[s3]``, delta-rs finds credentials as the AWS SDKs do (environment,
+    profiles, instance roles).
+    """
+    if lakehouse_bucket(cfg) is None:
+        return {}
+    s3 = cfg.s3
+    opts: dict[str, str] = {
+        "AWS_REGION": s3.region or "us-east-1",
+        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false" if s3.path_style_access else "true",
+    }
+    if s3.endpoint:
+        opts["AWS_ENDPOINT_URL"] = s3.endpoint.rstrip("/")
+        if s3.endpoint.startswith("http:"):
+            opts["AWS_ALLOW_HTTP"] = "true"
+    if s3.access_key_id:
+        opts["AWS_ACCESS_KEY_ID"] = s3.access_key_id
+        opts["AWS_SECRET_ACCESS_KEY"] = s3.secret_access_key
+        if s3.session_token:
+            opts["AWS_SESSION_TOKEN"] = s3.session_token
+    return opts
+
+
 def open_session(cfg: ProtolakeConfig, app: str) -> SparkSession:
-    """The Spark session of a job or command: Delta, the Kafka source, and ``[spark]``."""
+    """The Spark session of a job or command: Delta, the Kafka source, the ``[catalog]``
+    metastore, for an ``s3a://`` lakehouse ``[s3]`` with the store checked
+    (:func:`prepare_session`), and ``[spark]`` (applied last, so it may override any of them).
+
+    Raises:
+        pipelines.settings.preflight.StoreError: the object store refuses or cannot be reached.
+    """
     from pipelines.spark import build_session
 
-    return build_session(app, master=cfg.spark.master or None, conf=cfg.spark.conf)
+    conf = catalog_session_conf(cfg)
+    conf.update({f"spark.hadoop.{k}": v for k, v in s3a_hadoop_conf(cfg).items()})
+    conf.update(cfg.spark.conf)
+    spark = build_session(app, master=cfg.spark.master or None, conf=conf)
+    prepare_session(spark, cfg)
+    return spark
+
+
+def prepare_session(spark: SparkSession, cfg: ProtolakeConfig) -> None:
+    """Give a running session the lakehouse's ``[s3]`` settings and check its store.
+
+    The settings go into the session's Hadoop configuration (read by every S3A file system
+    created after, on the driver and, through the jobs' serialized configuration, on the
+    executors). Nothing is done for a local lakehouse.
+
+    Raises:
+        pipelines.settings.preflight.StoreError: the object store refuses or cannot be reached.
+    """
+    hadoop = s3a_hadoop_conf(cfg)
+    if not hadoop:
+        return
+    from pipelines.settings.preflight import check_lakehouse
+
+    jconf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    for key, value in hadoop.items():
+        jconf.set(key, value)
+    check_lakehouse(spark, cfg)
 
 
 def loggable_config(cfg: ProtolakeConfig) -> dict[str, Any]:

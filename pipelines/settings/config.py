@@ -17,7 +17,15 @@ cluster. Contract:
 Example (every key, with its default)::
 
     [lakehouse]
-    path = "./lakehouse"
+    path = "./lakehouse"                     # or "s3a://bucket/prefix" (then [s3] applies)
+
+    [s3]                                     # the object store of an s3a:// lakehouse
+    endpoint = ""                            # empty: AWS; "http://127.0.0.1:8333" for a local store
+    region = ""                              # empty: the AWS provider chain's region (else us-east-1)
+    path_style_access = false                # true for most S3-compatible stores
+    access_key_id = ""                       # "${env:AWS_ACCESS_KEY_ID}"; empty (with the secret):
+    secret_access_key = ""                   # the default AWS credential provider chain
+    session_token = ""                       # optional (temporary credentials)
 
     [kafka]
     bootstrap_servers = "127.0.0.1:9092"     # required
@@ -56,7 +64,8 @@ Example (every key, with its default)::
     native_decoder = true                    # compiled decoder where it applies (needs a C compiler)
     cache_bronze = false                     # true: cache each batch once instead of re-reading it per
                                              # pass (better when reads are slow, e.g. object storage)
-    catalog_database = "protolake"           # Spark catalog database the silver tables are registered in
+    table_discovery_seconds = 5.0            # processing-time: how often bronze/ is listed for new
+                                             # tables (each gets its query without a restart)
 
     [quality]
     results_retention_days = 0               # > 0: silver deletes older quality results when it starts
@@ -66,6 +75,15 @@ Example (every key, with its default)::
     expectation = "expect_column_values_to_not_be_null"
     kwargs = { column = "order_id" }
     policy = "quarantine"                    # warn | quarantine | fail
+
+    [catalog]                                # where every table is registered by name
+    metastore_uri = ""                       # "thrift://127.0.0.1:9083": a shared Hive metastore
+                                             # (infra/stack.sh up metastore); empty: the session's own
+                                             # catalog (in memory, or what spark.conf configures)
+    bronze_database = "bronze"               # a layer's database; "" = do not register that layer
+    silver_database = "silver"
+    quarantine_database = "quarantine"       # its one table: quarantine.records
+    quality_database = "quality"             # its one table: quality.results
 
     [metrics]
     prometheus_port = 0                      # 0 = no HTTP endpoint; metrics still logged
@@ -100,6 +118,16 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class LakehouseConfig:
     path: str = "./lakehouse"
+
+
+@dataclass(frozen=True)
+class S3Config:
+    endpoint: str = ""
+    region: str = ""
+    path_style_access: bool = False
+    access_key_id: str = ""
+    secret_access_key: str = ""
+    session_token: str = ""
 
 
 @dataclass(frozen=True)
@@ -142,7 +170,7 @@ class SilverConfig:
     keep_unknown_fields: bool = False
     native_decoder: bool = True
     cache_bronze: bool = False
-    catalog_database: str = "protolake"
+    table_discovery_seconds: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -151,6 +179,15 @@ class QualityConfig:
     expectations: tuple[Mapping[str, Any], ...] = ()
     # > 0: silver deletes rows of quality/results validated longer ago than this when it starts
     results_retention_days: int = 0
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    metastore_uri: str = ""
+    bronze_database: str = "bronze"
+    silver_database: str = "silver"
+    quarantine_database: str = "quarantine"
+    quality_database: str = "quality"
 
 
 @dataclass(frozen=True)
@@ -168,11 +205,13 @@ class SparkConfig:
 @dataclass(frozen=True)
 class ProtolakeConfig:
     lakehouse: LakehouseConfig = field(default_factory=LakehouseConfig)
+    s3: S3Config = field(default_factory=S3Config)
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     bronze: BronzeConfig = field(default_factory=BronzeConfig)
     silver: SilverConfig = field(default_factory=SilverConfig)
     quality: QualityConfig = field(default_factory=QualityConfig)
+    catalog: CatalogConfig = field(default_factory=CatalogConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     source: str = ""  # the file it was loaded from, for messages
@@ -190,11 +229,13 @@ class ProtolakeConfig:
 
 _SECTIONS: dict[str, type] = {
     "lakehouse": LakehouseConfig,
+    "s3": S3Config,
     "kafka": KafkaConfig,
     "registry": RegistryConfig,
     "bronze": BronzeConfig,
     "silver": SilverConfig,
     "quality": QualityConfig,
+    "catalog": CatalogConfig,
     "metrics": MetricsConfig,
     "spark": SparkConfig,
 }
@@ -325,6 +366,8 @@ def _check(cfg: ProtolakeConfig) -> None:
     for section, trigger in (("bronze", cfg.bronze.trigger), ("silver", cfg.silver.trigger)):
         if trigger not in TRIGGERS:
             raise ConfigError(f"{section}.trigger: must be one of {', '.join(TRIGGERS)}")
+    if cfg.silver.table_discovery_seconds <= 0:
+        raise ConfigError("silver.table_discovery_seconds: must be > 0")
     if cfg.silver.max_recursion_depth < 1:
         raise ConfigError("silver.max_recursion_depth: must be >= 1")
     if not cfg.registry.url:
@@ -337,9 +380,35 @@ def _check(cfg: ProtolakeConfig) -> None:
         raise ConfigError("metrics.prometheus_address: must be an interface address")
     if not cfg.lakehouse.path:
         raise ConfigError("lakehouse.path: missing value")
+    _check_catalog(cfg.catalog)
+    _check_s3(cfg.s3)
     if cfg.quality.results_retention_days < 0:
         raise ConfigError("quality.results_retention_days: must be >= 0 (0 keeps every result)")
     _check_quality_rules(cfg.quality.expectations)
+
+
+def _check_catalog(c: CatalogConfig) -> None:
+    if c.metastore_uri and not re.fullmatch(
+        r"thrift://[^\s,]+(,thrift://[^\s,]+)*", c.metastore_uri
+    ):
+        raise ConfigError(
+            'catalog.metastore_uri: must be "thrift://host:port" (comma-separated for several)'
+        )
+    for key in ("bronze_database", "silver_database", "quarantine_database", "quality_database"):
+        if not re.fullmatch(r"[A-Za-z0-9_]*", getattr(c, key)):
+            raise ConfigError(f"catalog.{key}: letters, digits and '_' only (or empty)")
+
+
+def _check_s3(s3: S3Config) -> None:
+    if bool(s3.access_key_id) != bool(s3.secret_access_key):
+        raise ConfigError(
+            "s3.access_key_id / s3.secret_access_key: give both, or neither (the default AWS "
+            "credential provider chain)"
+        )
+    if s3.session_token and not s3.access_key_id:
+        raise ConfigError("s3.session_token: needs s3.access_key_id and s3.secret_access_key")
+    if s3.endpoint and not re.match(r"https?://[^/\s]+/?$", s3.endpoint):
+        raise ConfigError(f"s3.endpoint: must be http(s)://host[:port], got {s3.endpoint!r}")
 
 
 def _check_quality_rules(rules: tuple[Mapping[str, Any], ...]) -> None:

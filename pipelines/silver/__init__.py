@@ -4,19 +4,16 @@ See :mod:`pipelines.silver.job` for the queries, :mod:`pipelines.silver.batch` f
 contract of a micro-batch and :mod:`pipelines.silver.cli` for ``protolake silver``. Public API::
 
     run(cfg, trigger=None, *, spark=None, bronze_table_names=None) -> SilverRun
-    register_tables(spark, lakehouse_path, database)  # (re-)register every silver table
 """
 
 from pipelines.silver.batch import SilverBatch
 from pipelines.silver.job import SilverRun, run, summarize
 from pipelines.silver.rejects import SCHEMA_CONFLICT
-from pipelines.silver.tables import register_tables
 
 __all__ = [
     "SCHEMA_CONFLICT",
     "SilverBatch",
     "SilverRun",
-    "register_tables",
     "run",
     "summarize",
 ]

@@ -53,6 +53,7 @@ from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import SchemaKey, SchemaResolver
+from lakehouse.catalog import CatalogDatabases, register_table
 from lakehouse.delta import append_idempotent
 from lakehouse.layout import Layout
 
@@ -67,7 +68,7 @@ from .rejects import (
     quarantine_faults,
 )
 from .resolution import KeyCounts, Resolution, Resolved, resolve_schema_keys
-from .tables import ensure_table, existing_schema, message_part, register_table, union_all
+from .tables import describe_silver_table, ensure_table, existing_schema, message_part, union_all
 
 log = logging.getLogger("pipelines.silver")
 # Table creation, catalog registration and resolver calls of concurrent queries (processing-time
@@ -104,7 +105,9 @@ class SilverBatch:
             faster when that read is cheap (local disk: ``bench/silver_bench.py``), and
             Spark's ``numInputRows`` counts every pass (protolake's metrics count records
             once, see ``pipelines.metrics``). On: one read, one cache.
-        database: catalog database to register tables in ("" = do not register).
+        databases: the catalog databases to register the tables a batch writes in (silver
+            tables with comments and properties from the schema, the quality results);
+            None or an empty database: not registered.
         checker: a ``quality.checker.QualityChecker`` (validates every table of every batch) or None
             (no checks: the quality extra is not installed).
         quarantine_writer: writes the batch's quarantine rows instead of appending them to the
@@ -122,7 +125,7 @@ class SilverBatch:
         allow_unknown_fields: bool = False,
         native: bool = True,
         cache_bronze: bool = False,
-        database: str = "",
+        databases: CatalogDatabases | None = None,
         checker: Any = None,
         quarantine_writer: Callable[[DataFrame, int], None] | None = None,
     ) -> None:
@@ -138,10 +141,11 @@ class SilverBatch:
         self.allow_unknown_fields = allow_unknown_fields
         self.native = native
         self.cache_bronze = cache_bronze
-        self.database = database
+        self.databases = databases or CatalogDatabases("", "", "", "")
         self.checker = checker
         self.history: list[BatchStats] = []
-        self._registered: set[str] = set()
+        # what each table was last registered with: registered again when a version arrives
+        self._registered: dict[str, tuple[str, ...]] = {}
         # message columns of each table as this query last wrote it: saves reading the Delta
         # log every batch; dropped when a batch fails (another writer may have changed it)
         self._schemas: dict[str, T.StructType] = {}
@@ -372,6 +376,10 @@ class SilverBatch:
             append_idempotent(quarantine, self.layout.quarantine, self.app_id, batch_id, logger=log)
         if results:
             self.checker.write_results(results, batch_id, source=self.app_id)
+            if self.databases.quality and "" not in self._registered:
+                with self._lock:
+                    register_table(self.spark, self.databases.quality, self.layout.quality_results)
+                self._registered[""] = ()
         return quarantine
 
     def _count(
@@ -398,11 +406,18 @@ class SilverBatch:
             stats.silver[plan.table] = arrived - lost.get(plan.message_type, 0)
 
     def _register(self, plan: TablePlan) -> None:
-        if not self.database or plan.table in self._registered:
+        """Register a silver table; again when a schema version it did not have arrives."""
+        versions = tuple(sorted({r.version for r in plan.versions}))
+        known = self._registered.get(plan.table)
+        if not self.databases.silver or (known is not None and set(versions) <= set(known)):
             return
+        versions = tuple(sorted({*versions, *(known or ())}))
+        comment, properties = describe_silver_table(plan.message_type, plan.versions, versions)
         with self._lock:
-            register_table(self.spark, self.database, plan.table, plan.path)
-            self._registered.add(plan.table)
+            register_table(
+                self.spark, self.databases.silver, plan.path, comment=comment, properties=properties
+            )
+        self._registered[plan.table] = versions
 
 
 def batch_reference_time(bronze: DataFrame, default: datetime) -> datetime:

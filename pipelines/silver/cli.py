@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lakehouse.streaming import await_queries, stop_on_signals
+from lakehouse.streaming import stop_on_signals
 from pipelines.settings import load_config
 
 from .job import JOB, run, summarize
@@ -45,8 +45,12 @@ def run_from_args(args: argparse.Namespace) -> int:
         await_termination=trigger == "available-now",
     )
     if trigger == "processing-time":
-        stop_on_signals(result.queries, JOB)
-        await_queries(result.queries)
+        stop_requested = stop_on_signals(result.group, JOB)
+        try:
+            result.group.await_all()
+        except Exception:
+            if not stop_requested.is_set():
+                raise
     summary = summarize(result, cfg) | {"seconds": round(time.monotonic() - t0, 3)}
     _print_summary(summary, as_json=bool(getattr(args, "json", False)))
     return 0
@@ -57,6 +61,11 @@ def _print_summary(
 ) -> None:
     if as_json:
         out(json.dumps(summary, sort_keys=True))
+        return
+    if not summary["bronze_tables"]:
+        missing = summary.get("missing") or []
+        what = f"bronze table {', '.join(missing)}" if missing else "bronze table"
+        out(f"silver: nothing to take: no {what} under {summary['bronze_root']} yet")
         return
     out(
         f"silver: {summary['records']} records in {summary['batches']} batches "

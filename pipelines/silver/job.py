@@ -3,15 +3,26 @@
 One Structured Streaming query per bronze table (every table under ``<lakehouse>/bronze``,
 or the ones given), each with its own checkpoint ``<lakehouse>/_checkpoints/silver/<table>``
 and its own idempotent-write app id (a UUID kept inside that checkpoint folder: a new
-checkpoint means a new app id). Triggers: ``available-now`` (queries run one after the
-other, each until its bronze table is drained) and ``processing-time`` (all run together
-until stopped). Each query's ``foreachBatch`` is a :class:`pipelines.silver.batch.SilverBatch`
-(its module docstring has the steps of a micro-batch and why a retry writes the same rows).
+checkpoint means a new app id). Each query's ``foreachBatch`` is a
+:class:`pipelines.silver.batch.SilverBatch` (its module docstring has the steps of a
+micro-batch and why a retry writes the same rows). Triggers:
+
+- ``available-now``: one pass over the bronze tables that exist when the job starts, one
+  query after the other, each until its table is drained; then the job ends. No bronze table
+  yet (or a named one missing) is said in the log and the summary, and is no error: there is
+  nothing to take yet.
+- ``processing-time``: the job follows bronze as it grows. A
+  :class:`lakehouse.streaming.TableWatcher` lists ``<lakehouse>/bronze`` every
+  ``silver.table_discovery_seconds`` and starts a query for each table that appears (a new
+  topic under ``kafka.topic_pattern``), without a restart; started before bronze has written
+  anything, the job waits. The queries form one :class:`lakehouse.streaming.QueryGroup`:
+  they run until stopped, and a failing one stops the job.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,16 +32,30 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from codec import SchemaResolver
-from lakehouse.delta import list_delta_tables
+from lakehouse.catalog import register_lakehouse
+from lakehouse.delta import is_delta_table, list_delta_tables
 from lakehouse.layout import Layout, table_name
-from lakehouse.streaming import TRIGGERS, await_queries, load_app_id, with_trigger
+from lakehouse.lease import take_writer_lease
+from lakehouse.streaming import (
+    TRIGGERS,
+    QueryGroup,
+    TableWatcher,
+    await_queries,
+    load_app_id,
+    with_trigger,
+)
+from pipelines import progress
 from pipelines.quality_retention import prune_quality_results
+from pipelines.quarantine import ensure_quarantine_table
 from pipelines.settings import ConfigError, ProtolakeConfig
-from pipelines.settings.clients import open_resolver
-from pipelines.spark import build_session
+from pipelines.settings.clients import (
+    catalog_databases,
+    open_resolver,
+    open_session,
+    prepare_session,
+)
 
 from .batch import SilverBatch
-from .tables import register_tables
 
 log = logging.getLogger("pipelines.silver")
 JOB = "silver"
@@ -39,7 +64,8 @@ JOB = "silver"
 def bronze_tables(
     lakehouse_path: str, spark: SparkSession, names: Sequence[str] | None = None
 ) -> list[str]:
-    """Bronze table paths to read: the named ones, or every Delta table under bronze/."""
+    """Bronze table paths to read: the named ones (whether they exist or not), or every Delta
+    table under bronze/."""
     layout = Layout(lakehouse_path)
     if names:
         return [layout.bronze_table(n) for n in names]
@@ -67,7 +93,7 @@ def start_query(
         allow_unknown_fields=cfg.silver.keep_unknown_fields,
         native=cfg.silver.native_decoder,
         cache_bronze=cfg.silver.cache_bronze,
-        database=cfg.silver.catalog_database,
+        databases=catalog_databases(cfg),
         checker=checker,
     )
     from pipelines.metrics import silver_batch_hook
@@ -86,15 +112,28 @@ def start_query(
     log.info(
         "silver: %s -> %s (checkpoint %s, %s)", bronze_path, layout.silver, checkpoint, trigger
     )
-    return writer.start(), batch
+    query = writer.start()
+    progress.say("silver  taking bronze table %s (%s)", name, trigger)
+    return query, batch
 
 
 @dataclass
 class SilverRun:
-    """The queries of one run and their batch functions (for summaries and tests)."""
+    """The queries of one run and their batch functions (for summaries and tests).
 
-    queries: list[StreamingQuery] = field(default_factory=list)
+    ``group`` holds the queries (it grows while a processing-time run follows bronze);
+    ``missing`` names the requested bronze tables an available-now run did not find.
+    """
+
+    group: QueryGroup = field(default_factory=QueryGroup)
     batches: list[SilverBatch] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    watcher: TableWatcher | None = None
+
+    @property
+    def queries(self) -> list[StreamingQuery]:
+        """The queries started so far."""
+        return self.group.queries
 
 
 def make_checker(spark: SparkSession, cfg: ProtolakeConfig) -> Any:
@@ -143,11 +182,14 @@ def run(
     Args:
         cfg: the configuration.
         trigger: overrides ``silver.trigger``.
-        spark: a session (default: :func:`pipelines.spark.build_session`).
-        bronze_table_names: bronze tables to read (default: all under ``<lakehouse>/bronze``).
+        spark: a session (given the ``[s3]`` settings; default:
+            :func:`pipelines.settings.clients.open_session`).
+        bronze_table_names: bronze tables to read (default: all under ``<lakehouse>/bronze``,
+            and with processing-time each one that appears later).
         await_termination: wait for the queries (available-now: until drained, one query
             after the other; processing-time: until stopped). With False, available-now
-            queries are still started together and returned running.
+            queries are still started together and returned running, and a processing-time
+            run returns following bronze (``result.group.stop()`` ends it).
         resolver: a schema resolver to use (default: :func:`open_resolver`).
 
     Raises:
@@ -157,36 +199,132 @@ def run(
     if trigger not in TRIGGERS:
         raise ConfigError(f"trigger: must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
     if spark is None:
-        spark = build_session(
-            "protolake-silver", master=cfg.spark.master or None, conf=cfg.spark.conf
-        )
+        spark = open_session(cfg, "protolake-silver")
+    else:
+        prepare_session(spark, cfg)
     resolver = resolver or open_resolver(cfg)
     from pipelines.metrics import install_metrics
 
     install_metrics(spark, cfg)
+    # One driver writes silver, quarantine and quality results of an object-store lakehouse
+    # (lakehouse.lease); a lease of queries left running is renewed until this process ends.
+    lease = take_writer_lease(spark, cfg.lakehouse_path, JOB)
+    try:
+        return _start_queries(spark, cfg, trigger, resolver, bronze_table_names, await_termination)
+    finally:
+        if lease is not None and await_termination:
+            lease.release()
+
+
+def _start_queries(
+    spark: SparkSession,
+    cfg: ProtolakeConfig,
+    trigger: str,
+    resolver: SchemaResolver,
+    bronze_table_names: Sequence[str] | None,
+    await_termination: bool,
+) -> SilverRun:
+    """Start silver's queries (one per bronze table) and, if asked, wait for them."""
     checker = make_checker(spark, cfg)
     if checker is not None:
         prune_quality_results(spark, cfg)
-    if cfg.silver.catalog_database:
-        # the catalog of this session may be new (in-memory, or another metastore): make every
-        # existing table selectable by name, not only those this run writes to
-        register_tables(spark, cfg.lakehouse_path, cfg.silver.catalog_database)
-    out = SilverRun()
-    paths = bronze_tables(cfg.lakehouse_path, spark, bronze_table_names)
-    if not paths:
-        log.warning("silver: no bronze table under %s yet", Layout(cfg.lakehouse_path).bronze)
-        return out
-    sequential = trigger == "available-now" and await_termination
-    for path in paths:
-        query, batch = start_query(spark, cfg, path, trigger, resolver, checker)
-        out.queries.append(query)
-        out.batches.append(batch)
-        if sequential:
-            await_queries([query])
-    if await_termination and not sequential:
-        await_queries(out.queries)
+    # the catalog may be new (the session's own, or a new metastore): name every table of the
+    # lakehouse there, the quarantine included even before its first record
+    if cfg.catalog.quarantine_database:
+        ensure_quarantine_table(spark, cfg.lakehouse_path)
+    register_lakehouse(spark, Layout(cfg.lakehouse_path), catalog_databases(cfg))
+    if trigger == "processing-time":
+        out = follow_bronze(spark, cfg, resolver, checker, bronze_table_names)
+        if await_termination:
+            out.group.await_all()
+    else:
+        out = take_available(spark, cfg, resolver, checker, bronze_table_names, await_termination)
     if checker is not None and await_termination:
         checker.build_data_docs()
+    return out
+
+
+def take_available(
+    spark: SparkSession,
+    cfg: ProtolakeConfig,
+    resolver: SchemaResolver,
+    checker: Any,
+    names: Sequence[str] | None,
+    await_termination: bool,
+) -> SilverRun:
+    """Available-now: one query per bronze table there now (one after the other when awaited)."""
+    layout = Layout(cfg.lakehouse_path)
+    paths = bronze_tables(cfg.lakehouse_path, spark, names)
+    out = SilverRun()
+    if names:
+        out.missing = [table_name(p) for p in paths if not is_delta_table(p, spark)]
+        paths = [p for p in paths if table_name(p) not in out.missing]
+        if out.missing:
+            log.warning(
+                "silver: no bronze table %s under %s yet; nothing to take from it",
+                ", ".join(out.missing),
+                layout.bronze,
+            )
+    elif not paths:
+        log.warning("silver: no bronze table under %s yet; nothing to take", layout.bronze)
+    for path in paths:
+        query, batch = start_query(spark, cfg, path, "available-now", resolver, checker)
+        out.group.add(query)
+        out.batches.append(batch)
+        if await_termination:
+            await_queries([query])
+    return out
+
+
+def follow_bronze(
+    spark: SparkSession,
+    cfg: ProtolakeConfig,
+    resolver: SchemaResolver,
+    checker: Any,
+    names: Sequence[str] | None,
+) -> SilverRun:
+    """Processing-time: a query per bronze table there now, then per table that appears.
+
+    Returns at once; the watcher keeps polling (until every named table has a query, or the
+    group is stopped) and adds each new query to ``out.group``.
+    """
+    out = SilverRun(group=QueryGroup(growing=True))
+    lock = threading.Lock()
+
+    def start_one(path: str) -> None:
+        with lock:
+            if out.group.stopping:
+                return
+            query, batch = start_query(spark, cfg, path, "processing-time", resolver, checker)
+            out.batches.append(batch)
+            out.group.add(query)
+
+    bronze = Layout(cfg.lakehouse_path).bronze
+    watcher = TableWatcher(
+        spark,
+        bronze,
+        start_one,
+        cfg.silver.table_discovery_seconds,
+        names=set(names) if names else None,
+        on_error=out.group.fail,
+        on_done=out.group.done_growing,
+    )
+    out.watcher = watcher
+    out.group.on_stop(watcher.stop)
+    started = watcher.poll()
+    if watcher.complete:
+        out.group.done_growing()
+        return out
+    waiting_for = ", ".join(sorted(set(names or ()) - watcher.seen)) if names else "new tables"
+    log.info(
+        "silver: %d queries; waiting for %s under %s (every %s s)",
+        len(started),
+        waiting_for,
+        bronze,
+        cfg.silver.table_discovery_seconds,
+    )
+    progress.say("silver  waiting for %s under %s", waiting_for, bronze)
+    watcher.start()
     return out
 
 
@@ -210,4 +348,7 @@ def summarize(result: SilverRun, cfg: ProtolakeConfig) -> dict[str, Any]:
         "quarantined": dict(sorted(quarantined.items())),
         "tables": sorted(silver),
         "silver_root": Layout(cfg.lakehouse_path).silver,
+        "bronze_tables": len(result.batches),
+        "bronze_root": Layout(cfg.lakehouse_path).bronze,
+        "missing": list(result.missing),
     }

@@ -13,23 +13,25 @@
   Delta skips a batch a table already has, so a retried micro-batch never duplicates.
   Concurrent commits from another query (two bronze tables holding one message type) are
   retried a few times: the write is idempotent.
-- Tables are registered in the Spark catalog as ``<catalog_database>.<table>`` (an external
-  table at the path, so other engines keep reading it by path).
+- The batch registers each table in the catalog as ``<silver database>.<table>``
+  (``lakehouse.catalog``), with :func:`describe_silver_table`'s comment and properties.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
-from lakehouse.delta import is_delta_table, list_delta_tables
-from lakehouse.layout import Layout, table_name
+from lakehouse.delta import is_delta_table
 from pipelines.naming import MESSAGE_TYPE_PROPERTY
+
+if TYPE_CHECKING:
+    from .resolution import Resolution
 
 log = logging.getLogger(__name__)
 
@@ -141,60 +143,33 @@ def ensure_table(spark: SparkSession, path: str, schema: T.StructType, message_t
     )
 
 
-def register_table(spark: SparkSession, database: str, table: str, path: str) -> None:
-    """Register ``<database>.<table>`` as an external Delta table at ``path``.
+def describe_silver_table(
+    message_type: str, resolutions: Sequence[Resolution], versions: Sequence[str]
+) -> tuple[str, dict[str, str]]:
+    """The catalog comment and properties of a silver table, from its Protobuf schema.
 
-    A name already registered at another location (the lakehouse moved, or another
-    lakehouse used the same database in this session) is re-pointed: the old entry is
-    dropped (external, so no data is deleted) and registered again at ``path``.
+    The comment is the message's own comment in its .proto (when the registry's schema has
+    one) and what the table holds; the properties name the message type and every schema
+    version written so far (``id:<n>``/``guid:<g>``). Column comments come from the fields'
+    comments, set in the Delta schema when the columns are created (``pipelines.proto_types``).
     """
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
-    location = path.replace("'", "\\'")
-    qualified = f"`{database}`.`{table}`"
-    if spark.catalog.tableExists(f"{database}.{table}"):
-        current = _registered_location(spark, qualified)
-        if current is not None and _same_location(current, path):
-            return
-        log.warning(
-            "silver: catalog table %s.%s pointed at %s; re-registering it at %s",
-            database,
-            table,
-            current,
-            path,
-        )
-        spark.sql(f"DROP TABLE IF EXISTS {qualified}")
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {qualified} USING DELTA LOCATION '{location}'")
+    from pipelines.proto_types import message_comment
 
-
-def _registered_location(spark: SparkSession, qualified: str) -> str | None:
-    try:
-        row = spark.sql(f"DESCRIBE DETAIL {qualified}").first()
-    except Exception:  # the entry points at a path that is no longer a Delta table
-        return None
-    return None if row is None else str(row["location"])
-
-
-def _same_location(a: str, b: str) -> bool:
-    def norm(p: str) -> str:
-        for prefix in ("file://", "file:"):
-            if p.startswith(prefix):
-                p = p[len(prefix) :]
+    own = ""
+    for r in resolutions:
+        if r.file_descriptor_set is not None:
+            own = message_comment(r.file_descriptor_set, message_type)
+            if own:
                 break
-        if "://" not in p:
-            p = os.path.abspath(p)
-        return p.rstrip("/")
-
-    return norm(a) == norm(b)
-
-
-def register_tables(spark: SparkSession, lakehouse_path: str, database: str) -> list[str]:
-    """Register every silver table under the lakehouse (for a fresh session or catalog)."""
-    names = []
-    for path in list_delta_tables(Layout(lakehouse_path).silver, spark):
-        name = table_name(path)
-        register_table(spark, database, name, path)
-        names.append(f"{database}.{name}")
-    return names
+    what = (
+        f"Protobuf message {message_type}, decoded from Kafka by protolake silver "
+        "(one row per record; _kafka_* columns say where it came from)."
+    )
+    comment = f"{own}\n\n{what}" if own else what
+    return comment, {
+        MESSAGE_TYPE_PROPERTY: message_type,
+        "protolake.schema_versions": ",".join(versions),
+    }
 
 
 def union_all(frames: Sequence[DataFrame]) -> DataFrame | None:

@@ -128,8 +128,6 @@ def write_config(path: Path, lake: Path, topics: list[str], registry_url: str, p
         f'url = "{registry_url}"',
         "max_retries = 1",
         "timeout_seconds = 5.0",
-        "[silver]",
-        'catalog_database = ""',
         "[metrics]",
         f"prometheus_port = {port}",
         'prometheus_address = "127.0.0.1"',

@@ -3,7 +3,9 @@ test server that can be stopped and restarted on its port, unique topic prefixes
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +48,7 @@ def make_config(lake: Path, topics: list[str], registry_url: str, **silver: Any)
             "lakehouse": {"path": str(lake)},
             "kafka": {"bootstrap_servers": BOOTSTRAP, "topics": topics},
             "registry": {"url": registry_url, "max_retries": 1, "timeout_seconds": 2.0},
-            "silver": {"catalog_database": "silver_it", **silver},
+            "silver": silver,
         }
     )
 
@@ -66,7 +68,6 @@ def write_config_file(
         "max_retries = 1",
         "timeout_seconds = 2.0",
         "[silver]",
-        'catalog_database = "silver_it"',
     ]
     for k, v in silver.items():
         lines.append(f"{k} = {v!r}" if not isinstance(v, str) else f'{k} = "{v}"')
@@ -76,3 +77,13 @@ def write_config_file(
 
 def unique_prefix(name: str) -> str:
     return f"it.silver.{name}.{uuid.uuid4().hex[:8]}."
+
+
+def wait_for(predicate: Callable[[], Any], seconds: float, what: str) -> None:
+    """Poll ``predicate`` every half second until it is true; fail naming ``what``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {seconds} s waiting for {what}")

@@ -2,7 +2,9 @@
 
 Kafka is ``PROTOLAKE_KAFKA_BOOTSTRAP`` (default 127.0.0.1:9092), the schema registry
 ``PROTOLAKE_REGISTRY_URL`` (default http://127.0.0.1:8081). A stack that does not answer fails
-the tests that need it (CI starts it; run ``infra/stack.sh up``): they never skip.
+the tests that need it (CI starts it; run ``infra/stack.sh up``): they never skip. The
+metastore and the SQL endpoint are ``PROTOLAKE_METASTORE_PORT`` (9083) and
+``PROTOLAKE_SQL_HOST``/``PROTOLAKE_SQL_PORT`` (127.0.0.1:10000).
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ import pytest
 
 BOOTSTRAP = os.environ.get("PROTOLAKE_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
 REGISTRY = os.environ.get("PROTOLAKE_REGISTRY_URL", "http://127.0.0.1:8081")
+# The analysts' services (infra/catalog.sh): the metastore and the SQL endpoint.
+METASTORE_URI = f"thrift://127.0.0.1:{os.environ.get('PROTOLAKE_METASTORE_PORT', '9083')}"
+SQL_HOST = os.environ.get("PROTOLAKE_SQL_HOST", "127.0.0.1")
+SQL_PORT = int(os.environ.get("PROTOLAKE_SQL_PORT", "10000"))
 
 
 def free_port() -> int:
@@ -44,3 +50,11 @@ def check_registry(url: str = REGISTRY) -> str:
     except OSError as exc:
         pytest.fail(f"schema registry at {url} does not answer ({exc}); run `infra/stack.sh up`")
     return url
+
+
+def check_port(host: str, port: int, what: str) -> None:
+    """Fail the test when nothing accepts a connection on ``host:port``."""
+    try:
+        socket.create_connection((host, port), timeout=10).close()
+    except OSError as exc:
+        pytest.fail(f"{what} at {host}:{port} does not answer ({exc}); run `infra/stack.sh up`")

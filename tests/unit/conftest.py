@@ -16,6 +16,11 @@ from typing import Any
 
 import pytest
 
+# urllib3 (under requests, Great Expectations and the registry client) probes IPv6 support by
+# binding ('::1', 0) when first imported. Imported here, before any test runs, that probe is no
+# test's doing: otherwise the first unit test to import it, whichever runs first, would fail.
+import urllib3  # noqa: F401
+
 _NETWORK_FAMILIES = (socket.AF_INET, socket.AF_INET6)
 
 

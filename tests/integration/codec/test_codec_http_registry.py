@@ -102,7 +102,7 @@ def test_503_then_success_retries_with_growing_jittered_backoff(registry):
     sleeps = Sleeps()
     reg = client(registry.url, sleep=sleeps, backoff_initial=0.1, backoff_max=10)
     schema = reg.get_schema_by_id(schema_id)
-    assert schema.schema_type == "PROTOBUF" and schema.format == "serialized"
+    assert schema.schema_type == "PROTOBUF" and schema.format == "text"
     assert registry.requests.count(("GET", f"/schemas/ids/{schema_id}")) == 4
     assert len(sleeps) == 3
     for attempt, delay in enumerate(sleeps):
@@ -206,10 +206,11 @@ def test_registry_ignoring_format_serialized_answers_text_that_gets_compiled(
 ):
     sid_text = register_shop(text_only_registry)
     sid_ser = register_shop(registry)
-    text_reg = client(text_only_registry.url)
+    text_reg = client(text_only_registry.url, request_format="serialized")
+    ser_reg = client(registry.url, request_format="serialized")
     assert text_reg.get_schema_by_id(sid_text).format == "text"
-    assert client(registry.url).get_schema_by_id(sid_ser).format == "serialized"
-    d_text, d_ser = Decoder(text_reg), Decoder(client(registry.url))
+    assert ser_reg.get_schema_by_id(sid_ser).format == "serialized"
+    d_text, d_ser = Decoder(text_reg), Decoder(ser_reg)
     payload = order_payload(d_ser, sid_ser)
     a = d_text.decode(write_frame(sid_text, [0], payload))
     b = d_ser.decode(write_frame(sid_ser, [0], payload))
@@ -341,3 +342,17 @@ def test_malformed_references_are_the_registrys_fault_not_the_records(
     )
     assert done.returncode == 3 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "malformed references" in done.stderr
+
+
+def test_a_schema_registered_as_text_resolves_with_its_comments(registry):
+    from codec import SchemaResolver
+    from pipelines.proto_types import field_comments, message_comment
+
+    text = (
+        'syntax = "proto3";\npackage httpt.c;\n'
+        "// A probe.\nmessage Ping {\n  // Its name.\n  string id = 1;\n}\n"
+    )
+    schema_id = registry.register("httpt-c-value", text)
+    resolved = SchemaResolver(client(registry.url)).resolve_id(schema_id)
+    assert field_comments(resolved.file_descriptor_set) == {"httpt.c.Ping.id": "Its name."}
+    assert message_comment(resolved.file_descriptor_set, "httpt.c.Ping") == "A probe."

@@ -118,7 +118,7 @@ def test_ingest_dag_lands_the_stream_and_a_second_run_changes_nothing(
         f'[lakehouse]\npath = "{lake}"\n'
         f'[kafka]\nbootstrap_servers = "{bootstrap}"\ntopics = [{topics}]\n'
         '[registry]\nurl = "${env:PROTOLAKE_REGISTRY_URL}"\nmax_retries = 2\n'
-        '[silver]\ncatalog_database = ""\n'
+        '[catalog]\nsilver_database = ""\n'
     )
 
     first = airflow.run("dags", "test", "protolake_ingest", LOGICAL_DATE)

@@ -66,7 +66,7 @@ def test_streams_are_started_judged_and_restarted_after_a_kill(
         f'[kafka]\nbootstrap_servers = "{bootstrap}"\ntopics = [{topics}]\n'
         '[registry]\nurl = "${env:PROTOLAKE_REGISTRY_URL}"\nmax_retries = 2\n'
         '[bronze]\nprocessing_interval = "5 seconds"\n'
-        '[silver]\nprocessing_interval = "5 seconds"\ncatalog_database = ""\n'
+        '[silver]\nprocessing_interval = "5 seconds"\n[catalog]\nsilver_database = ""\n'
     )
     airflow = make_airflow(tmp_path / "airflow", config, registry_url, state)
 

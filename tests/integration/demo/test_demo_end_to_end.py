@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -121,9 +122,10 @@ def test_first_run_produces_the_stream_and_every_check_passes(first_run, bootstr
     checked = {q["table"] for q in report["quality"]}
     assert checked == {t["table"] for t in report["tables"] if t["layer"] == "silver"}
     assert len(checked) == 6
-    assert report["stages"]["bronze"].startswith("ran") and report["stages"]["silver"].startswith(
-        "ran"
-    )
+    stages = report["stages"]
+    assert re.fullmatch(rf"{RECORDS} records -> 4 tables in [\d.]+ s", stages["bronze"]), stages
+    silver_line = r"\d+ records -> 6 tables, \d+ quarantined in [\d.]+ s"
+    assert re.fullmatch(silver_line, stages["silver"]), stages
     assert report["invariant"]["holds"] and report["invariant"]["bronze"] == RECORDS
     assert report["sql"]["rows"], report["sql"]
     assert report["data_docs"] and Path(report["data_docs"]).is_file()

@@ -103,6 +103,9 @@ def test_private_stack_lifecycle(tmp_path):
         "PROTOLAKE_KAFKA_SASL_PORT": str(free_port()),
         "PROTOLAKE_REGISTRY_URL": f"http://127.0.0.1:{registry_port}",
         "PROTOLAKE_KAFKA_HEAP": "256m",
+        # `up` starts the analysts' services too: on ports of their own
+        "PROTOLAKE_METASTORE_PORT": str(free_port()),
+        "PROTOLAKE_SQL_PORT": str(free_port()),
     }
     bootstrap = f"127.0.0.1:{kafka_port}"
     registry = f"http://127.0.0.1:{registry_port}"

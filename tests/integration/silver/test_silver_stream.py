@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from pipelines import bronze, silver
 from pipelines.demo.produce import produce_demo_stream
 from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant
-from tests.support.silver_itkit import ROOT, make_config, unique_prefix, write_config_file
+from tests.support.silver_itkit import ROOT, make_config, unique_prefix, wait_for, write_config_file
 
 pytestmark = pytest.mark.integration
 
@@ -145,15 +144,6 @@ def test_registry_outage_fails_the_batch_and_quarantines_nothing(
     assert _silver_counts(spark, lake) == _add(first.per_message_type, second.per_message_type)
 
 
-def _wait_for(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.mark.timeout(3000)
 def test_sigkill_of_a_processing_time_job_then_restart(
     bootstrap: str, registry: Any, spark: Any, tmp_path: Path
@@ -191,13 +181,13 @@ def test_sigkill_of_a_processing_time_job_then_restart(
         stderr=subprocess.STDOUT,
     )
     try:
-        _wait_for(lambda: any(commits.glob("*/commits/0")), 600, "a first committed silver batch")
+        wait_for(lambda: any(commits.glob("*/commits/0")), 600, "a first committed silver batch")
         second = produce_demo_stream(
             bootstrap, registry.url, topic_prefix=prefix, records=100, seed=4, poison_every=10
         )
         bronze.run(cfg, trigger="available-now", spark=spark)
         # kill as soon as the next batch has started (its offsets are logged, not committed)
-        _wait_for(lambda: any(commits.glob("*/offsets/1")), 600, "a second silver batch")
+        wait_for(lambda: any(commits.glob("*/offsets/1")), 600, "a second silver batch")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
@@ -218,5 +208,5 @@ def test_sigkill_of_a_processing_time_job_then_restart(
     assert _quarantine_by_reason(spark, cfg.lakehouse_path) == expected_q
     # tables are registered by name in the catalog
     some_type = sorted(first.per_message_type)[0]
-    n = spark.sql(f"SELECT count(*) FROM silver_it.{table_name_for(some_type)}").first()[0]
+    n = spark.sql(f"SELECT count(*) FROM silver.{table_name_for(some_type)}").first()[0]
     assert n == _silver_counts(spark, cfg.lakehouse_path)[some_type]

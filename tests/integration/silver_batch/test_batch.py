@@ -14,6 +14,7 @@ import pytest
 from pyspark.sql import functions as F  # noqa: N812
 
 from codec import SchemaResolver, open_registry, write_frame
+from lakehouse.catalog import CatalogDatabases
 from lakehouse.layout import Layout
 from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant
@@ -69,10 +70,21 @@ def mixed(producer: Any, versions: Any, registry: Any) -> dict[str, Any]:
 
 
 def _run_batch(
-    spark: Any, lake: str, bronze: str, registry: Any, batch_id: int, app_id: str
+    spark: Any,
+    lake: str,
+    bronze: str,
+    registry: Any,
+    batch_id: int,
+    app_id: str,
+    database: str = "",
 ) -> SilverBatch:
+    """One silver batch; its tables registered in ``database`` when one is named."""
     batch = SilverBatch(
-        spark, lake, app_id, SchemaResolver(open_registry(registry.url)), database="silver_ut"
+        spark,
+        lake,
+        app_id,
+        SchemaResolver(open_registry(registry.url)),
+        databases=CatalogDatabases(silver=database, bronze="", quarantine="", quality=""),
     )
     batch(spark.read.format("delta").load(bronze), batch_id)
     return batch
@@ -85,7 +97,7 @@ def processed(spark: Any, tmp_path_factory: Any, mixed: Any, registry: Any) -> d
     bronze = f"{lake}/bronze/ut_orders"
     write_bronze(spark, bronze, mixed["rows"])
     app_id = "11111111-1111-1111-1111-111111111111"
-    batch = _run_batch(spark, lake, bronze, registry, 0, app_id)
+    batch = _run_batch(spark, lake, bronze, registry, 0, app_id, database="silver_ut")
     return {"lake": lake, "bronze": bronze, "batch": batch, "app_id": app_id}
 
 

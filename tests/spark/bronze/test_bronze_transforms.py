@@ -24,13 +24,8 @@ from pyspark.testing import assertDataFrameEqual
 
 from lakehouse.layout import APP_ID_FILE
 from lakehouse.streaming import load_app_id
-from pipelines.bronze import (
-    BRONZE_COLUMNS,
-    TopicRouter,
-    read_kafka,
-    to_bronze_rows,
-    topics_in_batch,
-)
+from pipelines.bronze import BRONZE_COLUMNS, read_kafka, to_bronze_rows
+from pipelines.bronze_routing import TopicRouter, topics_in_batch
 from pipelines.settings import parse_config
 
 HEADERS = ArrayType(

@@ -265,3 +265,12 @@ def test_the_demo_refuses_a_trigger_that_would_never_return():
     assert parser.parse_args(["demo"]).trigger == "available-now"
     with pytest.raises(SystemExit):
         parser.parse_args(["demo", "--trigger", "processing-time"])
+
+
+def test_the_demo_uses_the_stack_metastore_only_for_its_own_lakehouse(tmp_path):
+    cfg = load_demo_config(env={"PROTOLAKE_METASTORE_PORT": "19083"})
+    assert cfg.catalog.metastore_uri == "thrift://127.0.0.1:19083"
+    assert load_demo_config(env={}).catalog.metastore_uri == "thrift://127.0.0.1:9083"
+    # another lakehouse must not take the shared names (silver.<table>, ...)
+    other = load_demo_config(lakehouse=str(tmp_path / "lh"), env={})
+    assert other.catalog.metastore_uri == "" and other.catalog.silver_database == "silver"

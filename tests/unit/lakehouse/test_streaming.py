@@ -1,13 +1,25 @@
-"""The stream runner's pure parts: triggers, awaiting queries, signal handlers (no JVM)."""
+"""The stream runner's pure parts: triggers, awaiting queries and groups, signal handlers, the
+table watcher on local folders (delta-rs, no JVM)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lakehouse.streaming import TRIGGERS, await_queries, stop_on_signals, with_trigger
+from lakehouse.streaming import (
+    TRIGGERS,
+    QueryGroup,
+    TableWatcher,
+    await_queries,
+    stop_on_signals,
+    with_trigger,
+)
 
 
 class FakeWriter:
@@ -58,3 +70,141 @@ def test_signal_handlers_are_installed_only_from_the_main_thread() -> None:
     thread.start()
     thread.join()
     assert not events[0].is_set()
+
+
+class LiveQuery:
+    """A query that runs until stopped, or fails after ``fail_after`` polls."""
+
+    def __init__(self, name: str = "q", fail_after: int | None = None) -> None:
+        self.name = name
+        self.fail_after = fail_after
+        self.polls = 0
+        self.stopped = False
+        self.error: Exception | None = None
+
+    @property
+    def isActive(self) -> bool:  # noqa: N802 - Spark's name
+        return not self.stopped and self.error is None
+
+    def awaitTermination(self, seconds: float) -> bool:  # noqa: N802
+        self.polls += 1
+        if self.fail_after is not None and self.polls >= self.fail_after:
+            self.error = RuntimeError(f"{self.name} failed")
+        return not self.isActive
+
+    def exception(self) -> Exception | None:
+        return self.error
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_a_group_ends_when_it_stops_growing_and_every_query_ended() -> None:
+    first = LiveQuery("first")
+    group = QueryGroup([first], growing=True)
+    waiter = threading.Thread(target=group.await_all, kwargs={"poll_seconds": 0.01})
+    waiter.start()
+    late = LiveQuery("late")
+    assert group.add(late)
+    first.stop()
+    waiter.join(0.3)
+    assert waiter.is_alive()  # still growing, and `late` runs
+    group.done_growing()
+    late.stop()
+    waiter.join(5)
+    assert not waiter.is_alive()
+    assert group.queries == [first, late]
+
+
+def test_a_failing_query_that_is_not_the_first_stops_the_others_and_is_raised() -> None:
+    steady, failing = LiveQuery("steady"), LiveQuery("failing")
+    group = QueryGroup([steady, failing])
+    failing.error = RuntimeError("failing failed")
+    with pytest.raises(RuntimeError, match="failing failed"):
+        group.await_all(poll_seconds=0.01)
+    assert steady.stopped
+
+
+def test_a_failure_of_what_grows_the_group_is_raised_and_stops_everything() -> None:
+    query, hooks = LiveQuery(), []
+    group = QueryGroup([query], growing=True)
+    group.on_stop(lambda: hooks.append("watcher stopped"))
+    group.fail(OSError("bronze/ unreadable"))
+    with pytest.raises(OSError, match="unreadable"):
+        group.await_all(poll_seconds=0.01)
+    assert query.stopped and hooks == ["watcher stopped"]
+    late = LiveQuery()
+    assert not group.add(late) and late.stopped  # a stopped group takes no new query
+
+
+def test_signals_stop_a_group() -> None:
+    query = LiveQuery()
+    group = QueryGroup([query], growing=True)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        requested = stop_on_signals(group, "job")
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert requested.wait(5)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert query.stopped and group.stopping
+    group.await_all(poll_seconds=0.01)  # returns: stopped, no failure
+
+
+def _delta_table(path: Path) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    write_deltalake(str(path), pa.table({"x": [1]}))
+
+
+def _wait(predicate: Any, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_the_watcher_calls_back_once_per_table_as_tables_appear(tmp_path: Path) -> None:
+    folder = tmp_path / "bronze"
+    seen: list[str] = []
+    watcher = TableWatcher(None, str(folder), seen.append, 0.05)
+    assert watcher.poll() == []  # the folder does not exist yet: nothing, no error
+    _delta_table(folder / "a")
+    (folder / "not_a_table").mkdir()
+    assert watcher.poll() == [f"{folder}/a"]
+    watcher.start()
+    try:
+        _delta_table(folder / "b")
+        assert _wait(lambda: len(seen) == 2), seen
+        time.sleep(0.2)  # more polls call back no more
+    finally:
+        watcher.stop()
+    assert seen == [f"{folder}/a", f"{folder}/b"]
+
+
+def test_a_watcher_of_named_tables_ends_once_it_has_seen_them(tmp_path: Path) -> None:
+    folder, seen, done = tmp_path / "bronze", [], threading.Event()
+    _delta_table(folder / "other")
+    watcher = TableWatcher(None, str(folder), seen.append, 0.05, names={"wanted"}, on_done=done.set)
+    assert watcher.poll() == [] and not watcher.complete
+    watcher.start()
+    _delta_table(folder / "wanted")
+    assert done.wait(10)
+    assert watcher.complete and seen == [f"{folder}/wanted"]
+
+
+def test_a_callback_that_fails_goes_to_on_error_and_ends_the_watcher(tmp_path: Path) -> None:
+    folder, errors = tmp_path / "bronze", []
+
+    def refuse(path: str) -> None:
+        raise ValueError(f"cannot start {path}")
+
+    watcher = TableWatcher(None, str(folder), refuse, 0.05, on_error=errors.append)
+    watcher.start()
+    _delta_table(folder / "a")
+    assert _wait(lambda: bool(errors))
+    assert "cannot start" in str(errors[0])

@@ -82,6 +82,8 @@ def test_topics_and_pattern_exactly_one(tmp_path: Path) -> None:
         ("kafka", "max_offsets_per_trigger = -1", "kafka.max_offsets_per_trigger"),
         ("metrics", "prometheus_port = 70000", "metrics.prometheus_port"),
         ("metrics", "prometheus_address = ' '", "metrics.prometheus_address"),
+        ("catalog", "metastore_uri = 'http://h:9083'", "catalog.metastore_uri"),
+        ("catalog", "silver_database = 'my-silver'", "catalog.silver_database"),
     ],
 )
 def test_invalid_values_name_the_key(tmp_path: Path, section: str, line: str, named: str) -> None:
@@ -216,3 +218,19 @@ def test_quality_results_retention(tmp_path: Path) -> None:
     assert cfg.quality.results_retention_days == 30
     with pytest.raises(ConfigError, match="quality.results_retention_days"):
         load_config(write(tmp_path, MINIMAL + "[quality]\nresults_retention_days = -1\n"))
+
+
+def test_catalog_defaults_and_session_settings(tmp_path: Path) -> None:
+    from lakehouse.catalog import CatalogDatabases
+    from pipelines.settings.clients import catalog_databases, catalog_session_conf
+
+    cfg = load_config(write(tmp_path, MINIMAL))
+    assert catalog_databases(cfg) == CatalogDatabases("bronze", "silver", "quarantine", "quality")
+    assert catalog_session_conf(cfg) == {}  # the session's own catalog
+    text = MINIMAL + '[catalog]\nmetastore_uri = "thrift://127.0.0.1:9083"\nbronze_database = ""\n'
+    cfg = load_config(write(tmp_path, text))
+    assert catalog_databases(cfg).bronze == "" and catalog_databases(cfg).silver == "silver"
+    assert catalog_session_conf(cfg) == {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.hadoop.hive.metastore.uris": "thrift://127.0.0.1:9083",
+    }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipelines.proto_types import field_comments, spark_schema_for
+from pipelines.proto_types import field_comments, message_comment, spark_schema_for
 
 
 def test_field_comments_are_keyed_by_full_name(protos):
@@ -33,3 +33,13 @@ def test_without_source_info_there_are_no_comments(protos):
         descriptor, comments={"protolake.test.v3.Scalars.f_bool": "Yes or no."}
     )
     assert override["f_bool"].metadata == {"comment": "Yes or no."}
+
+
+def test_message_comments_by_full_name(protos):
+    assert (
+        message_comment(protos.fds, "protolake.test.v3.Scalars")
+        == "Every scalar type, implicit presence."
+    )
+    assert message_comment(protos.fds, "protolake.test.v3.Point") == ""  # none in the .proto
+    assert message_comment(protos.fds, "protolake.test.v3.NoSuchMessage") == ""
+    assert message_comment(protos.fds, "other.Scalars") == ""

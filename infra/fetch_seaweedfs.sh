@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Build SeaweedFS's `weed` (the stack's S3-compatible object store, infra/s3.sh) from the Go
+# module proxy, once, into infra/.cache/bin/weed. Safe to repeat: a binary of the pinned
+# version is kept (infra/.cache/bin/weed.version names it); it works offline after.
+#
+# `go install module@version` refuses SeaweedFS (its go.mod has `replace` directives), so the
+# module's source is downloaded through the proxy and built as the main module. The build
+# takes a few minutes and ~1 GB of Go caches; it runs niced.
+#   PROTOLAKE_SEAWEEDFS_VERSION   the module version (a pseudo-version of its main branch)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+version="${PROTOLAKE_SEAWEEDFS_VERSION:-v0.0.0-20261109003541-7506e5f91cd6}"
+bin="${PROTOLAKE_BIN_CACHE:-$here/.cache/bin}"
+module="github.com/seaweedfs/seaweedfs"
+
+if [ -x "$bin/weed" ] && [ "$(cat "$bin/weed.version" 2>/dev/null)" = "$version" ]; then exit 0; fi
+command -v go >/dev/null || { echo "go (1.26+) is required to build SeaweedFS" >&2; exit 1; }
+echo "building SeaweedFS $version from the Go module proxy into $bin/weed (a few minutes)"
+src="$(go mod download -json "$module@$version" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')"
+[ -d "$src" ] || { echo "go mod download $module@$version gave no source folder" >&2; exit 1; }
+work="$(mktemp -d)"
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+cp -r "$src" "$work/src"; chmod -R u+w "$work/src"
+mkdir -p "$bin"
+(cd "$work/src" && CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$bin/weed.tmp" ./weed)
+mv "$bin/weed.tmp" "$bin/weed"
+echo "$version" > "$bin/weed.version"

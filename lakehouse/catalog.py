@@ -1,0 +1,174 @@
+"""Register the lakehouse's Delta tables in a catalog, by name, as external tables.
+
+Every table protolake writes is registered as ``<database>.<name>``: ``name`` is its folder
+under its layer (:func:`lakehouse.layout.table_name`), the database is the layer's
+(:class:`CatalogDatabases`: ``bronze``, ``silver``, ``quarantine``, ``quality`` by default). The
+entry is an external Delta table (``CREATE TABLE ... USING delta LOCATION ...``): the catalog
+keeps the name and the location, the Delta log keeps the schema, so a column added by schema
+evolution shows in the catalog at once, and dropping the entry deletes no data. Which catalog
+the session talks to (a shared Hive metastore, or the session's own) is the session's
+configuration (``pipelines.settings.clients.open_session``), not this module's.
+
+Contract:
+
+- Registering is idempotent: a table already registered at its location is left as it is.
+- A name registered at another location raises :class:`CatalogLocationError` naming both
+  locations; nothing is re-pointed silently (another lakehouse may own that name).
+- ``comment`` and ``properties`` become the Delta table's description and table properties
+  (``DESCRIBE TABLE EXTENDED`` shows them); they are written (one Delta metadata commit) only
+  when they differ from what the table has.
+- An empty database name means "do not register this layer".
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lakehouse.delta import is_delta_table, list_delta_tables
+from lakehouse.layout import BRONZE, QUALITY, QUARANTINE, SILVER, Layout, table_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class CatalogLocationError(RuntimeError):
+    """A table name is already registered at another location than the one being registered."""
+
+
+@dataclass(frozen=True)
+class CatalogDatabases:
+    """The database of each layer's tables; an empty name leaves that layer unregistered."""
+
+    bronze: str = BRONZE
+    silver: str = SILVER
+    quarantine: str = QUARANTINE
+    quality: str = QUALITY
+
+    def of(self, layer: str) -> str:
+        """The database of ``layer`` (one of ``lakehouse.layout.LAYERS``)."""
+        return str(getattr(self, layer))
+
+
+@dataclass(frozen=True)
+class RegisteredTable:
+    """One table of the catalog: its qualified name, layer and location."""
+
+    name: str
+    layer: str
+    path: str
+
+
+def quote(identifier: str) -> str:
+    """``identifier`` as a back-quoted Spark SQL identifier."""
+    return "`" + identifier.replace("`", "``") + "`"
+
+
+def sql_string(text: str) -> str:
+    """``text`` as a single-quoted Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def register_table(
+    spark: SparkSession,
+    database: str,
+    path: str,
+    *,
+    comment: str = "",
+    properties: Mapping[str, str] | None = None,
+) -> str:
+    """Register the Delta table at ``path`` as ``<database>.<folder name>``; return that name.
+
+    Raises:
+        CatalogLocationError: the name is registered at another location.
+    """
+    name = table_name(path)
+    qualified = f"{quote(database)}.{quote(name)}"
+    if not spark.catalog.databaseExists(database):
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(database)}")
+    if spark.catalog.tableExists(qualified):
+        current = registered_location(spark, qualified)
+        if current is None or not same_location(current, path):
+            raise CatalogLocationError(
+                f"{database}.{name} is registered at {current or 'an unknown location'}, not at "
+                f"{path}: drop that entry (DROP TABLE {database}.{name}; external, no data is "
+                "deleted) or configure another database for this lakehouse"
+            )
+    else:
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {qualified} USING delta LOCATION {sql_string(path)}")
+    describe_table(spark, qualified, comment, properties or {})
+    return f"{database}.{name}"
+
+
+def describe_table(
+    spark: SparkSession, qualified: str, comment: str, properties: Mapping[str, str]
+) -> None:
+    """Set the table's comment and properties, in one commit, where they differ."""
+    wanted = dict(properties)
+    if comment:
+        wanted["comment"] = comment
+    if not wanted:
+        return
+    have = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {qualified}").collect()}
+    detail = spark.sql(f"DESCRIBE DETAIL {qualified}").first()
+    have["comment"] = (detail["description"] if detail is not None else None) or ""
+    changed = {k: v for k, v in wanted.items() if have.get(k) != v}
+    if changed:
+        pairs = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(changed.items()))
+        spark.sql(f"ALTER TABLE {qualified} SET TBLPROPERTIES ({pairs})")
+
+
+def registered_location(spark: SparkSession, qualified: str) -> str | None:
+    """The location the catalog records for ``qualified``, or None when it records none."""
+    for row in spark.sql(f"DESCRIBE TABLE EXTENDED {qualified}").collect():
+        if (row["col_name"] or "").strip() == "Location":
+            return str(row["data_type"]).strip() or None
+    return None
+
+
+def same_location(a: str, b: str) -> bool:
+    """True when two spellings of a location name one folder (``file:`` prefixes, ``/``)."""
+
+    def norm(p: str) -> str:
+        for prefix in ("file://", "file:"):
+            if p.startswith(prefix):
+                p = p[len(prefix) :]
+                break
+        if "://" not in p:
+            p = os.path.abspath(p)
+        return p.rstrip("/")
+
+    return norm(a) == norm(b)
+
+
+def layer_tables(layout: Layout, layer: str, spark: SparkSession) -> list[str]:
+    """The Delta tables of one layer, as paths."""
+    if layer == QUARANTINE:
+        return [layout.quarantine] if is_delta_table(layout.quarantine, spark) else []
+    if layer == QUALITY:
+        found = is_delta_table(layout.quality_results, spark)
+        return [layout.quality_results] if found else []
+    return list_delta_tables(layout.layer(layer), spark)
+
+
+def register_lakehouse(
+    spark: SparkSession, layout: Layout, databases: CatalogDatabases
+) -> list[RegisteredTable]:
+    """Register every Delta table of the lakehouse (for a new catalog, or a new session's).
+
+    Comments and properties a job set are kept (they live in the Delta log); tables are only
+    named here.
+
+    Raises:
+        CatalogLocationError: a name is registered at another location.
+    """
+    out = []
+    for layer in (BRONZE, SILVER, QUARANTINE, QUALITY):
+        database = databases.of(layer)
+        if not database:
+            continue
+        for path in layer_tables(layout, layer, spark):
+            out.append(RegisteredTable(register_table(spark, database, path), layer, path))
+    return out

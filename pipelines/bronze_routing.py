@@ -1,0 +1,199 @@
+"""Bronze's per-topic routing: which topics a micro-batch holds, and each topic's rows to its
+own Delta table (:class:`TopicRouter`, the ``foreachBatch`` function of per-topic mode).
+
+Contract: every append is idempotent (``txnAppId``/``txnVersion = batch_id``, via
+:func:`lakehouse.delta.append_idempotent`), so a batch replayed after a crash is skipped by
+each table that already has it; rows of a topic outside the batch's offset ranges fail the
+batch instead of landing in a wrong table. See :mod:`pipelines.bronze` for the job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pyspark import InheritableThread, StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark reader knows
+
+from lakehouse.delta import append_idempotent
+from lakehouse.streaming import read_text_lines
+from pipelines.naming import bronze_table_of_topic
+
+log = logging.getLogger("pipelines.bronze")
+
+
+def parse_kafka_offsets(text: str) -> dict[str, dict[str, int]]:
+    """Spark's Kafka offset JSON (``{"topic": {"partition": offset}}``).
+
+    Raises:
+        ValueError: not that shape.
+    """
+    value = json.loads(text)
+    if not isinstance(value, dict) or not all(
+        isinstance(parts, dict) and all(isinstance(o, int) for o in parts.values())
+        for parts in value.values()
+    ):
+        raise ValueError(f"not Kafka source offsets: {text[:200]!r}")
+    return {str(t): {str(p): int(o) for p, o in parts.items()} for t, parts in value.items()}
+
+
+def topics_in_batch(spark: SparkSession, checkpoint: str, batch_id: int) -> set[str] | None:
+    """Topics whose offsets micro-batch ``batch_id`` covers, read from Spark's offset log.
+
+    Spark writes ``offsets/<id>`` (the batch's end offsets) before running the batch; the
+    start is the previous batch's end, or the initial offsets (``sources/0/0``) for batch 0.
+    A topic counts when one of its partitions moved or is new, so the answer may include a
+    topic without records (an empty append), never miss one. None when the log cannot be
+    read in the expected format (then the caller lists the batch's topics itself).
+    """
+    root = checkpoint.rstrip("/")
+    try:
+        end_log = read_text_lines(spark, f"{root}/offsets/{batch_id}")
+        if end_log is None or len(end_log) != 3 or end_log[0].strip() != "v1":
+            return None
+        end = parse_kafka_offsets(end_log[2])
+        if batch_id == 0:
+            initial = read_text_lines(spark, f"{root}/sources/0/0")
+            start = parse_kafka_offsets(initial[-1]) if initial else {}
+        else:
+            prev_log = read_text_lines(spark, f"{root}/offsets/{batch_id - 1}")
+            if prev_log is None or len(prev_log) != 3 or prev_log[0].strip() != "v1":
+                return None
+            start = parse_kafka_offsets(prev_log[2])
+    except ValueError as exc:
+        log.warning("bronze: offset log of batch %d not understood (%s)", batch_id, exc)
+        return None
+    return {
+        topic
+        for topic, parts in end.items()
+        if any(start.get(topic, {}).get(p) != offset for p, offset in parts.items())
+    }
+
+
+@dataclass(frozen=True)
+class TopicRouter:
+    """The per-topic ``foreachBatch`` function: each topic's rows to its own table.
+
+    Which topics a batch holds comes, without touching the data, from the subscription (one
+    static topic) or from Spark's offset log in ``checkpoint`` (:func:`topics_in_batch`);
+    rows of any other topic then fail the batch instead of landing in a wrong table. One
+    table: the batch is written as is, in one pass over Kafka's data. Several: the batch is
+    kept on local disk (bounded memory, one read from Kafka) and each table gets one filtered
+    append, all tables at once (:meth:`_append_all`). When the offset log cannot tell, the
+    topics are listed from the kept batch.
+    """
+
+    table_path: Callable[[str], str]  # a bronze table's path, by table name
+    app_id: str
+    partition_by: tuple[str, ...]
+    known_topic: str | None = None
+    checkpoint: str | None = None
+    on_batch: Callable[[int, list[str]], None] | None = None  # (batch id, tables appended to)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        topics: set[str] | None
+        if self.known_topic is not None:
+            topics, rows = {self.known_topic}, batch
+        else:
+            topics = None
+            if self.checkpoint is not None:
+                topics = topics_in_batch(batch.sparkSession, self.checkpoint, batch_id)
+            rows = batch if topics is None else _only_topics(batch, topics)
+        if topics is not None and len(_tables_of(topics)) <= 1:
+            for table in _tables_of(topics):
+                self._append(rows, table, batch_id)
+            self._done(batch_id, list(_tables_of(topics)))
+            return
+        # As many parts as the cluster has cores, not one per Kafka partition: each table's
+        # append then runs that many tasks and writes at most that many files per batch.
+        cores = max(1, batch.sparkSession.sparkContext.defaultParallelism)
+        kept = rows.coalesce(cores).persist(StorageLevel.DISK_ONLY)
+        try:
+            if topics is None:
+                topics = {r.topic for r in kept.select("topic").distinct().collect()}
+            tables = _tables_of(topics)
+            if len(tables) > 1:
+                kept.count()  # one read from Kafka, before the appends read the kept rows
+            # One append per table, even when several topics share it: a second append with
+            # the same (app id, batch id) would be skipped by Delta as a duplicate.
+            self._append_all(
+                [
+                    (table, kept if len(tables) == 1 else kept.where(_topic_in(members)))
+                    for table, members in tables.items()
+                ],
+                batch_id,
+            )
+            self._done(batch_id, list(tables))
+        finally:
+            kept.unpersist()
+
+    def _append_all(self, parts: list[tuple[str, DataFrame]], batch_id: int) -> None:
+        """Append to each table, the tables at the same time.
+
+        A small batch's time goes mostly to each table's Delta commit (the driver's work:
+        the transaction, the log, the checksum), one after the other; committed together
+        they overlap each other and the other tables' tasks. Every append is idempotent, so
+        a batch that fails part-way is replayed and the tables that have it skip it.
+        """
+        if len(parts) <= 1:
+            for table, rows in parts:
+                self._append(rows, table, batch_id)
+            return
+        errors: list[BaseException] = []
+
+        def append(table: str, rows: DataFrame) -> None:
+            try:
+                self._append(rows, table, batch_id)
+            except BaseException as exc:  # noqa: BLE001 - raised below, in the batch's thread
+                errors.append(exc)
+
+        threads = [InheritableThread(target=append, args=part) for part in parts]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+
+    def _done(self, batch_id: int, tables: list[str]) -> None:
+        log.debug("bronze: batch %d -> %s", batch_id, ", ".join(tables) or "-")
+        if self.on_batch is not None:
+            self.on_batch(batch_id, tables)
+
+    def _append(self, rows: DataFrame, table: str, batch_id: int) -> None:
+        append_idempotent(
+            rows,
+            self.table_path(table),
+            self.app_id,
+            batch_id,
+            partition_by=self.partition_by,
+            logger=log,
+        )
+
+
+def _tables_of(topics: set[str]) -> dict[str, list[str]]:
+    tables: dict[str, list[str]] = {}
+    for topic in sorted(topics):
+        tables.setdefault(bronze_table_of_topic(topic), []).append(topic)
+    return dict(sorted(tables.items()))
+
+
+def _only_topics(df: DataFrame, topics: set[str]) -> DataFrame:
+    # A guard, evaluated row by row inside the write itself (no extra pass): a record of a
+    # topic outside the offset ranges would mean the offset log was misread.
+    allowed = sorted(topics)
+    message = F.concat(
+        F.lit("bronze: a record of topic "),
+        F.col("topic"),
+        F.lit(f" is outside this batch's offset ranges {allowed}"),
+    )
+    return df.withColumn(
+        "topic", F.when(_topic_in(allowed), F.col("topic")).otherwise(F.raise_error(message))
+    )
+
+
+def _topic_in(topics: Sequence[str]) -> Column:
+    return F.col("topic").isin(list(topics))

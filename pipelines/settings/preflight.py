@@ -1,0 +1,115 @@
+"""Check an object-store lakehouse before a job writes to it: one line naming what is wrong.
+
+:func:`check_lakehouse` runs when a job or command opens its Spark session on an ``s3a://``
+lakehouse (:func:`pipelines.settings.clients.open_session` / ``prepare_session``). It reads,
+never writes:
+
+1. the endpoint answers a TCP connection (5 s), so that an unreachable store fails at once
+   instead of after S3A's and the AWS SDK's retries;
+2. the lakehouse's prefix is listed through the session's own S3A file system (the settings
+   and credentials the job will use), which tells a missing bucket and refused credentials
+   apart.
+
+Failures raise :class:`StoreError`, whose message is one line naming the cause (``endpoint
+unreachable``, ``bucket missing``, ``credentials refused``) and the bucket or endpoint, never
+a key or secret.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from pipelines.settings.clients import lakehouse_bucket
+from pipelines.settings.config import ProtolakeConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+CONNECT_TIMEOUT = 5.0
+
+# Words of S3A's and the AWS SDK's errors, by cause (refused, missing, unreachable: in that
+# order, as a refused request may also speak of something that "does not exist").
+_BUCKET_MISSING = ("UnknownStoreException", "NoSuchBucket", "ucket does not exist")
+_REFUSED = (
+    "AccessDenied",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "InvalidToken",
+    "ExpiredToken",
+    "403",
+    "Unable to load AWS credentials",
+    "Unable to load credentials",
+    "NoAuthWithAWSException",
+)
+_UNREACHABLE = ("ConnectException", "UnknownHostException", "Connection refused", "timed out")
+
+
+class StoreError(RuntimeError):
+    """The lakehouse's object store cannot be used; the message names the cause."""
+
+
+def check_lakehouse(spark: SparkSession, cfg: ProtolakeConfig) -> None:
+    """Check that the ``s3a://`` lakehouse of ``cfg`` can be listed with its settings.
+
+    Does nothing for a lakehouse on another file system.
+
+    Raises:
+        StoreError: the endpoint is unreachable, the bucket is missing, or the credentials
+            are refused.
+    """
+    bucket = lakehouse_bucket(cfg)
+    if bucket is None:
+        return
+    if cfg.s3.endpoint:
+        check_endpoint(cfg.s3.endpoint)
+    root = cfg.lakehouse.path.rstrip("/")
+    try:
+        _list_prefix(spark, root)
+    except Exception as exc:  # noqa: BLE001 - classified below, or re-raised as it came
+        raise StoreError(describe_failure(exc, bucket, cfg.s3.endpoint or "AWS S3")) from None
+
+
+def check_endpoint(endpoint: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Open (and close) a TCP connection to the endpoint's host and port.
+
+    Raises:
+        StoreError: no connection within ``timeout`` seconds.
+    """
+    parts = urlsplit(endpoint)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise StoreError(
+            f"s3 endpoint unreachable: {endpoint} ({exc.strerror or type(exc).__name__})"
+        ) from None
+
+
+def describe_failure(exc: BaseException, bucket: str, endpoint: str) -> str:
+    """One line naming why listing the lakehouse failed (S3A's error words, by cause)."""
+    text = str(exc)
+    if any(word in text for word in _REFUSED):
+        return (
+            f"s3 credentials refused: {endpoint} denied access to bucket {bucket!r} "
+            "(check s3.access_key_id / s3.secret_access_key or the AWS provider chain)"
+        )
+    if any(word in text for word in _BUCKET_MISSING):
+        return f"s3 bucket missing: {bucket!r} does not exist at {endpoint}"
+    if any(word in text for word in _UNREACHABLE):
+        return f"s3 endpoint unreachable: {endpoint}"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return f"s3 lakehouse s3a://{bucket} unusable at {endpoint}: {first[:300]}"
+
+
+def _list_prefix(spark: SparkSession, root: str) -> None:
+    """Probe the lakehouse prefix through the session's S3A file system (a HEAD and a LIST of
+    the bucket: a missing bucket and refused credentials fail here; a missing prefix does not)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(root + "/")
+    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    path.getFileSystem(conf).exists(path)

@@ -1,0 +1,121 @@
+"""Bronze and silver with the lakehouse on the stack's S3 store (``s3a://bucket/lh``): the
+demo stream lands record by record (bronze = silver + quarantine), delta-rs reads the same
+tables from the store, quality results and Data Docs are in the lakehouse, and a second run
+changes nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from typing import Any
+
+import pytest
+
+from lakehouse.delta import list_delta_tables, table_version
+from lakehouse.layout import Layout, table_name
+from lakehouse.streaming import read_text_lines
+from pipelines import bronze, silver
+from pipelines.demo.config import load_demo_config
+from pipelines.demo.expected import expected_counts
+from pipelines.demo.produce import produce_demo_stream
+from pipelines.naming import table_name_for
+from pipelines.quarantine import check_invariant
+from pipelines.settings.clients import delta_storage_options
+
+pytestmark = pytest.mark.integration
+
+RECORDS = 300
+POISON_EVERY = 20
+
+
+def run_stages(spark: Any, cfg: Any) -> None:
+    bronze.run(cfg, "available-now", spark=spark)
+    silver.run(cfg, "available-now", spark=spark)
+
+
+@pytest.fixture(scope="module")
+def landed(
+    spark, s3_store, bucket, bootstrap, registry_url, topic_prefix_factory, tmp_path_factory
+):
+    prefix = topic_prefix_factory()
+    summary = produce_demo_stream(
+        bootstrap,
+        registry_url,
+        topic_prefix=prefix,
+        records=RECORDS,
+        seed=11,
+        poison_every=POISON_EVERY,
+        cache_dir=tmp_path_factory.mktemp("schemas"),
+    )
+    env = {
+        **os.environ,
+        **s3_store.environment,
+        "PROTOLAKE_KAFKA_BOOTSTRAP": bootstrap,
+        "PROTOLAKE_REGISTRY_URL": registry_url,
+    }
+    cfg = load_demo_config(lakehouse=f"s3a://{bucket}/lh", topic_prefix=prefix, env=env)
+    catalog = dataclasses.replace(cfg.catalog, silver_database=f"s3it_{uuid.uuid4().hex[:8]}")
+    cfg = dataclasses.replace(cfg, catalog=catalog)
+    run_stages(spark, cfg)
+    return cfg, summary
+
+
+def test_every_record_lands_once_on_the_object_store(spark, landed, s3_store, bucket):
+    cfg, summary = landed
+    layout = Layout(cfg.lakehouse_path)
+    report = check_invariant(spark, layout.root)
+    assert report.holds, report.offenders
+    assert report.bronze_records == RECORDS
+    assert report.silver_records + report.quarantined_records == RECORDS
+    keys = s3_store.keys(bucket, "lh")
+    for folder in ("bronze/", "silver/", "quarantine/records/_delta_log/", "_checkpoints/"):
+        assert any(k.startswith(f"{bucket}/lh/{folder}") for k in keys), folder
+
+
+def test_delta_rs_reads_the_same_tables_from_the_store(spark, landed):
+    from deltalake import DeltaTable
+
+    cfg, summary = landed
+    layout = Layout(cfg.lakehouse_path)
+    options = delta_storage_options(cfg)
+    expected = expected_counts([summary], dq_quarantined=True)
+    by_table = {table_name_for(t): n for t, n in expected["silver_by_type"].items()}
+    silver_paths = list_delta_tables(layout.silver, spark)
+    assert {table_name(p) for p in silver_paths} == {t for t, n in by_table.items() if n}
+    for path in silver_paths:
+        rs = DeltaTable(path, storage_options=options)
+        assert rs.version() == table_version(path, spark)
+        assert rs.to_pyarrow_table().num_rows == by_table[table_name(path)]
+    bronze_rows = sum(
+        DeltaTable(p, storage_options=options).to_pyarrow_table().num_rows
+        for p in list_delta_tables(layout.bronze, spark)
+    )
+    assert bronze_rows == RECORDS
+    quarantine = DeltaTable(layout.quarantine, storage_options=options).to_pyarrow_table()
+    assert quarantine.num_rows == sum(expected["quarantine_by_reason"].values())
+
+
+def test_quality_results_and_data_docs_are_in_the_lakehouse(spark, landed):
+    from deltalake import DeltaTable
+
+    cfg, _ = landed
+    layout = Layout(cfg.lakehouse_path)
+    results = DeltaTable(layout.quality_results, storage_options=delta_storage_options(cfg))
+    assert results.to_pyarrow_table().num_rows > 0
+    index = read_text_lines(spark, f"{layout.quality_docs}/index.html")
+    assert index is not None and any("protolake" in line.lower() for line in index)
+
+
+def test_a_second_run_changes_nothing(spark, landed):
+    cfg, _ = landed
+    layout = Layout(cfg.lakehouse_path)
+    tables = [
+        *list_delta_tables(layout.bronze, spark),
+        *list_delta_tables(layout.silver, spark),
+        layout.quarantine,
+    ]
+    before = {p: table_version(p, spark) for p in tables}
+    run_stages(spark, cfg)
+    assert {p: table_version(p, spark) for p in tables} == before
+    assert check_invariant(spark, layout.root).holds

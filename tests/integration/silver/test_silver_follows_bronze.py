@@ -1,0 +1,110 @@
+"""Silver follows bronze as it grows: started first, it waits; each bronze table that appears
+while it runs (a new topic under ``kafka.topic_pattern``) gets its own query, no restart.
+
+Real Kafka, the registry test server of this folder, the real bronze and silver jobs in the
+session's Spark; the demo stream producer writes the records.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakehouse.delta import list_delta_tables
+from lakehouse.layout import Layout
+from pipelines import bronze, silver
+from pipelines.demo.produce import produce_demo_stream
+from pipelines.quarantine import check_invariant
+from pipelines.settings import ProtolakeConfig, parse_config
+from pipelines.silver.cli import _print_summary
+from tests.support.silver_itkit import unique_prefix, wait_for
+from tests.support.stack import BOOTSTRAP
+
+pytestmark = pytest.mark.integration
+
+
+def _config(lake: Path, pattern: str, registry_url: str) -> ProtolakeConfig:
+    return parse_config(
+        {
+            "lakehouse": {"path": str(lake)},
+            "kafka": {"bootstrap_servers": BOOTSTRAP, "topic_pattern": pattern},
+            "registry": {"url": registry_url, "max_retries": 1, "timeout_seconds": 2.0},
+            "catalog": {"silver_database": "silver_follow_it"},
+            "silver": {
+                "processing_interval": "1 second",
+                "table_discovery_seconds": 1.0,
+            },
+        }
+    )
+
+
+def _silver_counts(spark: Any, lake: str) -> dict[str, int]:
+    out: Counter[str] = Counter()
+    for path in list_delta_tables(Layout(lake).silver, spark):
+        for r in spark.read.format("delta").load(path).groupBy("_message_type").count().collect():
+            out[r["_message_type"]] += int(r["count"])
+    return dict(out)
+
+
+@pytest.mark.timeout(900)
+def test_silver_started_first_waits_then_takes_each_new_bronze_table(
+    bootstrap: str, registry: Any, spark: Any, tmp_path: Path
+) -> None:
+    root = unique_prefix("follow")
+    cfg = _config(tmp_path / "lake", re.escape(root) + ".*", registry.url)
+    lake = cfg.lakehouse_path
+    result = silver.run(cfg, "processing-time", spark=spark, await_termination=False)
+    try:
+        time.sleep(2)  # a few polls of an empty lakehouse: silver waits, it does not end
+        assert result.queries == [] and not result.group.stopping
+        assert result.watcher is not None and result.watcher.seen == set()
+
+        first = produce_demo_stream(
+            bootstrap, registry.url, topic_prefix=f"{root}a.", records=40, poison_every=0
+        )
+        bronze.run(cfg, trigger="available-now", spark=spark)
+        wait_for(
+            lambda: _silver_counts(spark, lake) == first.per_message_type,
+            300,
+            f"the first topics' rows in silver ({first.per_message_type})",
+        )
+        assert len(result.queries) == len(first.topics)
+
+        # new topics under the pattern: bronze creates their tables while silver runs
+        second = produce_demo_stream(
+            bootstrap, registry.url, topic_prefix=f"{root}b.", records=40, poison_every=0
+        )
+        bronze.run(cfg, trigger="available-now", spark=spark)
+        both = dict(Counter(first.per_message_type) + Counter(second.per_message_type))
+        wait_for(lambda: _silver_counts(spark, lake) == both, 300, f"the new topics' rows ({both})")
+        assert len(result.queries) == len(first.topics) + len(second.topics)
+        assert all(q.isActive for q in result.queries)
+    finally:
+        result.group.stop()
+    result.group.await_all(poll_seconds=0.2)  # stopped on request: no failure to raise
+    assert not any(q.isActive for q in result.queries)
+    report = check_invariant(spark, lake)
+    assert report.holds, report.summary()
+    assert report.bronze_records == first.records + second.records
+
+
+@pytest.mark.timeout(300)
+def test_available_now_before_bronze_says_there_is_nothing_to_take(
+    registry: Any, spark: Any, tmp_path: Path
+) -> None:
+    cfg = _config(tmp_path / "lake", r"it\.silver\.none\..*", registry.url)
+    result = silver.run(cfg, "available-now", spark=spark)
+    assert result.queries == [] and result.missing == []
+    named = silver.run(cfg, "available-now", spark=spark, bronze_table_names=["absent"])
+    assert named.queries == [] and named.missing == ["absent"]
+    lines: list[str] = []
+    summary = silver.summarize(named, cfg) | {"seconds": 0.1}
+    _print_summary(summary, as_json=False, out=lines.append)
+    assert lines == [
+        f"silver: nothing to take: no bronze table absent under {Layout(cfg.lakehouse_path).bronze} yet"
+    ]
