@@ -9,7 +9,6 @@ Layers: `framing` -> `registry` (`http_registry`, `directory_registry`) -> `desc
 import logging
 
 from .decode import (
-    DecodedBatch,
     DecodedRecord,
     Decoder,
     decode_payload,
@@ -49,7 +48,6 @@ __all__ = [
     "BadMagic",
     "BadPayload",
     "CodecError",
-    "DecodedBatch",
     "DecodedRecord",
     "Decoder",
     "DirectorySchemaRegistry",

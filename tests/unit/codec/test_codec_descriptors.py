@@ -506,8 +506,6 @@ def test_protoc_out_of_time_fails_the_batch_and_is_not_remembered(monkeypatch):
     frame = write_frame(21, [0], b"\x0a\x01x")
     with pytest.raises(SchemaCompilerUnavailable):
         decoder.decode(frame)
-    with pytest.raises(SchemaCompilerUnavailable):
-        decoder.decode_many([frame, frame])  # the whole batch fails: nobody is quarantined
     monkeypatch.setattr(protoc, "PROTOC_TIMEOUT_SECONDS", 120)
     assert resolver.resolve_id(21).message_type_for([0]) == "dsc.env21.A"
     assert decoder.decode(frame).message.s == "x"
@@ -564,5 +562,6 @@ def test_reference_names_that_clash_as_folders_are_schema_invalid(names, clash):
     reg.add(24, text('syntax = "proto3"; package dsc.clash; message R {}', refs))
     with pytest.raises(SchemaInvalid, match=f"file names clash: {clash}"):
         SchemaResolver(reg).resolve_id(24)
-    batch = Decoder(reg).decode_many([write_frame(24, [0], b"")] * 2)  # no batch failure
-    assert [type(r) for r in batch] == [SchemaInvalid, SchemaInvalid]
+    with pytest.raises(SchemaInvalid) as info:
+        Decoder(reg).decode(write_frame(24, [0], b""))
+    assert info.value.record_fault  # the record's fault: quarantined, no batch failure
