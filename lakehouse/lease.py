@@ -11,8 +11,15 @@ The lease is a small object created with S3's conditional put (``If-None-Match: 
 S3A's ``fs.option.create.conditional.overwrite``): of two drivers creating it at once, exactly
 one succeeds. It names its owner and an expiry; the owner renews it every ``ttl / 4`` seconds
 from a daemon thread and deletes it when done. A driver that died leaves a lease that expires
-after ``ttl`` seconds: the next driver takes it over (deletes it, then creates its own, again
-conditionally). Local lakehouses take no lease (a local folder has one driver by nature).
+after ``ttl`` seconds: the next driver takes it over (deletes it, creates its own, again
+conditionally, and reads it back a moment later: of two drivers taking over one expired lease
+at once, the one whose lease was deleted by the other finds out before it writes).
+
+A driver that loses its lease (another driver's lease is in its place, or the store refused
+every renewal until the lease was about to expire) stops writing: the lease calls its
+``on_lost`` hook once (the streaming jobs stop their queries there) and
+:meth:`WriterLease.raise_if_lost` raises :class:`WriterLeaseError` naming why. Local
+lakehouses take no lease (a local folder has one driver by nature).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LEASE_TTL_SECONDS = 120.0
+TAKEOVER_SETTLE_SECONDS = 2.0
 CONDITIONAL_CREATE = "fs.option.create.conditional.overwrite"
 
 
@@ -51,26 +60,80 @@ class WriterLease:
     ttl: float
     _fs: Any = None
     _path: Any = None
+    on_lost: Callable[[str], None] | None = None
+    _expires: float = 0.0
+    _lost: str | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
 
+    @property
+    def lost(self) -> str | None:
+        """Why this driver no longer holds the lease, or None while it does."""
+        return self._lost
+
+    def call_on_loss(self, hook: Callable[[str], None]) -> None:
+        """Make ``hook`` the ``on_lost`` hook; it is called now if the lease is lost already."""
+        self.on_lost = hook
+        if self._lost is not None:
+            hook(self._lost)
+
+    def raise_if_lost(self) -> None:
+        """Raise :class:`WriterLeaseError` if the lease was lost (see :attr:`lost`)."""
+        if self._lost is not None:
+            raise WriterLeaseError(f"{self.location}: {self._lost}")
+
     def release(self) -> None:
-        """Stop renewing and delete the lease if it is still this driver's."""
+        """Stop renewing and delete the lease if it is still this driver's.
+
+        Never raises: a store that cannot be reached now (the job may be failing because of
+        it) leaves the lease to expire at its time.
+        """
         self._stop.set()
-        holder = _read(self._fs, self._path)
-        if holder is not None and holder.get("owner") == self.owner:
-            self._fs.delete(self._path, False)
-            log.info("writer lease %s released", self.location)
+        try:
+            holder = _read(self._fs, self._path)
+            if holder is not None and holder.get("owner") == self.owner:
+                self._fs.delete(self._path, False)
+                log.info("writer lease %s released", self.location)
+        except Exception as exc:  # noqa: BLE001 - py4j error from the store
+            until = time.strftime("%H:%M:%S", time.localtime(self._expires))
+            log.warning(
+                "writer lease %s not released (%s); it expires at %s", self.location, exc, until
+            )
 
     def _renew_forever(self) -> None:
-        while not self._stop.wait(self.ttl / 4):
+        while not self._stop.wait(self.ttl / 4) and self._lost is None:
+            self.renew_once()
+
+    def renew_once(self) -> None:
+        """Renew the lease, or declare it lost (taken by another driver, or unrenewable for
+        so long that it may expire before the next attempt)."""
+        try:
             holder = _read(self._fs, self._path)
             if holder is None or holder.get("owner") != self.owner:
-                log.error("writer lease %s was taken by another driver", self.location)
+                other = "none" if holder is None else holder.get("owner")
+                self._lose(f"the writer lease is no longer this driver's (holder: {other})")
                 return
-            _write(self._fs, self._path, _content(self.owner, self.ttl), conditional=False)
+            expires = time.time() + self.ttl
+            _write(self._fs, self._path, _content(self.owner, self.ttl, expires), conditional=False)
+            self._expires = expires
+        except Exception as exc:  # noqa: BLE001 - py4j error from the store: retried
+            if time.time() + self.ttl / 4 >= self._expires:
+                self._lose(f"the writer lease could not be renewed before it expires ({exc})")
+            else:
+                log.warning("writer lease %s: renewal failed, retrying: %s", self.location, exc)
+
+    def _lose(self, why: str) -> None:
+        self._lost = f"{why}; this driver stops writing"
+        log.error("writer lease %s lost: %s", self.location, why)
+        if self.on_lost is not None:
+            self.on_lost(self._lost)
 
 
-def take_writer_lease(spark: SparkSession, root: str, name: str) -> WriterLease | None:
+def take_writer_lease(
+    spark: SparkSession,
+    root: str,
+    name: str,
+    on_lost: Callable[[str], None] | None = None,
+) -> WriterLease | None:
     """The lease ``name`` of the lakehouse at ``root``; None for a local lakehouse.
 
     Raises:
@@ -79,13 +142,33 @@ def take_writer_lease(spark: SparkSession, root: str, name: str) -> WriterLease 
     layout = Layout(root)
     if layout.is_local:
         return None
-    return acquire_writer_lease(spark, layout.writer_lease(name))
+    return acquire_writer_lease(spark, layout.writer_lease(name), on_lost=on_lost)
+
+
+def stop_streams_on_loss(spark: SparkSession) -> Callable[[str], None]:
+    """An ``on_lost`` hook for a streaming job: stop every query of the session (the job then
+    ends, and raises through :meth:`WriterLease.raise_if_lost`)."""
+
+    def stop(_why: str) -> None:
+        for query in spark.streams.active:
+            try:
+                query.stop()
+            except Exception as exc:  # noqa: BLE001 - stopping the others matters more
+                log.warning("could not stop query %s: %s", query.name, exc)
+
+    return stop
 
 
 def acquire_writer_lease(
-    spark: SparkSession, location: str, ttl: float = LEASE_TTL_SECONDS
+    spark: SparkSession,
+    location: str,
+    ttl: float = LEASE_TTL_SECONDS,
+    on_lost: Callable[[str], None] | None = None,
 ) -> WriterLease:
     """Take the lease at ``location`` (an object-store URI), renewed until released.
+
+    Args:
+        on_lost: called once, from the renewing thread, if the lease is lost.
 
     Raises:
         WriterLeaseError: another driver holds it and it has not expired.
@@ -95,9 +178,11 @@ def acquire_writer_lease(
     path = jvm.org.apache.hadoop.fs.Path(location)
     fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    took_over = False
     for _ in range(2):
+        expires = time.time() + ttl
         try:
-            _write(fs, path, _content(owner, ttl), conditional=True)
+            _write(fs, path, _content(owner, ttl, expires), conditional=True)
             break
         except Exception as exc:  # noqa: BLE001 - py4j error: the lease exists (412) or worse
             holder = _read(fs, path)
@@ -113,16 +198,29 @@ def acquire_writer_lease(
                 "writer lease %s of %s expired: taking it over", location, holder.get("owner")
             )
             fs.delete(path, False)
+            took_over = True
     else:
         raise WriterLeaseError(f"{location}: taken over by another driver meanwhile")
-    lease = WriterLease(location, owner, ttl, fs, path)
+    if took_over:
+        _confirm_takeover(fs, path, location, owner)
+    lease = WriterLease(location, owner, ttl, fs, path, on_lost, expires)
     threading.Thread(target=lease._renew_forever, name="writer-lease", daemon=True).start()
     log.info("writer lease %s taken (%s)", location, owner)
     return lease
 
 
-def _content(owner: str, ttl: float) -> str:
-    return json.dumps({"owner": owner, "expires": time.time() + ttl})
+def _confirm_takeover(fs: Any, path: Any, location: str, owner: str) -> None:
+    """Read a taken-over lease back after a moment: another driver that found the same expired
+    lease may have deleted ours and created its own."""
+    time.sleep(TAKEOVER_SETTLE_SECONDS)
+    holder = _read(fs, path)
+    if holder is None or holder.get("owner") != owner:
+        other = "none" if holder is None else holder.get("owner")
+        raise WriterLeaseError(f"{location}: taken over by another driver meanwhile ({other})")
+
+
+def _content(owner: str, ttl: float, expires: float) -> str:
+    return json.dumps({"owner": owner, "expires": expires, "ttl": ttl})
 
 
 def _write(fs: Any, path: Any, text: str, *, conditional: bool) -> None:

@@ -48,7 +48,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from lakehouse.catalog import layer_tables, register_table
 from lakehouse.layout import BRONZE, Layout
-from lakehouse.lease import take_writer_lease
+from lakehouse.lease import stop_streams_on_loss, take_writer_lease
 from lakehouse.streaming import (
     TRIGGERS,
     await_queries,
@@ -213,7 +213,7 @@ def run(
     register_bronze(spark, cfg)
     # One driver writes the bronze tables of an object-store lakehouse (lakehouse.lease); a
     # lease of queries left running is renewed until this process ends.
-    lease = take_writer_lease(spark, cfg.lakehouse_path, JOB)
+    lease = take_writer_lease(spark, cfg.lakehouse_path, JOB, on_lost=stop_streams_on_loss(spark))
     try:
         queries = write_bronze(read_kafka(spark, cfg).transform(to_bronze_rows), cfg, trigger)
         if await_termination:
@@ -222,6 +222,7 @@ def run(
     finally:
         if lease is not None and await_termination:
             lease.release()
+            lease.raise_if_lost()  # the streams were stopped because the lease was lost
     return queries
 
 

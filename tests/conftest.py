@@ -17,11 +17,30 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.stack import BOOTSTRAP, REGISTRY, check_kafka, check_registry
+
+# Every Spark application of the suite (this process's session, jobs run as subprocesses or
+# through spark-submit, DAG tasks) reads tests/spark-conf/spark-defaults.conf: JVM options for
+# short runs on small data (the file says why). Standalone masters and workers take theirs
+# from SPARK_DAEMON_JAVA_OPTS. A caller's own settings win.
+TEST_SPARK_CONF_DIR = Path(__file__).parent / "spark-conf"
+
+
+def suite_jvm_options() -> str:
+    """The driver JVM options of tests/spark-conf/spark-defaults.conf."""
+    for line in (TEST_SPARK_CONF_DIR / "spark-defaults.conf").read_text().splitlines():
+        if line.startswith("spark.driver.extraJavaOptions"):
+            return line.split(None, 1)[1].strip()
+    raise AssertionError("tests/spark-conf/spark-defaults.conf sets no driver JVM options")
+
+
+os.environ.setdefault("SPARK_CONF_DIR", str(TEST_SPARK_CONF_DIR))
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", suite_jvm_options())
 
 # What every folder's session had: few partitions for small test data, on a 2-core machine.
 SPARK_TEST_CONF = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
@@ -96,7 +115,6 @@ LONG_FILES_FIRST = (
     "tests/integration/silver/test_silver_follows_bronze.py",  # ~140 s: three jobs in turn
     "tests/integration/demo/test_demo_end_to_end.py",  # ~120 s
     "tests/integration/quality/test_quality_compiled_parity.py",  # ~95 s
-    "tests/integration/silver/test_silver_submit.py",  # ~85 s: a standalone cluster
     "tests/integration/dags/test_streaming_dag.py",  # ~85 s
     "tests/unit/dags/test_stream_supervision.py",  # ~50 s: real processes supervised
     "tests/integration/s3/test_s3_two_writers.py",  # ~50 s

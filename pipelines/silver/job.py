@@ -35,7 +35,12 @@ from codec import SchemaResolver
 from lakehouse.catalog import register_lakehouse
 from lakehouse.delta import is_delta_table, list_delta_tables
 from lakehouse.layout import Layout, table_name
-from lakehouse.lease import take_writer_lease
+from lakehouse.lease import (
+    WriterLease,
+    WriterLeaseError,
+    stop_streams_on_loss,
+    take_writer_lease,
+)
 from lakehouse.streaming import (
     TRIGGERS,
     QueryGroup,
@@ -208,12 +213,15 @@ def run(
     install_metrics(spark, cfg)
     # One driver writes silver, quarantine and quality results of an object-store lakehouse
     # (lakehouse.lease); a lease of queries left running is renewed until this process ends.
-    lease = take_writer_lease(spark, cfg.lakehouse_path, JOB)
+    lease = take_writer_lease(spark, cfg.lakehouse_path, JOB, on_lost=stop_streams_on_loss(spark))
     try:
-        return _start_queries(spark, cfg, trigger, resolver, bronze_table_names, await_termination)
+        return _start_queries(
+            spark, cfg, trigger, resolver, bronze_table_names, await_termination, lease
+        )
     finally:
         if lease is not None and await_termination:
             lease.release()
+            lease.raise_if_lost()  # the streams were stopped because the lease was lost
 
 
 def _start_queries(
@@ -223,8 +231,12 @@ def _start_queries(
     resolver: SchemaResolver,
     bronze_table_names: Sequence[str] | None,
     await_termination: bool,
+    lease: WriterLease | None = None,
 ) -> SilverRun:
-    """Start silver's queries (one per bronze table) and, if asked, wait for them."""
+    """Start silver's queries (one per bronze table) and, if asked, wait for them.
+
+    A lost writer ``lease`` fails the processing-time group (its watcher and every query stop).
+    """
     checker = make_checker(spark, cfg)
     if checker is not None:
         prune_quality_results(spark, cfg)
@@ -235,6 +247,9 @@ def _start_queries(
     register_lakehouse(spark, Layout(cfg.lakehouse_path), catalog_databases(cfg))
     if trigger == "processing-time":
         out = follow_bronze(spark, cfg, resolver, checker, bronze_table_names)
+        if lease is not None:
+            where = lease.location
+            lease.call_on_loss(lambda why: out.group.fail(WriterLeaseError(f"{where}: {why}")))
         if await_termination:
             out.group.await_all()
     else:

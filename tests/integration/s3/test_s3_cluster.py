@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -218,3 +219,7 @@ def test_two_workers_share_nothing_and_survive_a_killed_worker(
         == RECORDS
         == report.silver_records + report.quarantined_records
     )
+    # one silver table per message type, and each quarantined record with the reason it earned
+    assert len(list_delta_tables(layout.silver, spark)) == len(summary.per_message_type)
+    reasons = Counter(quarantined.column("reason_code").to_pylist())
+    assert reasons == summary.expected_quarantine_by_reason(quarantine_rules=())

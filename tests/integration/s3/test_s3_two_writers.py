@@ -5,6 +5,7 @@ JVM, conflicting commits are retried, and every batch of each writer is in the t
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -85,3 +86,23 @@ def test_a_second_driver_is_refused_the_writer_lease(spark, s3_store, bucket):
     lease = acquire_writer_lease(spark, location)
     assert lease.owner in "".join(read_text_lines(spark, location) or [])
     lease.release()
+
+
+def test_a_driver_whose_lease_was_taken_stops_writing(spark, s3_store, bucket):
+    from lakehouse.lease import WriterLeaseError, acquire_writer_lease
+    from lakehouse.streaming import read_text_lines, write_text
+
+    location = f"s3a://{bucket}/lh/_writers/bronze"
+    lost: list[str] = []
+    lease = acquire_writer_lease(spark, location, ttl=2.0, on_lost=lost.append)  # renews at 0.5 s
+    foreign = '{"owner": "other:2:y", "expires": 9999999999}'
+    write_text(spark, location, foreign)  # e.g. taken over while this driver was paused
+    deadline = time.monotonic() + 30
+    while not lost and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert lost == [lease.lost], "the renewal noticed the other driver, once"
+    assert "no longer this driver's (holder: other:2:y)" in lost[0]
+    with pytest.raises(WriterLeaseError, match=r"_writers/bronze: the writer lease is no longer"):
+        lease.raise_if_lost()
+    lease.release()
+    assert read_text_lines(spark, location) == [foreign], "the other driver's lease stays"

@@ -42,3 +42,13 @@ def test_a_local_master_keeps_its_loopback_and_small_machine_settings(spark: Any
     assert conf.get("spark.driver.host") == "127.0.0.1"
     assert conf.get("spark.ui.enabled") == "false"
     assert os.environ.get("SPARK_LOCAL_IP")
+
+
+def test_the_suites_jvm_runs_with_the_suites_jvm_options(spark: Any) -> None:
+    # tests/spark-conf/spark-defaults.conf reaches a driver started in-process (through
+    # pyspark's spark-submit), not only the jobs the suite submits
+    from tests.conftest import suite_jvm_options
+
+    bean = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    arguments = list(bean.getInputArguments())
+    assert set(suite_jvm_options().split()) <= set(arguments), arguments
