@@ -7,14 +7,15 @@ run, best of several repeats, it prints frames/s for:
   (`dual_schema_id_deserializer`, which its ProtobufDeserializer calls on every record);
 - full decode: `codec.Decoder.decode` (strict, unknown-field check on; and keeping unknown
   fields) vs confluent-kafka's `ProtobufDeserializer` on the same frames;
-- `Decoder.decode_many` on batches of BATCH frames (strict, and keeping unknown fields): the
-  codec's batch API, per record exactly what `decode` gives;
+- `codec.payload.decode_sliced` on batches of BATCH frames of one frame head (strict, and
+  keeping unknown fields): the batch decode the silver job's upb path calls, per payload
+  exactly what `decode_payload` gives;
 - bare `FromString` of the payload alone (already sliced), same message class: the floor;
-  and the same keeping every message of a batch alive, as a batch API must, with the garbage
-  collector paused as `decode_many` pauses it (the dropping loop frees each message at once,
-  so its memory stays in cache and the collector never runs);
+  and the same keeping every message of a batch alive, as a batch decode must, with the
+  garbage collector paused (the dropping loop frees each message at once, so its memory
+  stays in cache and the collector never runs);
 - the floor of any batch decode through protobuf's Python API, framing and results aside:
-  the payloads parsed in ~64 KiB wrapper chunks as `decode_many` parses them and every
+  the payloads parsed in ~64 KiB wrapper chunks as `decode_sliced` parses them and every
   message handed out as a Python object; for strict decoding, plus the two upb calls an exact
   unknown-field test needs at the least (`DiscardUnknownFields`, which says nothing of what
   it dropped, and one `SerializeToString` to compare with the input). upb has no cheaper
@@ -45,7 +46,7 @@ from confluent_kafka.schema_registry.serde import SchemaId
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from codec import (
-    DecodedRecord,
+    CodecError,
     Decoder,
     RegisteredSchema,
     SchemaReference,
@@ -54,12 +55,12 @@ from codec import (
 )
 from codec.gcpause import paused_gc
 from codec.http_answers import detect_schema_format
-from codec.payload import _batch_class
+from codec.payload import _batch_class, decode_sliced
 from codec.protoc import generate_python
 from codec.varint import write_uvarint64
 
 N = 20_000
-BATCH = 5_000  # records per decode_many call
+BATCH = 5_000  # records per decode_sliced call
 REPEATS = 5
 TOPIC = "bench-orders"
 
@@ -188,12 +189,16 @@ def run_case(label: str, pb: Any, lines: int) -> None:
         for f in frames:
             decode(f)
 
-    def many(which: Decoder) -> Callable[[], None]:
-        # `Decoder.decode_many`: the same records, a batch at a time (what a batch job calls)
+    offset = parse_frame(frames[0]).payload_offset
+    assert all(parse_frame(f).payload_offset == offset for f in frames)
+
+    def sliced(keep_unknown: bool) -> Callable[[], None]:
+        # `decode_sliced`: the payloads behind one frame head, a batch at a time (what the
+        # silver job's upb path calls on the records of one schema key)
         def run() -> None:
             for start in range(0, N, BATCH):
-                out = which.decode_many(frames[start : start + BATCH])
-                assert type(out[-1]) is DecodedRecord
+                out, _ = decode_sliced(cls, frames[start : start + BATCH], offset, keep_unknown)
+                assert not isinstance(out[-1], CodecError)
 
         return run
 
@@ -207,15 +212,15 @@ def run_case(label: str, pb: Any, lines: int) -> None:
             parse(p)
 
     def bare_kept() -> None:
-        # what a batch API must at least do: parse every payload and keep them all, with the
-        # garbage collector paused as decode_many pauses it (a like-for-like floor)
+        # what a batch decode must at least do: parse every payload and keep them all, with
+        # the garbage collector paused (a floor without collections)
         parse = cls.FromString
         for start in range(0, N, BATCH):
             with paused_gc():
                 kept = list(map(parse, payloads[start : start + BATCH]))
             assert len(kept) == len(payloads[start : start + BATCH])
 
-    # the payloads as decode_many parses them: `repeated Order items = 1` wrappers of at most
+    # the payloads as decode_sliced parses them: `repeated Order items = 1` wrappers of at most
     # 64 KiB, the same number of payloads in each, a batch of BATCH payloads at a time
     wrapper_class = _batch_class(cls)
     assert wrapper_class is not None
@@ -248,8 +253,8 @@ def run_case(label: str, pb: Any, lines: int) -> None:
                 for c in chunks:
                     wrapper = wrapper_class.FromString(c)
                     wrapper.DiscardUnknownFields()
-                    # compared as decode_many's equality test compares (map entries may come
-                    # back in another order: decode_many then takes its slower size test)
+                    # compared as decode_sliced's equality test compares (map entries may
+                    # come back in another order: it then takes its slower size test)
                     canonical = wrapper.SerializeToString() == c
                     kept += wrapper.items
             assert kept and isinstance(canonical, bool)
@@ -260,8 +265,8 @@ def run_case(label: str, pb: Any, lines: int) -> None:
             "confluent framing": confluent_framing,
             "codec decode (strict)": ours_decode,
             "codec decode (keep unknown)": ours_decode_keep,
-            "codec decode_many (strict)": many(decoder),
-            "codec decode_many (keep unknown)": many(keeping),
+            "codec decode_sliced (strict)": sliced(False),
+            "codec decode_sliced (keep unknown)": sliced(True),
             "confluent ProtobufDeserializer": confluent_decode,
             "bare FromString(payload)": bare,
             "bare FromString, batch kept, no GC": bare_kept,
@@ -287,9 +292,9 @@ def run_case(label: str, pb: Any, lines: int) -> None:
     bare = rates["bare FromString(payload)"]
     kept = rates["bare FromString, batch kept, no GC"]
     for mode in ("strict", "keep unknown"):
-        many = rates[f"codec decode_many ({mode})"]
+        many = rates[f"codec decode_sliced ({mode})"]
         print(
-            f"   cost decode_many({mode})/bare FromString {bare / many:5.2f}x"
+            f"   cost decode_sliced({mode})/bare FromString {bare / many:5.2f}x"
             f"  /bare kept {kept / many:5.2f}x  (aim <= 1.2x)"
         )
     floor_keep = rates["floor: wrapper parse, messages out"]

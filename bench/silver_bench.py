@@ -11,11 +11,12 @@ every method ends in Spark's ``noop`` sink, so no disk writes are timed.
 
 Methods (records/s, best of ``--repeat`` runs on local[2]):
 
-- silver: protolake's path as ``SilverBatch`` runs it by default: ``schema_keys``
-  (framing on the executors, column-wise per distinct frame head) -> distinct schema keys to
-  the driver -> one registry lookup per schema -> ``decode_bronze`` (framing again, then the
-  compiled decoder of ``pipelines.proto_types._native`` straight from the Arrow buffers; the
-  upb path for what it gives back).
+- silver: protolake's path as ``SilverBatch`` runs it by default: ``head_counts`` (the raw
+  frame head of each record cut in the JVM, the distinct heads read on the driver) ->
+  distinct schema keys -> one registry lookup per schema -> ``decode_records`` over the
+  records of each key (their one pass through the Python workers: the compiled decoder of
+  ``pipelines.proto_types._native`` straight from the Arrow buffers; the upb path for what it
+  gives back).
   Each pass recomputes the input (here the range join; in the job, a re-read of the bronze
   Delta files).
 - silver, cache_bronze = true: the same with the batch cached once for both passes.
@@ -225,8 +226,8 @@ def main() -> int:
     from registry_server import start_registry_server
 
     from codec import SchemaResolver, open_registry
-    from pipelines.silver.decode import DecodeSpec, decode_bronze, message_spark_schema
-    from pipelines.silver.framing import BRONZE_COLUMNS, schema_keys
+    from pipelines.silver.decode import DecodeSpec, decode_records, message_spark_schema
+    from pipelines.silver.framing import BRONZE_COLUMNS, FramedBatch, Heads, head_counts
     from pipelines.silver.resolution import resolve_schema_keys
     from pipelines.spark import build_session
 
@@ -281,20 +282,23 @@ def main() -> int:
         """protolake's executor path; returns (registry schema requests, distinct schemas).
 
         As ``SilverBatch`` does: the batch cached if ``cache`` (``silver.cache_bronze``, off
-        by default), the schema keys pass, one registry lookup per distinct key, one frame-and-decode pass per key.
+        by default), the frame heads pass (JVM only), one registry lookup per distinct key,
+        one decode pass per key over its records.
         ``native=False``: without the compiled decoder (every record on the upb path)."""
         before = len([r for r in registry.requests if r[1].startswith("/schemas/")])
         resolver = SchemaResolver(open_registry(registry.url))
         bronze = bronze_input(n)
         if cache:
             bronze = bronze.select(*BRONZE_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
-        rows = schema_keys(bronze).groupBy("_schema_key", "_key_schema_key").count().collect()
-        res = resolve_schema_keys(resolver, sorted({r[0] for r in rows if r[0]}))
+        heads = Heads.of_rows(head_counts(bronze))
+        assert not heads.python  # every bench frame is read from its head
+        res = resolve_schema_keys(resolver, {v for v, _ in heads.counts if v})
+        batch = FramedBatch(bronze, heads, heads.framed(bronze))
         for key, r in res.items():
             assert r.ok and r.file_descriptor_set is not None and r.message_type is not None, r
             spec = DecodeSpec(r.file_descriptor_set, r.message_type, 3, False, {}, native=native)
             schema = message_spark_schema(r.file_descriptor_set, r.message_type, 3)
-            decoded = decode_bronze(bronze, key, spec, schema)
+            decoded = decode_records(batch.records_of(key, with_keys=False), spec, schema)
             decoded.write.format("noop").mode("overwrite").save()
         if cache:
             bronze.unpersist()

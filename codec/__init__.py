@@ -10,7 +10,6 @@ Layers: `framing` -> `registry` (`http_registry` over `http_transport`, `http_au
 import logging
 
 from .decode import (
-    DecodedBatch,
     DecodedRecord,
     Decoder,
     decode_payload,
@@ -36,7 +35,7 @@ from .errors import (
     UnknownMessage,
     UnknownSchema,
 )
-from .framing import Frame, parse_frame, write_frame
+from .framing import Frame, SchemaKey, parse_frame, write_frame
 from .http_registry import HttpSchemaRegistry
 from .registries import open_registry
 from .registry import RegisteredSchema, SchemaReference, SchemaRegistry
@@ -50,7 +49,6 @@ __all__ = [
     "BadMagic",
     "BadPayload",
     "CodecError",
-    "DecodedBatch",
     "DecodedRecord",
     "Decoder",
     "DirectorySchemaRegistry",
@@ -63,6 +61,7 @@ __all__ = [
     "ResolvedSchema",
     "SchemaCompilerUnavailable",
     "SchemaInvalid",
+    "SchemaKey",
     "SchemaReference",
     "SchemaRegistry",
     "SchemaResolver",

@@ -57,7 +57,7 @@ from .errors import (
     UnknownMessage,
     UnknownSchema,
 )
-from .framing import Frame
+from .framing import Frame, SchemaKey
 from .protoc import builtin_file_descriptor_set, is_builtin, run_protoc
 from .registry import RegisteredSchema, SchemaRegistry
 
@@ -319,6 +319,19 @@ class SchemaResolver:
             return self.resolve_id(frame.schema_id)
         assert frame.schema_guid is not None
         return self.resolve_guid(frame.schema_guid)
+
+    def resolve_key(self, key: SchemaKey) -> tuple[ResolvedSchema, str]:
+        """The compiled writer schema a schema key names, and its message type's full name.
+
+        Raises:
+            UnknownMessage: the key's message indexes name no message of the schema.
+        """
+        if key.schema_id is not None:
+            schema = self.resolve_id(key.schema_id)
+        else:
+            assert key.schema_guid is not None
+            schema = self.resolve_guid(key.schema_guid)
+        return schema, schema.message_type_for(key.message_indexes)
 
     def resolve_id(self, schema_id: int) -> ResolvedSchema:
         """The compiled schema with this id."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from .errors import BadIndexes, BadMagic, EmptyValue, Truncated
@@ -51,6 +52,43 @@ _common_frames: dict[bytes, Frame] = {}
 
 HeaderValue = bytes | bytearray | memoryview | None
 Headers = Iterable[tuple[str | bytes, HeaderValue]] | Mapping[str, HeaderValue]
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaKey:
+    """Which writer schema, and which message type in it, a frame names: what a batch of
+    records is grouped by and resolved by (``SchemaResolver.resolve_key``).
+
+    Attributes:
+        schema_id: the schema id (magic 0), else None.
+        schema_guid: the lowercase schema GUID (magic 1), else None.
+        message_indexes: the message's path in the schema file, e.g. (0,) or (2, 0, 1).
+
+    Raises:
+        ValueError: not exactly one of ``schema_id`` and ``schema_guid`` is given.
+    """
+
+    schema_id: int | None
+    schema_guid: str | None
+    message_indexes: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if (self.schema_id is None) == (self.schema_guid is None):
+            raise ValueError("a schema key names a schema id or a schema GUID, not both nor none")
+
+    @property
+    def version(self) -> str:
+        """The writer schema alone, ``id:<n>`` or ``guid:<g>`` (in messages and logs)."""
+        return f"id:{self.schema_id}" if self.schema_id is not None else f"guid:{self.schema_guid}"
+
+    def sort_order(self) -> tuple[int, int, str, tuple[int, ...]]:
+        """A total order: ids by number first, then GUIDs, then message indexes."""
+        if self.schema_id is not None:
+            return (0, self.schema_id, "", self.message_indexes)
+        return (1, 0, str(self.schema_guid), self.message_indexes)
+
+    def __str__(self) -> str:
+        return f"{self.version}|{'.'.join(map(str, self.message_indexes))}"
 
 
 class Frame(NamedTuple):
@@ -81,6 +119,11 @@ class Frame(NamedTuple):
             return self.schema_id
         assert self.schema_guid is not None
         return self.schema_guid
+
+    @property
+    def key(self) -> SchemaKey:
+        """The frame's :class:`SchemaKey` (schema id or GUID, message indexes)."""
+        return SchemaKey(self.schema_id, self.schema_guid, self.message_indexes)
 
 
 def format_guid(raw: Buffer) -> str:

@@ -233,19 +233,17 @@ def decode_sliced(
     buffers: Sequence[Buffer],
     offset: int,
     allow_unknown_fields: bool,
-    *,
-    all_bytes: bool = False,
 ) -> tuple[list[Message | CodecError], bool]:
     """`decode_payloads` of ``buffer[offset:]`` for each buffer, and whether all decoded.
 
     Every buffer holds at least `offset` bytes. Slicing happens while the wrapper is built,
-    so a caller whose payloads sit after a frame head (`Decoder.decode_many`) does not make
-    a list of slices first. `all_bytes`: the caller knows `buffers` is a list of `bytes`.
+    so a caller whose payloads sit after a frame head (the silver job's upb path, records of
+    one frame head) does not make a list of slices first.
     """
     batch_class = _batch_class(message_class) if len(buffers) > 1 else None
     if batch_class is None:
         return _decode_each(message_class, buffers, offset, allow_unknown_fields), False
-    if not all_bytes and (type(buffers) is not list or set(map(type, buffers)) != {bytes}):
+    if type(buffers) is not list or set(map(type, buffers)) != {bytes}:
         # len() of a memoryview counts its items, not its bytes; a deque cannot be sliced
         buffers = [b if type(b) is bytes else bytes(b) for b in buffers]
     sizes = list(map(len, buffers))  # of the buffers: the item heads subtract the offset

@@ -1,21 +1,18 @@
-"""What decoding gives back: `DecodedRecord` (one record), `DecodedBatch` (a batch, as
-columns), and `message_to_json`, protobuf's canonical JSON mapping of a decoded message."""
+"""What decoding gives back: `DecodedRecord` (one record), and `message_to_json`, protobuf's
+canonical JSON mapping of a decoded message."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
 from .descriptors import ResolvedSchema
-from .errors import BadPayload, CodecError
+from .errors import BadPayload
 from .framing import Frame
 from .payload import has_unknown_fields
 from .walk import child_messages
-
-_new_tuple = tuple.__new__
 
 
 def message_to_json(message: Message) -> dict[str, Any]:
@@ -115,57 +112,3 @@ class DecodedRecord(NamedTuple):
     def to_json(self) -> dict[str, Any]:
         """The message in protobuf's canonical JSON mapping, original field names."""
         return message_to_json(self.message)
-
-
-class DecodedBatch:
-    """What `Decoder.decode_many` found, record by record, as columns.
-
-    A sequence: ``batch[i]`` is record i's `DecodedRecord`, or the `CodecError` leaf that
-    `Decoder.decode` raises for it. The columns hold the same without building a record
-    object per row (records of one schema share their frame, schema and type name).
-
-    Attributes:
-        results: per record, the decoded message, or the error.
-        frames, schemas, message_types: per record, its frame, writer schema and full
-            message type name; None where `results` holds an error (the error carries the
-            schema id or GUID, indexes and type as far as decoding got).
-    """
-
-    __slots__ = ("frames", "message_types", "results", "schemas")
-
-    def __init__(self, count: int) -> None:
-        self.results: list[Message | CodecError] = [None] * count  # type: ignore[list-item]
-        self.frames: list[Frame | None] = [None] * count
-        self.schemas: list[ResolvedSchema | None] = [None] * count
-        self.message_types: list[str | None] = [None] * count
-
-    def set_record(self, i: int, record: DecodedRecord) -> None:
-        """Store a decoded record at position i."""
-        self.frames[i], self.schemas[i], self.message_types[i], self.results[i] = record
-
-    def __len__(self) -> int:
-        return len(self.results)
-
-    @overload
-    def __getitem__(self, i: int) -> DecodedRecord | CodecError: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[DecodedRecord | CodecError]: ...
-    def __getitem__(
-        self, i: int | slice
-    ) -> DecodedRecord | CodecError | list[DecodedRecord | CodecError]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        result = self.results[i]
-        if isinstance(result, CodecError):
-            return result
-        record: DecodedRecord = _new_tuple(
-            DecodedRecord, (self.frames[i], self.schemas[i], self.message_types[i], result)
-        )
-        return record
-
-    def __iter__(self) -> Iterator[DecodedRecord | CodecError]:
-        return (self[i] for i in range(len(self.results)))
-
-    def __repr__(self) -> str:
-        errors = sum(isinstance(r, CodecError) for r in self.results)
-        return f"DecodedBatch({len(self)} records, {errors} errors)"

@@ -525,6 +525,8 @@ static int decode_message(Ctx *c, int m, const uint8_t *p, const uint8_t *end) {
       Slot *s = &slots[i];
       if (want == 2) {
         if (s->present && IS_SUB(f->kind)) return GIVE_BACK; /* protobuf merges the two */
+        /* a string written twice: protobuf checks the UTF-8 of the one replaced too */
+        if (s->present && f->kind == K_STRING) return GIVE_BACK;
         if (read_len(&p, end, &s->p, &s->len)) return GIVE_BACK;
       } else if (read_scalar(f->kind, &p, end, &s->v)) {
         return GIVE_BACK;
@@ -541,6 +543,8 @@ static int decode_message(Ctx *c, int m, const uint8_t *p, const uint8_t *end) {
     Builder *b = &c->b[f->builder];
     const Slot *s = &slots[i];
     int present = s->present && (f->oneof < 0 || last[f->oneof] == i);
+    /* a oneof member replaced by a later one: protobuf parsed and checked it all the same */
+    if (s->present && !present && (f->kind == K_STRING || IS_SUB(f->kind))) return GIVE_BACK;
     if (f->label == L_REPEATED || f->label == L_MAP) {
       rc = append_absent(c, f, 1);
     } else if (!present) {

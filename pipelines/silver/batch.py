@@ -2,18 +2,21 @@
 
 :class:`SilverBatch` runs these steps, each a method of its own:
 
-1. frame (``framing.schema_keys``, on the executors): only the distinct schema keys and their
-   counts come back to the driver;
+1. frame (``framing``): the JVM cuts the raw frame head of every record; only the distinct
+   heads and their counts come back to the driver, where ``codec.parse_frame`` reads each
+   once into a schema key (``codec.SchemaKey``) and a payload offset (the few records whose
+   head is not enough are framed in Python, only when there are any);
 2. resolve the distinct schema keys on the driver, once each (``resolution``);
    ``RegistryUnavailable`` fails the batch (Spark retries it when the query restarts;
    nothing is quarantined for an outage);
 3. plan each table's schema (``plan``): compatible versions are merged, others go to
    quarantine with ``SCHEMA_CONFLICT``;
 4. quarantine what cannot be decoded at all (bad frames, failed resolutions, schema
-   conflicts), from the framed batch with its raw bytes (``framing.frame_records``), which is
-   computed only when there are quarantine rows to take from it;
-5. decode, per message type and schema version, framing again and decoding on the executors
-   in one pass (``decode.decode_bronze``); rows that fail go to quarantine;
+   conflicts), from the framed batch with its raw bytes;
+5. decode, per message type and schema version, the records of that schema key (the rows of
+   its heads, with its payload offset) in the one pass they make through the Python workers
+   (``decode.decode_records``); rows that fail go to quarantine with the raw bytes the pass
+   carried along;
 6. check quality on every table (``quality``: the default suite of every silver table plus the
    configured expectations of its message type, one validation per table per batch): failed
    rows go to quarantine (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
@@ -49,13 +52,13 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
-from codec import SchemaResolver
+from codec import SchemaKey, SchemaResolver
 from lakehouse.catalog import CatalogDatabases, register_table
 from lakehouse.delta import append_idempotent
 from lakehouse.layout import Layout
 
-from .decode import DecodeSpec, decode_bronze, message_spark_schema
-from .framing import BRONZE_COLUMNS, frame_records, schema_keys
+from .decode import DecodeSpec, decode_records, message_spark_schema
+from .framing import BRONZE_COLUMNS, FramedBatch, Heads, head_counts, python_framed
 from .plan import TablePlan, plan_tables, table_rows, table_schema
 from .rejects import (
     quarantine_bad_frames,
@@ -191,7 +194,8 @@ class SilverBatch:
             columns = [*BRONZE_COLUMNS, *([INGESTED_AT] if INGESTED_AT in bronze.columns else [])]
             bronze = bronze.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
             persisted.append(bronze)
-        counts = self._frame(bronze)
+        counts, batch = self._frame(bronze, persisted)
+        framed = batch.framed
         stats.records = counts.records
         if stats.records == 0:
             return
@@ -199,9 +203,8 @@ class SilverBatch:
         resolved = self._resolve(counts)
         plans = self._plan(resolved)
         checked = self.checker is not None and bool(plans)
-        framed = self._framed(bronze, counts, resolved, plans, checked, persisted)
         quarantine = self._quarantine(framed, counts, resolved, q_time)
-        tables = self._decode(bronze, framed, plans, resolved, q_time, quarantine, persisted)
+        tables = self._decode(batch, plans, resolved, q_time, quarantine, persisted)
         reference_time = batch_reference_time(bronze, processed_at) if checked else None
         to_write, results = self._check(
             tables, framed, batch_id, reference_time, q_time, quarantine
@@ -211,12 +214,27 @@ class SilverBatch:
 
     # -- the steps --------------------------------------------------------------------------
 
-    def _frame(self, bronze: DataFrame) -> KeyCounts:
-        """(1) Distinct schema keys of values and keys, with their counts: a handful of rows
-        to the driver, whatever the number of records (one Spark job; only key, value and
-        headers go to the Python workers)."""
-        groups = schema_keys(bronze).groupBy("_schema_key", "_key_schema_key", "topic").count()
-        return KeyCounts(groups.collect())
+    def _frame(
+        self, bronze: DataFrame, persisted: list[DataFrame]
+    ) -> tuple[KeyCounts, FramedBatch]:
+        """(1) The distinct frame heads of values and keys with their counts (a handful of
+        rows to the driver, whatever the number of records), each read once there, and the
+        framed batch (read by the steps that need more than the decode pass).
+
+        One Spark job of one ``substring`` per record; only when some records need Python
+        framing (see ``framing``) a second job frames those, kept for the steps that read
+        them again.
+        """
+        heads = Heads.of_rows(head_counts(bronze))
+        framed = heads.framed(bronze)
+        if not heads.python:
+            return KeyCounts(heads.counts, heads.topics), FramedBatch(bronze, heads, framed)
+        python = python_framed(bronze, heads).persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(python)
+        in_python = python.groupBy("_schema_key", "_key_schema_key", "topic").count().collect()
+        framed = framed.unionByName(python)
+        counts = KeyCounts.of_rows(in_python, heads.counts, heads.topics)
+        return counts, FramedBatch(bronze, heads, framed)
 
     def _resolve(self, counts: KeyCounts) -> Resolved:
         """(2) Resolve each distinct schema key once (``RegistryUnavailable`` propagates)."""
@@ -238,28 +256,6 @@ class SilverBatch:
         current = existing_schema(self.spark, path)
         return message_part(current) if current is not None else None
 
-    def _framed(
-        self,
-        bronze: DataFrame,
-        counts: KeyCounts,
-        resolved: Resolved,
-        plans: list[TablePlan],
-        checked: bool,
-        persisted: list[DataFrame],
-    ) -> DataFrame:
-        """The framed batch (raw bytes beside the framing columns).
-
-        It feeds the quarantine rows of bad frames, failed resolutions, schema conflicts and
-        quality failures; decoding frames on its own (decode_bronze). So it is computed, once,
-        only when this batch can have such rows.
-        """
-        framed = frame_records(bronze)
-        conflicts = any(p.conflicts for p in plans)
-        if counts.bad_frames or resolved.faults or checked or conflicts:
-            framed = framed.persist(StorageLevel.MEMORY_AND_DISK)
-            persisted.append(framed)
-        return framed
-
     def _quarantine(
         self, framed: DataFrame, counts: KeyCounts, resolved: Resolved, q_time: Column
     ) -> list[DataFrame]:
@@ -270,13 +266,12 @@ class SilverBatch:
             parts.append(quarantine_bad_frames(framed, q_time))
         faults = resolved.faults
         if faults:
-            parts.append(quarantine_faults(self.spark, framed, faults, q_time))
+            parts.append(quarantine_faults(framed, faults, q_time))
         return parts
 
     def _decode(
         self,
-        bronze: DataFrame,
-        framed: DataFrame,
+        batch: FramedBatch,
         plans: list[TablePlan],
         resolved: Resolved,
         q_time: Column,
@@ -288,10 +283,10 @@ class SilverBatch:
         key_types = resolved.key_types
         tables: list[tuple[TablePlan, DataFrame]] = []
         for plan in plans:
-            quarantine.extend(quarantine_conflicts(framed, plan, q_time))
+            quarantine.extend(quarantine_conflicts(batch.framed, plan, q_time))
             good_parts: list[DataFrame] = []
             for res in plan.versions:
-                decoded = self._decode_version(bronze, plan, res, key_types)
+                decoded = self._decode_version(batch, plan, res, key_types)
                 persisted.append(decoded)
                 quarantine.append(
                     quarantine_decode_failures(decoded, res, plan.message_type, q_time)
@@ -304,10 +299,10 @@ class SilverBatch:
 
     def _decode_version(
         self,
-        bronze: DataFrame,
+        batch: FramedBatch,
         plan: TablePlan,
         res: Resolution,
-        key_types: dict[str, tuple[bytes, str]],
+        key_types: dict[SchemaKey, tuple[bytes, str]],
     ) -> DataFrame:
         """The records of one schema version decoded (persisted: read for both outcomes)."""
         assert res.file_descriptor_set is not None
@@ -322,7 +317,8 @@ class SilverBatch:
         msg_schema = message_spark_schema(
             res.file_descriptor_set, plan.message_type, self.max_depth
         )
-        decoded = decode_bronze(bronze, res.schema_key, spec, msg_schema)
+        records = batch.records_of(res.schema_key, with_keys=bool(key_types))
+        decoded = decode_records(records, spec, msg_schema)
         return decoded.persist(StorageLevel.MEMORY_AND_DISK)
 
     def _check(

@@ -1,7 +1,8 @@
 """Step 5 of a silver micro-batch: decode one schema version of one message type.
 
-Runs on the executors (``mapInArrow``; :func:`decode_bronze` frames the bronze rows in the
-same pass). Per Arrow batch, the compiled decoder (``pipelines.proto_types.native_decoder``)
+Runs on the executors (``mapInArrow``), in the one pass a record makes through the Python
+workers: :func:`decode_records` takes the framed rows of one schema key (framed by JVM
+expressions, ``framing``), so only their bytes and frame offsets go to Python. Per Arrow batch, the compiled decoder (``pipelines.proto_types.native_decoder``)
 turns the payloads straight into typed Arrow columns; the records it gives back, and all
 records when it is off or has no plan for the type, are parsed with
 ``codec.decode_payloads`` against their writer schema (``codec.message_class_for`` compiles
@@ -31,9 +32,17 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T  # noqa: N812
 
-from codec import CodecError, decode_payload, decode_payloads, message_class_for, message_to_json
+from codec import (
+    CodecError,
+    SchemaKey,
+    decode_payload,
+    decode_payloads,
+    message_class_for,
+    message_to_json,
+)
+from codec.payload import decode_sliced
 
-from .framing import BRONZE_COLUMNS, framed_batches_of
+from .framing import BRONZE_COLUMNS, schema_key_of
 
 LINEAGE_DECODE_FIELDS: tuple[T.StructField, ...] = (
     T.StructField("_key", T.BinaryType()),
@@ -74,7 +83,7 @@ class DecodeSpec:
     max_depth: int
     allow_unknown_fields: bool
     # key schema key -> (descriptor set, message type), for keys that are framed themselves
-    key_types: Mapping[str, tuple[bytes, str]]
+    key_types: Mapping[SchemaKey, tuple[bytes, str]]
     # use the compiled decoder where it has a plan (``silver.native_decoder``)
     native: bool = True
 
@@ -112,7 +121,7 @@ def _converter(spec: DecodeSpec) -> Any:
 
 
 def decode_key(
-    spec: DecodeSpec, key: bytes | None, key_schema_key: str | None, offset: int | None
+    spec: DecodeSpec, key: bytes | None, key_schema_key: SchemaKey | None, offset: int | None
 ) -> str | None:
     """The canonical JSON of a framed key, or None (unframed, unknown or undecodable key)."""
     if key is None or key_schema_key is None or offset is None:
@@ -139,7 +148,7 @@ def decode_batches(spec: DecodeSpec, batches: Iterable[pa.RecordBatch]) -> Itera
     for batch in batches:
         if spec.key_types:
             keys = batch.column("key").to_pylist()
-            key_keys = batch.column("_key_schema_key").to_pylist()
+            key_keys = [schema_key_of(k) for k in batch.column("_key_schema_key").to_pylist()]
             key_offsets = batch.column("_key_payload_offset").to_pylist()
             key_json: list[str | None] | None = [
                 decode_key(spec, k, kk, ko)
@@ -180,8 +189,11 @@ def _decode_upb(
     messages: list[Any] = []
     bad_idx: list[int] = []
     errors: list[tuple[str, str, str]] = []
-    payloads = [v[off:] for v, off in zip(values, offsets, strict=True)]
-    results = decode_payloads(cls, payloads, allow_unknown_fields=spec.allow_unknown_fields)
+    if len(set(offsets)) == 1:  # one frame head (the usual case): sliced as they are parsed
+        results = decode_sliced(cls, values, offsets[0], spec.allow_unknown_fields)[0]
+    else:
+        payloads = [v[off:] for v, off in zip(values, offsets, strict=True)]
+        results = decode_payloads(cls, payloads, allow_unknown_fields=spec.allow_unknown_fields)
     for row, result in zip(rows, results, strict=True):
         if isinstance(result, CodecError):
             bad_idx.append(row)
@@ -280,27 +292,15 @@ def _assemble(
 def decode_records(framed: DataFrame, spec: DecodeSpec, message_schema: T.StructType) -> DataFrame:
     """Decode the framed rows of ``framed`` (already filtered to one schema version).
 
-    Only :data:`DECODE_INPUT` goes to the Python workers: every column shipped costs a JVM ->
-    Arrow -> Python copy per record.
+    Only :data:`DECODE_INPUT` goes to the Python workers (without its key frame columns when
+    ``spec`` has no key schemas): every column shipped costs a JVM -> Arrow -> Python copy per
+    record.
     """
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return decode_batches(spec, batches)
 
-    return framed.select(*DECODE_INPUT).mapInArrow(run, decoded_schema(message_schema))
-
-
-def decode_bronze(
-    bronze: DataFrame, schema_key: str, spec: DecodeSpec, message_schema: T.StructType
-) -> DataFrame:
-    """Frame and decode the bronze records of one schema key in one pass on the executors.
-
-    The same rows as ``decode_records(frame_records(bronze).where(_schema_key == key))``
-    without a framed DataFrame in between: framing a batch costs less than shipping its
-    framing columns back to the JVM and out again (``bench/silver_bench.py``).
-    """
-
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return decode_batches(spec, framed_batches_of(schema_key, batches))
-
-    return bronze.select(*BRONZE_COLUMNS).mapInArrow(run, decoded_schema(message_schema))
+    # without key schemas the key frame columns are not read: not shipped (two columns of
+    # nulls cost as much as the payloads, bench/silver_bench.py)
+    columns = DECODE_INPUT if spec.key_types else DECODE_INPUT[: len(BRONZE_COLUMNS) + 1]
+    return framed.select(*columns).mapInArrow(run, decoded_schema(message_schema))

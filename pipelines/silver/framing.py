@@ -1,39 +1,47 @@
-"""Step 1 of a silver micro-batch: read the Confluent framing of every bronze record.
+"""Step 1 of a silver micro-batch: read the Confluent framing (``codec.framing``) of every
+bronze record, once per distinct frame head rather than once per record.
 
-Runs on the executors, one Arrow batch at a time (``mapInArrow``); nothing is decoded here
-and the registry is not asked. ``codec.parse_frame`` reads one record per distinct frame
-head, and every other record with that head gets its columns column-wise (see
-:func:`_frame_batch`); records with headers or framed keys are framed one by one.
+The JVM cuts each record's raw frame head (:func:`head_expr`: one ``substring``, as long as
+the frame when its message indexes are single bytes, :func:`head_length`); only the distinct
+heads come to the driver, where ``codec.parse_frame`` reads each once (:class:`Heads`). A cut
+head gives what the whole value gives (parsing is sequential: it reads the whole frame, fails
+as the value fails, or runs out where the value goes on). The last, and records with a
+schema-id header, are framed on the Python workers (:func:`python_framed`), only when a batch
+has any. ``tests/integration/silver_batch/test_framing_resolution.py`` draws records to prove
+both agree with ``codec.parse_frame``.
 
-Output columns (:data:`FRAMED_FIELDS`), beside the bronze columns it keeps (key, value,
-topic, partition, offset, timestamp, headers):
+Output columns (:data:`FRAMED_FIELDS`), beside the bronze columns (key, value, topic,
+partition, offset, timestamp, headers):
 
 - ``_magic int``, ``_schema_id long``, ``_schema_guid string``, ``_message_indexes array<int>``,
-  ``_payload_offset int``, ``_schema_key string``: the frame of the value; null when the
-  framing is bad.
+  ``_payload_offset int``: the frame of the value; null when the framing is bad.
+- ``_schema_key``: the value's ``codec.SchemaKey`` as a struct (:data:`SCHEMA_KEY_TYPE`:
+  schema_id, schema_guid, message_indexes); null when the framing is bad.
 - ``_frame_code``, ``_frame_stage``, ``_frame_reason`` (strings): the codec's reason code,
   stage and message when the framing is bad (these records go to quarantine), else null.
-- ``_key_schema_key string``, ``_key_payload_offset int``: the frame of the key when the key
+- ``_key_schema_key`` (struct), ``_key_payload_offset int``: the frame of the key when the key
   is itself Confluent-framed (it is then decoded like a value), else null: an unframed key is
   not a fault, it stays bytes.
-
-``_schema_key`` names one (schema, message type) pair, e.g. ``id:42|1.0`` or
-``guid:<guid>|0``: the driver resolves each distinct key once (see ``resolution``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
-from codec import CodecError, parse_frame
-from codec.framing import find_schema_header
+from codec import CodecError, SchemaKey, Truncated, parse_frame
+from codec.framing import (
+    KEY_SCHEMA_ID_HEADER,
+    MAGIC_SCHEMA_GUID,
+    MAGIC_SCHEMA_ID,
+    VALUE_SCHEMA_ID_HEADER,
+)
 
 BRONZE_COLUMNS: tuple[str, ...] = (
     "key",
@@ -45,48 +53,332 @@ BRONZE_COLUMNS: tuple[str, ...] = (
     "headers",
 )
 
+_INDEXES_TYPE = T.ArrayType(T.IntegerType(), containsNull=False)
+SCHEMA_KEY_TYPE = T.StructType(
+    [
+        T.StructField("schema_id", T.LongType()),
+        T.StructField("schema_guid", T.StringType()),
+        T.StructField("message_indexes", _INDEXES_TYPE),
+    ]
+)
+
 FRAMED_FIELDS: tuple[T.StructField, ...] = (
     T.StructField("_magic", T.IntegerType()),
     T.StructField("_schema_id", T.LongType()),
     T.StructField("_schema_guid", T.StringType()),
-    T.StructField("_message_indexes", T.ArrayType(T.IntegerType(), containsNull=False)),
+    T.StructField("_message_indexes", _INDEXES_TYPE),
     T.StructField("_payload_offset", T.IntegerType()),
-    T.StructField("_schema_key", T.StringType()),
+    T.StructField("_schema_key", SCHEMA_KEY_TYPE),
     T.StructField("_frame_code", T.StringType()),
     T.StructField("_frame_stage", T.StringType()),
     T.StructField("_frame_reason", T.StringType()),
-    T.StructField("_key_schema_key", T.StringType()),
+    T.StructField("_key_schema_key", SCHEMA_KEY_TYPE),
     T.StructField("_key_payload_offset", T.IntegerType()),
 )
+VALUE_HEAD = "_value_head"
+KEY_HEAD = "_key_head"
+#: true for a record with a schema-id header (its frame is not in its bytes: Python frames it)
+IN_PYTHON = "_frame_in_python"
+#: the longest message-index list a head holds whole (longer ones: Python)
+MAX_JVM_INDEXES = 4
+_COUNT_AT = {MAGIC_SCHEMA_ID: 5, MAGIC_SCHEMA_GUID: 17}  # where the index count byte is
+_COUNTS = {2 * k: k for k in range(MAX_JVM_INDEXES + 1)}  # single-byte count -> indexes
 
 
-def schema_key(schema_id: int | None, schema_guid: str | None, indexes: Sequence[int]) -> str:
-    """The string naming a (writer schema, message indexes) pair, as framing writes it."""
-    ref = f"id:{schema_id}" if schema_id is not None else f"guid:{schema_guid}"
-    return f"{ref}|{'.'.join(str(i) for i in indexes)}"
-
-
-def parse_schema_key(key: str) -> tuple[int | None, str | None, tuple[int, ...]]:
-    """Inverse of :func:`schema_key`: (schema_id, schema_guid, indexes)."""
-    ref, _, idx = key.partition("|")
-    kind, _, ident = ref.partition(":")
-    indexes = tuple(int(i) for i in idx.split(".")) if idx else ()
-    if kind == "id":
-        return int(ident), None, indexes
-    return None, ident, indexes
-
-
-def headers_as_pairs(headers: Iterable[Any] | None) -> list[tuple[str, bytes | None]] | None:
-    """Bronze headers (Arrow structs {key, value}) as the (key, value) pairs the codec reads."""
-    if headers is None:
+def schema_key_of(value: Row | dict[str, Any] | None) -> SchemaKey | None:
+    """The ``codec.SchemaKey`` of a ``_schema_key`` struct as Spark or Arrow hands it back."""
+    if value is None:
         return None
-    return [(h["key"], h["value"]) for h in headers]
+    return SchemaKey(value["schema_id"], value["schema_guid"], tuple(value["message_indexes"]))
+
+
+def key_matches(column: str, key: SchemaKey) -> Column:
+    """True where the struct ``column`` holds ``key`` (false where it is null)."""
+    indexes = F.array(*[F.lit(i) for i in key.message_indexes]).cast(_INDEXES_TYPE)
+    return F.coalesce(
+        F.col(f"{column}.schema_id").eqNullSafe(F.lit(key.schema_id).cast("long"))
+        & F.col(f"{column}.schema_guid").eqNullSafe(F.lit(key.schema_guid).cast("string"))
+        & (F.col(f"{column}.message_indexes") == indexes),
+        F.lit(False),
+    )
+
+
+# -- the heads, in the JVM -----------------------------------------------------------------
+
+
+def head_length(head: bytes) -> int:
+    """How long the JVM cuts a frame head (:func:`head_expr`'s rule): magic, schema id or
+    GUID, the index count byte and, for a count of at most :data:`MAX_JVM_INDEXES`, that many
+    index bytes; one byte when the first is no magic. A head shorter than this is the whole
+    value."""
+    at = _COUNT_AT.get(head[0]) if head else None
+    if at is None:
+        return 1
+    count = head[at] if len(head) > at else -1
+    return at + 1 + _COUNTS.get(count, 0)
+
+
+def head_expr(data: str) -> Column:
+    """The frame head of the binary column ``data`` (null when it is null): one
+    ``substring``, its length from a ``CASE`` on the first byte and on the count byte."""
+
+    def cut(at: int) -> str:
+        cases = " ".join(f"WHEN X'{c:02X}' THEN {at + 1 + k}" for c, k in _COUNTS.items())
+        return (
+            f"substring({data}, 1, CASE substring({data}, {at + 1}, 1) {cases} ELSE {at + 1} END)"
+        )
+
+    magics = " ".join(f"WHEN X'{m:02X}' THEN {cut(at)}" for m, at in _COUNT_AT.items())
+    return F.expr(f"CASE substring({data}, 1, 1) {magics} ELSE substring({data}, 1, 1) END")
+
+
+def frame_heads(bronze: DataFrame) -> DataFrame:
+    """The bronze columns, the value's and the key's frame heads (``VALUE_HEAD``,
+    ``KEY_HEAD``) and ``IN_PYTHON`` (a schema-id header for the value or the key)."""
+    names = F.col("headers.key")
+    header = F.coalesce(
+        F.array_contains(names, VALUE_SCHEMA_ID_HEADER)
+        | F.array_contains(names, KEY_SCHEMA_ID_HEADER),
+        F.lit(False),
+    )
+    return bronze.select(
+        *BRONZE_COLUMNS,
+        head_expr("value").alias(VALUE_HEAD),
+        head_expr("key").alias(KEY_HEAD),
+        header.alias(IN_PYTHON),
+    )
+
+
+def head_counts(bronze: DataFrame) -> list[Row]:
+    """The distinct (value head, key head, ``IN_PYTHON``, ``topic``) of a batch and their
+    ``count``."""
+    heads = frame_heads(bronze)
+    return heads.groupBy(VALUE_HEAD, KEY_HEAD, IN_PYTHON, "topic").count().collect()
+
+
+# -- the heads, read on the driver ---------------------------------------------------------
+
+_VALUE_FRAME = FRAMED_FIELDS[:9]  # _magic .. _frame_reason
+_KEY_FRAME = FRAMED_FIELDS[9:]  # _key_schema_key, _key_payload_offset
+_CUT = object()  # a head that ends inside its frame while its value goes on: Python frames it
+
+
+def _read_value(head: bytes | None) -> tuple[Any, ...] | object:
+    cut = head is not None and len(head) >= head_length(head)
+    try:
+        f = parse_frame(head)
+    except Truncated as exc:
+        return _CUT if cut else _value_error(exc)
+    except CodecError as exc:
+        return _value_error(exc)
+    return (
+        f.magic,
+        f.schema_id,
+        f.schema_guid,
+        list(f.message_indexes),
+        f.payload_offset,
+        f.key,
+        None,
+        None,
+        None,
+    )
+
+
+def _value_error(exc: CodecError) -> tuple[Any, ...]:
+    return (None, None, None, None, None, None, exc.code, exc.stage, str(exc))
+
+
+def _read_key(head: bytes | None) -> tuple[SchemaKey | None, int | None] | object:
+    if not head:
+        return (None, None)
+    try:
+        f = parse_frame(head, is_key=True)
+    except Truncated:
+        return _CUT if len(head) >= head_length(head) else (None, None)
+    except CodecError:
+        return (None, None)  # an unframed key (a plain string id, say) stays bytes
+    return (f.key, f.payload_offset)
+
+
+@dataclass(frozen=True)
+class Heads:
+    """A batch's distinct frame heads, each read once by ``codec.parse_frame``.
+
+    Attributes:
+        values: value head -> its :data:`FRAMED_FIELDS` values up to ``_frame_reason``.
+        keys: key head -> (``SchemaKey``, payload offset) of a framed key, else (None, None).
+        counts: records per (value schema key, key schema key) among those framed here (a
+            None value key: a bad frame).
+        python: some records are framed in Python (:func:`python_framed`).
+        topics: the Kafka topics of each value schema key's records framed here.
+    """
+
+    values: dict[bytes | None, tuple[Any, ...]]
+    keys: dict[bytes | None, tuple[SchemaKey | None, int | None]]
+    counts: dict[tuple[SchemaKey | None, SchemaKey | None], int]
+    python: bool
+    topics: dict[SchemaKey, set[str]]
+
+    @classmethod
+    def of_rows(cls, rows: Iterable[Row]) -> Heads:
+        """From :func:`head_counts`' rows."""
+        values: dict[bytes | None, Any] = {}
+        keys: dict[bytes | None, Any] = {}
+        counts: dict[tuple[SchemaKey | None, SchemaKey | None], int] = {}
+        topics: dict[SchemaKey, set[str]] = {}
+        python = False
+        for r in rows:
+            vh, kh = _bytes(r[VALUE_HEAD]), _bytes(r[KEY_HEAD])
+            v = values.setdefault(vh, _read_value(vh))
+            k = keys.setdefault(kh, _read_key(kh))
+            if r[IN_PYTHON] or v is _CUT or k is _CUT:
+                python = True
+                continue
+            pair = (v[5], k[0])  # type: ignore[index]
+            counts[pair] = counts.get(pair, 0) + int(r["count"])
+            if pair[0] is not None and r["topic"]:
+                topics.setdefault(pair[0], set()).add(r["topic"])
+        return cls(
+            {h: v for h, v in values.items() if v is not _CUT},
+            {h: k for h, k in keys.items() if k is not _CUT},
+            counts,
+            python,
+            topics,
+        )
+
+    def _known(self) -> Column:
+        vh, kh = F.col(VALUE_HEAD), F.col(KEY_HEAD)
+        v = vh.isNull() | vh.isin(*[h for h in self.values if h is not None])
+        k = kh.isNull() | kh.isin(*[h for h in self.keys if h is not None])
+        return v & k
+
+    def framed(self, bronze: DataFrame) -> DataFrame:
+        """The records framed here, with :data:`FRAMED_FIELDS` (each head's values as
+        literals, looked up by the head's position: one ``CASE`` per row and column set)."""
+        heads = frame_heads(bronze)
+        if self.python:
+            heads = heads.where(F.coalesce(self._known(), F.lit(False)) & ~F.col(IN_PYTHON))
+        vpos, vcols = _lookup(F.col(VALUE_HEAD), self.values, _VALUE_FRAME, "_vpos")
+        kpos, kcols = _lookup(F.col(KEY_HEAD), self.keys, _KEY_FRAME, "_kpos")
+        ids = heads.select(*BRONZE_COLUMNS, VALUE_HEAD, vpos.alias("_vpos"), kpos.alias("_kpos"))
+        return ids.select(*BRONZE_COLUMNS, VALUE_HEAD, *vcols, *kcols)
+
+    def records_of(
+        self, bronze: DataFrame, framed: DataFrame, key: SchemaKey, with_keys: bool
+    ) -> DataFrame:
+        """The records of value schema key ``key`` with the columns ``decode_records`` reads
+        (``_key_schema_key``/``_key_payload_offset`` only ``with_keys`` and framed keys).
+
+        Read from ``bronze`` by head: the rows of ``key``'s heads, unfiltered when the batch
+        holds ``key`` alone; the payload offset a literal when its heads agree on it (else,
+        rarely, the head is read again to find it). With Python-framed records in the batch,
+        ``framed``'s rows of ``key``.
+        """
+        if self.python:
+            return framed.where(key_matches("_schema_key", key))
+        mine = {h: v[4] for h, v in self.values.items() if v[5] == key}
+        df = bronze.select(*BRONZE_COLUMNS)
+        if len(mine) != len(self.values):
+            df = df.where(head_expr("value").isin(*mine))
+        offsets = set(mine.values())
+        if len(offsets) == 1:
+            offset = F.lit(offsets.pop()).cast("int")
+        else:
+            table = {h: (o,) for h, o in mine.items()}
+            pos, (offset,) = _lookup(head_expr("value"), table, [_VALUE_FRAME[4]], "_vpos")
+            df = df.select("*", pos.alias("_vpos"))
+        df = df.select(*BRONZE_COLUMNS, offset.alias("_payload_offset"))
+        framed_keys = {h: k for h, k in self.keys.items() if k[0] is not None}
+        if not (with_keys and framed_keys):  # not read by decode_records: not shipped
+            return df
+        complete = len(framed_keys) == len(self.keys)
+        pos, kcols = _lookup(F.col(KEY_HEAD), framed_keys, _KEY_FRAME, "_kpos", complete)
+        df = df.select("*", head_expr("key").alias(KEY_HEAD))
+        df = df.select(*BRONZE_COLUMNS, "_payload_offset", pos.alias("_kpos"))
+        return df.select(*BRONZE_COLUMNS, "_payload_offset", *kcols)
+
+
+@dataclass(frozen=True)
+class FramedBatch:
+    """A micro-batch after step 1: its bronze rows, their :class:`Heads` and the framed
+    batch (:meth:`Heads.framed`, plus the Python-framed records if any)."""
+
+    bronze: DataFrame
+    heads: Heads
+    framed: DataFrame
+
+    def records_of(self, key: SchemaKey, with_keys: bool) -> DataFrame:
+        """The records of ``key`` for ``decode_records`` (:meth:`Heads.records_of`)."""
+        return self.heads.records_of(self.bronze, self.framed, key, with_keys)
+
+
+def _literal(field: T.StructField, value: Any) -> Column:
+    if value is None:
+        return F.lit(None).cast(field.dataType)
+    if isinstance(value, SchemaKey):
+        return F.struct(
+            F.lit(value.schema_id).cast("long").alias("schema_id"),
+            F.lit(value.schema_guid).cast("string").alias("schema_guid"),
+            _literal(SCHEMA_KEY_TYPE["message_indexes"], list(value.message_indexes)).alias(
+                "message_indexes"
+            ),
+        )
+    if isinstance(value, list):
+        return F.array(*[F.lit(i) for i in value]).cast(field.dataType)
+    return F.lit(value).cast(field.dataType)
+
+
+def _lookup(
+    head: Column,
+    table: Mapping[bytes | None, Sequence[Any]],
+    fields: Sequence[T.StructField],
+    pos_name: str,
+    complete: bool = True,
+) -> tuple[Column, list[Column]]:
+    """``head``'s 1-based position in ``table`` (one past its end when absent), and each of ``fields``
+    (the table's values, in order) as the literal at the position ``pos_name``: that is a
+    column of its own, so the head is compared once per row whatever the number of fields.
+    ``complete``: every row's head is in ``table`` (then one head needs no lookup at all)."""
+    heads = [h for h in table if h is not None] + ([None] if None in table else [])
+    miss = len(heads) + 1  # a null at the end of every array: element_at never sees null
+    found = F.array_position(F.array(*[F.lit(h) for h in heads if h is not None]), head)
+    pos = F.when(head.isNull(), F.lit(len(heads) if None in table else miss)).otherwise(
+        F.when(found > 0, found).otherwise(F.lit(miss))
+    )
+    literal = complete and len(heads) == 1
+    if literal:  # one head: the values are literals, no lookup per row
+        pos = F.lit(1)
+    cols = []
+    for j, field in enumerate(fields):
+        items = [_literal(field, table[h][j]) for h in heads] + [_literal(field, None)]
+        value = items[0] if literal else F.element_at(F.array(*items), F.col(pos_name))
+        cols.append(value.cast(field.dataType).alias(field.name))
+    return pos.cast("int"), cols
+
+
+def _bytes(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def python_framed(bronze: DataFrame, heads: Heads) -> DataFrame:
+    """The records :class:`Heads` could not frame, framed by ``codec.parse_frame`` on the
+    Python workers (same columns as :meth:`Heads.framed`)."""
+    rows = (
+        frame_heads(bronze)
+        .where(~F.coalesce(heads._known(), F.lit(False)) | F.col(IN_PYTHON))
+        .select(*BRONZE_COLUMNS, VALUE_HEAD)
+    )
+    schema = T.StructType([*rows.schema.fields, *FRAMED_FIELDS])
+    return rows.mapInArrow(_frame_batches, schema)
+
+
+# -- on the Python workers, for the records the JVM does not read --------------------------
 
 
 def frame_columns(
     value: bytes | None, key: bytes | None, headers: list[tuple[str, bytes | None]] | None
 ) -> tuple[Any, ...]:
-    """The :data:`FRAMED_FIELDS` values of one record (pure; executors call it per row)."""
+    """The :data:`FRAMED_FIELDS` values of one record, read by ``codec.parse_frame``."""
     try:
         f = parse_frame(value, headers)
         vals: tuple[Any, ...] = (
@@ -95,272 +387,72 @@ def frame_columns(
             f.schema_guid,
             list(f.message_indexes),
             f.payload_offset,
-            schema_key(f.schema_id, f.schema_guid, f.message_indexes),
+            f.key,
             None,
             None,
             None,
         )
     except CodecError as exc:
         vals = (None, None, None, None, None, None, exc.code, exc.stage, str(exc))
-    key_key: str | None = None
+    key_key: SchemaKey | None = None
     key_offset: int | None = None
     if key:
         try:
             kf = parse_frame(key, headers, is_key=True)
-            key_key = schema_key(kf.schema_id, kf.schema_guid, kf.message_indexes)
-            key_offset = kf.payload_offset
+            key_key, key_offset = kf.key, kf.payload_offset
         except CodecError:
             pass  # an unframed key (a plain string id, say) stays bytes
     return (*vals, key_key, key_offset)
 
 
-_VALUE_COLUMNS = 9  # frame_columns' values for the record value; the last two are the key's
-_MEMO_HEADS_PER_REF = 16  # distinct index lists remembered per schema id or GUID
-_MEMO_REFS = 1024  # schema ids or GUIDs remembered per executor batch stream
-
-
-class Framer:
-    """:func:`frame_columns` for a stream of records, memoised on the frame's own bytes.
-
-    A prefix frame is read byte by byte from the start (magic, id or GUID, then self-delimiting
-    varints) and nothing after the indexes is looked at, so the frame of a value is a function
-    of its first ``payload_offset`` bytes: once ``00 | id | indexes`` has been parsed, any value
-    that starts with those same bytes has the same frame. A schema-id header's frame is a
-    function of the header bytes alone. Those two facts make the memo exact; anything else
-    (bad framing, a value with no memo entry yet) goes through :func:`frame_columns`.
-    """
-
-    def __init__(self) -> None:
-        # (is_key, magic + id or GUID bytes) -> [(frame head bytes, column values)]
-        self._prefix: dict[tuple[bool, bytes], list[tuple[bytes, tuple[Any, ...]]]] = {}
-        # (is_key, header bytes) -> column values of the frame that header holds
-        self._header: dict[tuple[bool, bytes], tuple[Any, ...]] = {}
-
-    def columns(
-        self, value: bytes | None, key: bytes | None, headers: list[tuple[str, bytes | None]] | None
-    ) -> tuple[Any, ...]:
-        """Exactly ``frame_columns(value, key, headers)``."""
-        vals = self._value_columns(value, headers)
-        if not key:
-            return (*vals, None, None)
-        key_frame = self._frame(key, headers, is_key=True)
-        if key_frame is None:  # an unframed key (a plain string id, say) stays bytes
-            return (*vals, None, None)
-        return (*vals, key_frame[5], key_frame[4])
-
-    def _value_columns(
-        self, value: bytes | None, headers: list[tuple[str, bytes | None]] | None
-    ) -> tuple[Any, ...]:
-        vals = self._frame(value, headers, is_key=False)
-        if vals is None:
-            return frame_columns(value, None, headers)[:_VALUE_COLUMNS]  # the error's columns
-        return vals
-
-    def _frame(
-        self, data: bytes | None, headers: list[tuple[str, bytes | None]] | None, *, is_key: bool
-    ) -> tuple[Any, ...] | None:
-        """The 9 value columns of ``data``'s frame, or None when ``data`` has no valid frame."""
-        if data is None:
-            return None
-        header = find_schema_header(headers, is_key=is_key) if headers else None
-        if header is not None:
-            hkey = (is_key, bytes(header))
-            vals = self._header.get(hkey)
-            if vals is None:
-                try:
-                    f = parse_frame(data, headers, is_key=is_key)
-                except CodecError:
-                    return None
-                vals = self._header[hkey] = _frame_values(f)
-                if len(self._header) > _MEMO_REFS:
-                    self._header.clear()
-            return vals
-        if not data or data[0] > 1:  # empty, or a magic byte that is neither 0 nor 1
-            return None
-        ref = (is_key, data[:5] if data[0] == 0 else data[:17])
-        heads = self._prefix.get(ref)
-        if heads is not None:
-            for head, vals in heads:
-                if data.startswith(head):
-                    return vals
-        try:
-            f = parse_frame(data, None, is_key=is_key)
-        except CodecError:
-            return None
-        vals = _frame_values(f)
-        if heads is None:
-            if len(self._prefix) >= _MEMO_REFS:
-                self._prefix.clear()
-            heads = self._prefix[ref] = []
-        if len(heads) < _MEMO_HEADS_PER_REF:
-            heads.append((data[: f.payload_offset], vals))
-        return vals
-
-
-def _frame_values(f: Any) -> tuple[Any, ...]:
-    return (
-        f.magic,
-        f.schema_id,
-        f.schema_guid,
-        list(f.message_indexes),
-        f.payload_offset,
-        schema_key(f.schema_id, f.schema_guid, f.message_indexes),
-        None,
-        None,
-        None,
+_KEY_FIELDS = ("_schema_key", "_key_schema_key")
+_ARROW_INDEXES = pa.list_(pa.field("element", pa.int32(), nullable=False))
+_ARROW_KEY = pa.struct(
+    [("schema_id", pa.int64()), ("schema_guid", pa.string()), ("message_indexes", _ARROW_INDEXES)]
+)
+_ARROW_TYPES: dict[str, pa.DataType] = dict(
+    zip(
+        [f.name for f in FRAMED_FIELDS],
+        [pa.int32(), pa.int64(), pa.string(), _ARROW_INDEXES, pa.int32(), _ARROW_KEY]
+        + [pa.string()] * 3
+        + [_ARROW_KEY, pa.int32()],
+        strict=True,
     )
+)
 
 
-def _batch_headers(column: pa.Array) -> list[list[tuple[str, bytes | None]] | None]:
-    """Per row, the headers as (key, value) pairs; None for a row with none (most rows)."""
-    out: list[list[tuple[str, bytes | None]] | None] = [None] * len(column)
-    lengths = pc.fill_null(pc.list_value_length(column), 0)
-    for i in pc.indices_nonzero(pc.greater(lengths, 0)).to_pylist():
-        out[i] = headers_as_pairs(column[i].as_py())
-    return out
-
-
-_VECTOR_HEADS = 16  # distinct frame heads matched column-wise per batch; the rest row by row
+def _arrow_value(name: str, value: Any) -> Any:
+    if name in _KEY_FIELDS and value is not None:
+        return {
+            "schema_id": value.schema_id,
+            "schema_guid": value.schema_guid,
+            "message_indexes": list(value.message_indexes),
+        }
+    return value
 
 
 def _frame_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    framer = Framer()
     for batch in batches:
-        yield _frame_batch(framer, batch)
+        yield _frame_batch(batch)
 
 
-def _frame_batch(framer: Framer, batch: pa.RecordBatch) -> pa.RecordBatch:
+def _frame_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
     """The bronze columns of ``batch`` followed by its :data:`FRAMED_FIELDS`."""
-    arrays = [batch.column(c) for c in BRONZE_COLUMNS] + _framing_arrays(framer, batch)
-    names = [*BRONZE_COLUMNS, *(f.name for f in FRAMED_FIELDS)]
-    return pa.RecordBatch.from_arrays(arrays, names=names)
-
-
-def _framing_arrays(framer: Framer, batch: pa.RecordBatch) -> list[pa.Array]:
-    """The :data:`FRAMED_FIELDS` arrays of one batch (reads its value, key and headers),
-    exactly ``Framer.columns`` row by row.
-
-    Column-wise for the common rows: a prefix frame's columns are a function of its head
-    bytes (see :class:`Framer`), so once one row's head ``00 | id | indexes`` is parsed, every
-    row whose value starts with those bytes, has no headers and no key that could be a frame
-    (null, empty, or a first byte other than 0 and 1) gets the same columns, found with one
-    Arrow comparison over the batch. Rows left over (headers, framed keys, bad frames, more
-    than ``_VECTOR_HEADS`` distinct heads) go through ``Framer.columns`` one by one.
-    """
-    n = batch.num_rows
-    values = batch.column("value")
-    keys = batch.column("key")
-    headers = batch.column("headers")
-    key_first = pc.binary_slice(keys, 0, 1)
-    key_may_frame = pc.or_(
-        pc.equal(key_first, pa.scalar(b"\x00", pa.binary())),
-        pc.equal(key_first, pa.scalar(b"\x01", pa.binary())),
-    )
-    plain = pc.and_not(
-        pc.invert(pc.fill_null(pc.greater(pc.list_value_length(headers), 0), False)),
-        pc.fill_null(key_may_frame, False),
-    )
-    pending = np.asarray(pc.and_(plain, pc.is_valid(values)), dtype=bool).copy()
-    entry = np.full(n, -1, dtype=np.int64)  # row -> its columns in `table`
-    table: list[tuple[Any, ...]] = []
-    for _ in range(_VECTOR_HEADS):
-        rows = np.flatnonzero(pending)
-        if not len(rows):
-            break
-        first = int(rows[0])
-        value = values[first].as_py()
-        vals = framer._frame(value, None, is_key=False)
-        if vals is None:  # no valid frame: this row goes row by row
-            pending[first] = False
-            continue
-        head = value[: vals[4]]
-        same = pc.equal(pc.binary_slice(values, 0, len(head)), pa.scalar(head, pa.binary()))
-        match = np.asarray(pc.fill_null(same, False), dtype=bool) & pending
-        entry[match] = len(table)
-        table.append((*vals, None, None))
-        pending &= ~match
-    leftover = np.flatnonzero(entry < 0).tolist()
-    if leftover:
-        take = pa.array(leftover, pa.int64())
-        row_headers = _batch_headers(headers.take(take))
-        for i, value, key, hdrs in zip(
-            leftover,
-            values.take(take).to_pylist(),
-            keys.take(take).to_pylist(),
-            row_headers,
+    rows = [
+        frame_columns(
+            value, key, None if headers is None else [(h["key"], h["value"]) for h in headers]
+        )
+        for value, key, headers in zip(
+            batch.column("value").to_pylist(),
+            batch.column("key").to_pylist(),
+            batch.column("headers").to_pylist(),
             strict=True,
-        ):
-            entry[i] = len(table)
-            table.append(framer.columns(value, key, hdrs))
-    index = pa.array(entry, pa.int64())
-    transposed = list(zip(*table, strict=True)) if table else [()] * len(FRAMED_FIELDS)
-    return [
-        pa.array(list(col), type=_ARROW_TYPES[field.name]).take(index)
-        for field, col in zip(FRAMED_FIELDS, transposed, strict=True)
+        )
     ]
-
-
-_ARROW_TYPES: dict[str, pa.DataType] = {
-    "_magic": pa.int32(),
-    "_schema_id": pa.int64(),
-    "_schema_guid": pa.string(),
-    "_message_indexes": pa.list_(pa.field("element", pa.int32(), nullable=False)),
-    "_payload_offset": pa.int32(),
-    "_schema_key": pa.string(),
-    "_frame_code": pa.string(),
-    "_frame_stage": pa.string(),
-    "_frame_reason": pa.string(),
-    "_key_schema_key": pa.string(),
-    "_key_payload_offset": pa.int32(),
-}
-
-
-def frame_records(bronze: DataFrame) -> DataFrame:
-    """Add the framing columns to a bronze DataFrame (runs on the executors)."""
-    src = bronze.select(*BRONZE_COLUMNS)
-    schema = T.StructType([*src.schema.fields, *FRAMED_FIELDS])
-    return src.mapInArrow(_frame_batches, schema)
-
-
-SCHEMA_KEY_FIELDS: tuple[T.StructField, ...] = (
-    T.StructField("_schema_key", T.StringType()),
-    T.StructField("_key_schema_key", T.StringType()),
-    T.StructField("topic", T.StringType()),
-)
-_KEY_COLUMNS = (5, 9)  # positions of the two schema keys in FRAMED_FIELDS
-
-
-def _schema_key_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    framer = Framer()
-    names = [f.name for f in SCHEMA_KEY_FIELDS]
-    for batch in batches:
-        arrays = _framing_arrays(framer, batch)
-        keys = [arrays[i] for i in _KEY_COLUMNS]
-        yield pa.RecordBatch.from_arrays([*keys, batch.column("topic")], names=names)
-
-
-def schema_keys(bronze: DataFrame) -> DataFrame:
-    """Per bronze record, ``_schema_key`` (null: bad framing), ``_key_schema_key`` and its
-    Kafka ``topic``.
-
-    What the driver needs before decoding (the distinct keys and their counts, the topics a
-    schema came from): only key, value, headers and topic go to the Python workers, three short
-    strings come back.
-    """
-    return bronze.select("key", "value", "headers", "topic").mapInArrow(
-        _schema_key_batches, T.StructType(list(SCHEMA_KEY_FIELDS))
-    )
-
-
-def framed_batches_of(
-    schema_key: str, batches: Iterable[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """Frame bronze batches on the executor and keep the rows of one schema key."""
-    framer = Framer()
-    wanted = pa.scalar(schema_key, pa.string())
-    for batch in batches:
-        framed = _frame_batch(framer, batch)
-        keep = pc.fill_null(pc.equal(framed.column("_schema_key"), wanted), False)
-        selected = framed.filter(keep)
-        if selected.num_rows:
-            yield selected
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(FRAMED_FIELDS)
+    arrays = list(batch.columns)  # the input's columns pass through
+    for field, column in zip(FRAMED_FIELDS, columns, strict=True):
+        values = [_arrow_value(field.name, v) for v in column]
+        arrays.append(pa.array(values, type=_ARROW_TYPES[field.name]))
+    names = [*batch.schema.names, *(f.name for f in FRAMED_FIELDS)]
+    return pa.RecordBatch.from_arrays(arrays, names=names)

@@ -4,9 +4,11 @@ Each builder is a ``DataFrame -> DataFrame`` transform to the quarantine table's
 (:func:`pipelines.quarantine.to_quarantine_rows`), stamped with the batch's ``quarantined_at``:
 
 - bad framing and failed resolutions (reason from the framing or the resolver), and schema
-  conflicts (``SCHEMA_CONFLICT``): taken from the framed batch (``framing.frame_records``),
-  which carries the raw bytes;
-- decode failures: taken from the decoded rows of one schema version (they carry the raw bytes);
+  conflicts (``SCHEMA_CONFLICT``): taken from the framed batch (``framing``: the bronze rows
+  and their framing columns, JVM expressions but for the few records framed in Python), which
+  carries the raw bytes;
+- decode failures: taken from the decoded rows of one schema version (the decode pass carries
+  their raw bytes along);
 - quality failures (``DQ_FAILED``): the failed rows' Kafka coordinates joined back to the framed
   batch for their raw bytes.
 """
@@ -15,11 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 
 from pipelines.quarantine import to_quarantine_rows
 
+from .framing import key_matches
 from .plan import TablePlan
 from .resolution import Resolution
 
@@ -34,7 +37,7 @@ def quarantine_framed(
     q_time: Column,
     message_type: Column | None = None,
 ) -> DataFrame:
-    """Quarantine rows of framed records (columns of ``framing.frame_records``)."""
+    """Quarantine rows of framed records (columns of ``framing.FramedBatch.framed``)."""
     return to_quarantine_rows(
         df,
         key="key",
@@ -66,16 +69,26 @@ def quarantine_bad_frames(framed: DataFrame, q_time: Column) -> DataFrame:
     )
 
 
-def quarantine_faults(
-    spark: SparkSession, framed: DataFrame, faults: list[Resolution], q_time: Column
-) -> DataFrame:
-    """Records whose schema key did not resolve (the resolver's code, stage and reason)."""
-    by_key = spark.createDataFrame(
-        [(r.schema_key, r.code, r.stage, r.reason) for r in faults],
-        "_schema_key string, _res_code string, _res_stage string, _res_reason string",
+def quarantine_faults(framed: DataFrame, faults: list[Resolution], q_time: Column) -> DataFrame:
+    """Records whose schema key did not resolve (the resolver's code, stage and reason), in
+    one pass over the framed batch whatever the number of faults."""
+
+    def per_fault(value: str) -> Column:
+        return F.coalesce(
+            *[
+                F.when(key_matches("_schema_key", r.schema_key), F.lit(getattr(r, value)))
+                for r in faults
+            ]
+        )
+
+    marked = framed.select(
+        "*",
+        per_fault("code").alias("_res_code"),
+        per_fault("stage").alias("_res_stage"),
+        per_fault("reason").alias("_res_reason"),
     )
     return quarantine_framed(
-        framed.join(F.broadcast(by_key), "_schema_key", "inner"),
+        marked.where(F.col("_res_code").isNotNull()),
         "_res_code",
         "_res_stage",
         "_res_reason",
@@ -87,7 +100,7 @@ def quarantine_conflicts(framed: DataFrame, plan: TablePlan, q_time: Column) -> 
     """Records of the versions that could not be merged into the table (``SCHEMA_CONFLICT``)."""
     return [
         quarantine_framed(
-            framed.where(F.col("_schema_key") == res.schema_key),
+            framed.where(key_matches("_schema_key", res.schema_key)),
             F.lit(SCHEMA_CONFLICT),
             F.lit("schema"),
             F.lit(reason),
@@ -101,7 +114,7 @@ def quarantine_conflicts(framed: DataFrame, plan: TablePlan, q_time: Column) -> 
 def quarantine_decode_failures(
     decoded: DataFrame, res: Resolution, message_type: str, q_time: Column
 ) -> DataFrame:
-    """Decoded rows of one schema version that failed (``decode.decode_bronze``'s errors)."""
+    """Decoded rows of one schema version that failed (``decode.decode_records``' errors)."""
     return to_quarantine_rows(
         decoded.where(F.col("_decode_code").isNotNull()),
         key="_key",

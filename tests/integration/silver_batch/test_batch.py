@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F  # noqa: N812
 
-from codec import SchemaResolver, open_registry
+from codec import SchemaResolver, open_registry, write_frame
 from lakehouse.catalog import CatalogDatabases
 from lakehouse.layout import Layout
 from pipelines.naming import table_name_for
@@ -278,3 +278,34 @@ def test_the_batch_lands_the_same_without_the_cache_or_the_compiled_decoder(
     assert _destinations(spark, lake) == _destinations(spark, processed["lake"])
     assert _silver_rows(spark, lake) == _silver_rows(spark, processed["lake"])
     assert batch.history[0].silver == processed["batch"].history[0].silver
+
+
+def test_guid_and_header_frames_land_like_id_frames(
+    spark: Any, tmp_path: Any, producer: Any, versions: Any, registry: Any
+) -> None:
+    """The same v1 order framed three ways (schema id prefix, GUID prefix, schema-id header,
+    the last framed on the Python workers) lands three times in one table, typed alike."""
+    v1 = versions["v1"]
+    frame = producer.frame(make_order(v1, 7), "ut.guid")
+    v1_id = struct.unpack(">I", frame[1:5])[0]
+    guid = registry.guid_of(v1_id)
+    payload = frame[6:]
+    rows = [
+        bronze_row(frame, "ut.guid", 0),
+        bronze_row(write_frame(guid, (0,), payload), "ut.guid", 1),
+        bronze_row(payload, "ut.guid", 2, headers=[("__value_schema_id", frame[:6])]),
+    ]
+    lake = str(tmp_path / "lake")
+    write_bronze(spark, f"{lake}/bronze/ut_guid", rows)
+    batch = _run_batch(
+        spark, lake, f"{lake}/bronze/ut_guid", registry, 0, "33333333-3333-3333-3333-333333333333"
+    )
+    table = spark.read.format("delta").load(f"{lake}/silver/{table_name_for(ORDER)}")
+    got = {r["_kafka_offset"]: r for r in table.collect()}
+    assert sorted(got) == [0, 1, 2]
+    assert [got[i]["_schema_id"] for i in range(3)] == [v1_id, None, v1_id]
+    assert got[1]["_schema_guid"] == guid
+    message = [c for c in table.columns if not c.startswith("_")]
+    assert [[got[i][c] for c in message] for i in (1, 2)] == [[got[0][c] for c in message]] * 2
+    assert batch.history[0].schema_keys == 2  # id:<v1>|0 and guid:<v1>|0
+    assert check_invariant(spark, lake).holds

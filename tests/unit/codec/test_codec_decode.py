@@ -16,6 +16,7 @@ from codec import (
     UnknownMessage,
     UnknownSchema,
     decode_payload,
+    decode_payloads,
     has_unknown_fields,
     message_to_json,
     write_frame,
@@ -205,9 +206,9 @@ def test_unknown_fields_packed_in_an_any_are_not_lost(setup, nest):
     value = write_frame(1, [1], payload)
     with pytest.raises(UnknownFields, match=r"dec.Inner packed in google.protobuf.Any at any"):
         decoder.decode(value)
-    batch = decoder.decode_many([value, write_frame(1, [1], b"\x0a\x01t")])
-    assert isinstance(batch[0], UnknownFields) and batch[0].message_type == "dec.Outer"
-    assert batch[1].message.text == "t"
+    outer = decoder.resolver.resolve_id(1).message_class_for((1,))
+    batch = decode_payloads(outer, [payload, b"\x0a\x01t"])  # the wrapper checks it too
+    assert isinstance(batch[0], UnknownFields) and batch[1].text == "t"
     kept = Decoder(reg, allow_unknown_fields=True).decode(value)
     assert kept.message.SerializeToString() == payload  # kept, byte for byte
 
@@ -228,7 +229,10 @@ def test_a_packed_message_that_does_not_parse_is_bad_payload(
     value = write_frame(1, [1], _outer_with_any(setup, "dec.Inner", packed))
     with pytest.raises(error, match="dec.Inner packed in google.protobuf.Any at any: protobuf"):
         decoder.decode(value)
-    assert isinstance(decoder.decode_many([value, value])[1], error)
+    outer = decoder.resolver.resolve_id(1).message_class_for((1,))
+    payload = value[len(write_frame(1, [1])) :]
+    batch = decode_payloads(outer, [payload, payload], allow_unknown_fields=allow_unknown_fields)
+    assert isinstance(batch[1], error)
 
 
 def test_anys_nested_too_deep_are_bad_payload(setup):
@@ -284,8 +288,6 @@ REQUIRED = textwrap.dedent(
 
 @pytest.mark.parametrize("allow_unknown_fields", [False, True])
 def test_a_missing_required_field_is_bad_payload_not_a_crash(allow_unknown_fields):
-    from codec import decode_payloads
-
     reg = MemoryRegistry()
     reg.add(7, RegisteredSchema(REQUIRED))
     cls = Decoder(reg).resolver.resolve_id(7).message_class_for((1,))

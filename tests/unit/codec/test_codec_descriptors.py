@@ -14,6 +14,7 @@ from codec import (
     NotProtobuf,
     RegisteredSchema,
     SchemaInvalid,
+    SchemaKey,
     SchemaReference,
     SchemaResolver,
     UnknownMessage,
@@ -356,6 +357,20 @@ def test_guid_resolution_and_unknown_schema_is_not_cached_by_the_resolver():
     assert reg.calls.count(("id", 999)) == 2
 
 
+def test_resolve_key_by_id_and_by_guid_names_the_message_type():
+    reg = shop_registry()
+    resolver = SchemaResolver(reg)
+    by_id, name = resolver.resolve_key(SchemaKey(7, None, (0,)))
+    assert by_id.schema_id == 7 and name == by_id.message_type_for((0,))
+    guid = "0f8fad5b-d9cb-469f-a165-70867728950e"
+    by_guid, guid_name = resolver.resolve_key(SchemaKey(None, guid, (0,)))
+    assert by_guid.schema_guid == guid and guid_name == by_guid.message_type_for((0,))
+    with pytest.raises(UnknownMessage) as err:
+        resolver.resolve_key(SchemaKey(7, None, (99,)))
+    assert err.value.schema_id == 7 and err.value.message_indexes == (99,)
+    assert reg.calls.count(("id", 7)) == 1  # resolved once, cached by id
+
+
 def test_resolver_cache_is_bounded():
     reg = MemoryRegistry()
     for i in range(5):
@@ -491,8 +506,6 @@ def test_protoc_out_of_time_fails_the_batch_and_is_not_remembered(monkeypatch):
     frame = write_frame(21, [0], b"\x0a\x01x")
     with pytest.raises(SchemaCompilerUnavailable):
         decoder.decode(frame)
-    with pytest.raises(SchemaCompilerUnavailable):
-        decoder.decode_many([frame, frame])  # the whole batch fails: nobody is quarantined
     monkeypatch.setattr(protoc, "PROTOC_TIMEOUT_SECONDS", 120)
     assert resolver.resolve_id(21).message_type_for([0]) == "dsc.env21.A"
     assert decoder.decode(frame).message.s == "x"
@@ -549,5 +562,6 @@ def test_reference_names_that_clash_as_folders_are_schema_invalid(names, clash):
     reg.add(24, text('syntax = "proto3"; package dsc.clash; message R {}', refs))
     with pytest.raises(SchemaInvalid, match=f"file names clash: {clash}"):
         SchemaResolver(reg).resolve_id(24)
-    batch = Decoder(reg).decode_many([write_frame(24, [0], b"")] * 2)  # no batch failure
-    assert [type(r) for r in batch] == [SchemaInvalid, SchemaInvalid]
+    with pytest.raises(SchemaInvalid) as info:
+        Decoder(reg).decode(write_frame(24, [0], b""))
+    assert info.value.record_fault  # the record's fault: quarantined, no batch failure

@@ -348,6 +348,21 @@ def test_oneof_keeps_the_last_member_written(protos: Any, lib: Any) -> None:
     assert (row["kind_case_"], row["flag"], row["color"]) == ("flag", True, None)
 
 
+def test_strings_and_messages_protobuf_replaced_are_given_back(protos: Any, lib: Any) -> None:
+    # protobuf parses, and checks, what a later field replaces: so must the upb path decide
+    choice = protos.descriptor("protolake.test.v3.Choice")
+    bad = b"\xc3\x28"  # not UTF-8
+    number = _tag(2, 0) + _varint(7)
+    cases = {
+        "a string written twice, the first not UTF-8": _ld(5, bad) + _ld(5, b"ok"),
+        "a oneof string replaced, not UTF-8": _ld(3, bad) + number,
+        "a oneof message replaced, a string in it not UTF-8": _ld(4, _ld(3, _ld(1, bad))) + number,
+    }
+    payloads = [*cases.values(), number + _ld(3, b"ok")]  # a number replaced: decoded here
+    assert [_oracle(protos, choice, p) is None for p in payloads] == [True, True, True, False]
+    assert _check_against_oracle(protos, choice, payloads) == [0, 1, 2]
+
+
 @pytest.mark.parametrize(
     "name",
     [
