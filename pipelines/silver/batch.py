@@ -2,24 +2,19 @@
 
 :class:`SilverBatch` runs these steps, each a method of its own:
 
-1. frame (``framing``): the JVM cuts the raw frame head of every record; only the distinct
-   heads and their counts come back to the driver, where ``codec.parse_frame`` reads each
-   once into a schema key (``codec.SchemaKey``) and a payload offset (the few records whose
-   head is not enough are framed in Python, only when there are any);
+1. frame (``framing``): the JVM cuts each record's frame head; the driver reads each distinct
+   head once into a ``codec.SchemaKey`` and a payload offset (``record_framing`` frames the
+   few records a head is not enough for, in Python);
 2. resolve the distinct schema keys on the driver, once each (``resolution``);
-   ``RegistryUnavailable`` fails the batch (Spark retries it when the query restarts;
-   nothing is quarantined for an outage);
+   ``RegistryUnavailable`` fails the batch (nothing is quarantined for an outage);
 3. plan each table's schema (``plan``): compatible versions are merged, others go to
    quarantine with ``SCHEMA_CONFLICT``;
-4. quarantine what cannot be decoded at all (bad frames, failed resolutions, schema
-   conflicts), from the framed batch with its raw bytes;
-5. decode, per message type and schema version, the records of that schema key (the rows of
-   its heads, with its payload offset) in the one pass they make through the Python workers
-   (``decode.decode_records``); rows that fail go to quarantine with the raw bytes the pass
-   carried along;
-6. check quality on every table (``quality``: the default suite of every silver table plus the
-   configured expectations of its message type, one validation per table per batch): failed
-   rows go to quarantine (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
+4. quarantine bad frames, failed resolutions and schema conflicts with their raw bytes;
+5. decode each schema key's records in one pass through the Python workers
+   (``decode.decode_records``); rows that fail go to quarantine with their raw bytes;
+6. check quality on every table (``quality``: the default suite plus the configured
+   expectations of its message type): failed rows go to quarantine (``DQ_FAILED``); a
+   ``fail`` policy fails the batch before any write;
 7. write every silver table, then the quarantine, then the quality results, each with
    ``txnAppId``/``txnVersion``;
 8. count, for the summary and the metrics (:class:`BatchStats`).
@@ -58,8 +53,9 @@ from lakehouse.delta import append_idempotent
 from lakehouse.layout import Layout
 
 from .decode import DecodeSpec, decode_records, message_spark_schema
-from .framing import BRONZE_COLUMNS, FramedBatch, Heads, head_counts, python_framed
+from .framing import BRONZE_COLUMNS, FramedBatch, Heads, head_counts
 from .plan import TablePlan, plan_tables, table_rows, table_schema
+from .record_framing import python_framed
 from .rejects import (
     quarantine_bad_frames,
     quarantine_conflicts,

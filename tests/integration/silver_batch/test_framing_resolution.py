@@ -25,12 +25,10 @@ from pipelines.silver.framing import (
     BRONZE_COLUMNS,
     FRAMED_FIELDS,
     Heads,
-    _frame_batches,
-    frame_columns,
     head_counts,
-    python_framed,
     schema_key_of,
 )
+from pipelines.silver.record_framing import _frame_batches, frame_columns, python_framed
 from pipelines.silver.resolution import resolve_schema_key, resolve_schema_keys
 from tests.support.silver_testkit import make_order
 
