@@ -195,6 +195,7 @@ def run(
     trigger: str | None = None,
     await_termination: bool = True,
     spark: SparkSession | None = None,
+    handle_signals: bool = False,
 ) -> list[StreamingQuery]:
     """Run bronze: read Kafka, shape rows, write Delta.
 
@@ -202,12 +203,17 @@ def run(
         cfg: the configuration.
         trigger: overrides ``bronze.trigger``.
         await_termination: wait until the queries end (available-now) or fail; with
-            processing-time this waits until they are stopped (see :func:`stop_on_signals`).
+            processing-time this waits until they are stopped. Only an awaited run releases
+            its writer lease and raises :class:`lakehouse.lease.WriterLeaseError` when it
+            lost it.
         spark: a session to use (given the ``[s3]`` settings); default:
             :func:`pipelines.settings.clients.open_session`.
+        handle_signals: SIGTERM/SIGINT stop the queries (:func:`stop_on_signals`; the
+            command line's choice), and the run then ends without an error.
 
     Raises:
         pyspark.errors.StreamingQueryException: a query failed.
+        lakehouse.lease.WriterLeaseError: another driver holds (or took) the writer lease.
     """
     trigger = trigger or cfg.bronze.trigger
     log.debug("bronze: configuration %s", json.dumps(loggable_config(cfg), sort_keys=True))
@@ -218,9 +224,9 @@ def run(
     from pipelines.metrics import install_metrics
 
     install_metrics(spark, cfg)
-    register_bronze(spark, cfg)
-    # One driver writes the bronze tables of an object-store lakehouse (lakehouse.lease); a
-    # lease of queries left running is renewed until this process ends.
+    # One driver writes the bronze tables of an object-store lakehouse (lakehouse.lease),
+    # their catalog comments included; a lease of queries left running is renewed until this
+    # process ends.
     lease = take_writer_lease(
         spark,
         cfg.lakehouse_path,
@@ -229,15 +235,29 @@ def run(
         ttl=cfg.lakehouse.writer_lease_seconds,
     )
     try:
+        register_bronze(spark, cfg)
         queries = write_bronze(read_kafka(spark, cfg).transform(to_bronze_rows), cfg, trigger)
         if await_termination:
-            await_queries(queries)
+            _await(queries, handle_signals)
+            if lease is not None:
+                lease.raise_if_lost()  # the streams were stopped because the lease was lost
             register_bronze(spark, cfg)  # the tables this run created
     finally:
         if lease is not None and await_termination:
             lease.release()
-            lease.raise_if_lost()  # the streams were stopped because the lease was lost
     return queries
+
+
+def _await(queries: list[StreamingQuery], handle_signals: bool) -> None:
+    stop_requested = stop_on_signals(queries, JOB) if handle_signals else None
+    try:
+        await_queries(queries)
+    except Exception:
+        if stop_requested is None or not stop_requested.is_set():
+            raise
+        # Asked to stop (and the JVM may have received the signal too): nothing is lost, the
+        # checkpoint replays whatever batch was unfinished.
+        log.warning("bronze: stopped on request; an unfinished batch is replayed on restart")
 
 
 def create_empty_table(df: DataFrame, path: str, partition_by: Sequence[str]) -> None:
@@ -352,17 +372,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         else f"topic pattern {cfg.kafka.topic_pattern!r}"
     )
     progress.say("bronze  %s -> %s (%s)", source, Layout(cfg.lakehouse_path).bronze, trigger)
-    queries = run(cfg, trigger=trigger, await_termination=False)
-    stop_requested = stop_on_signals(queries, JOB)
-    try:
-        await_queries(queries)
-    except Exception:
-        if not stop_requested.is_set():
-            raise
-        # Asked to stop (and the JVM may have received the signal too): nothing is lost, the
-        # checkpoint replays whatever batch was unfinished.
-        log.warning("bronze: stopped on request; an unfinished batch is replayed on restart")
-        return 0
+    queries = run(cfg, trigger=trigger, handle_signals=True)
     summary = summarize(queries, cfg) | {"seconds": round(time.monotonic() - t0, 3)}
     _print_summary(summary, as_json=bool(getattr(args, "json", False)))
     return 0

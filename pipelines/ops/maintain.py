@@ -229,7 +229,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     leases: list[Any] = []
     try:
         for job in jobs:  # one by one: a refused second lease releases the first (finally)
-            leases.append(take_writer_lease(spark, cfg.lakehouse_path, job))
+            ttl = cfg.lakehouse.writer_lease_seconds
+            leases.append(take_writer_lease(spark, cfg.lakehouse_path, job, ttl=ttl))
         pruned = prune_results_of(spark, cfg, args.table_group, dry_run=args.dry_run)
         data = maintain(
             spark,

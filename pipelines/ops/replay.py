@@ -276,7 +276,10 @@ def run_from_args(args: argparse.Namespace) -> int:
         return 2
     spark = open_session(cfg, "protolake-replay")
     # replay writes silver and quarantine: on an object store, not beside a running silver
-    lease = None if args.dry_run else take_writer_lease(spark, cfg.lakehouse_path, "silver")
+    ttl = cfg.lakehouse.writer_lease_seconds
+    lease = (
+        None if args.dry_run else take_writer_lease(spark, cfg.lakehouse_path, "silver", ttl=ttl)
+    )
     try:
         report = replay(spark, cfg, flt, dry_run=args.dry_run, show_progress=True)
     finally:

@@ -12,11 +12,9 @@
 4. quarantine bad frames, failed resolutions and schema conflicts with their raw bytes;
 5. decode each schema key's records in one pass through the Python workers
    (``decode.decode_records``); rows that fail go to quarantine with their raw bytes;
-6. check quality on every table (``quality``: the default suite plus the configured
-   expectations of its message type): failed rows go to quarantine (``DQ_FAILED``); a
-   ``fail`` policy fails the batch before any write;
-7. write every silver table, then the quarantine, then the quality results, each with
-   ``txnAppId``/``txnVersion``;
+6. check quality (the default suite plus the configured rules): failed rows go to quarantine
+   (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
+7. write the silver tables, the quarantine, the quality results (``txnAppId``/``txnVersion``);
 8. count, for the summary and the metrics (:class:`BatchStats`).
 
 A batch that fails after some of its writes committed is run again with the same batch id and

@@ -9,10 +9,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lakehouse.streaming import stop_on_signals
 from pipelines.settings import load_config
 
-from .job import JOB, run, summarize
+from .job import run, summarize
 
 
 def add_parser(subparsers: Any) -> None:
@@ -38,19 +37,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     t0 = time.monotonic()
     trigger = args.trigger or cfg.silver.trigger
-    result = run(
-        cfg,
-        trigger=trigger,
-        bronze_table_names=args.bronze_table,
-        await_termination=trigger == "available-now",
-    )
-    if trigger == "processing-time":
-        stop_requested = stop_on_signals(result.group, JOB)
-        try:
-            result.group.await_all()
-        except Exception:
-            if not stop_requested.is_set():
-                raise
+    result = run(cfg, trigger=trigger, bronze_table_names=args.bronze_table, handle_signals=True)
     summary = summarize(result, cfg) | {"seconds": round(time.monotonic() - t0, 3)}
     _print_summary(summary, as_json=bool(getattr(args, "json", False)))
     return 0

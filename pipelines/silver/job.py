@@ -47,6 +47,7 @@ from lakehouse.streaming import (
     TableWatcher,
     await_queries,
     load_app_id,
+    stop_on_signals,
     with_trigger,
 )
 from pipelines import progress
@@ -181,6 +182,7 @@ def run(
     bronze_table_names: Sequence[str] | None = None,
     await_termination: bool = True,
     resolver: SchemaResolver | None = None,
+    handle_signals: bool = False,
 ) -> SilverRun:
     """Run silver over the bronze tables.
 
@@ -196,6 +198,11 @@ def run(
             queries are still started together and returned running, and a processing-time
             run returns following bronze (``result.group.stop()`` ends it).
         resolver: a schema resolver to use (default: :func:`open_resolver`).
+        handle_signals: SIGTERM/SIGINT stop a processing-time run, which then ends without
+            an error (the command line's choice).
+
+    Only an awaited run releases its writer lease; a run that lost it raises
+    :class:`lakehouse.lease.WriterLeaseError` (the queries were stopped).
 
     Raises:
         pyspark.errors.StreamingQueryException: a batch failed (e.g. the registry is down).
@@ -222,7 +229,14 @@ def run(
     )
     try:
         return _start_queries(
-            spark, cfg, trigger, resolver, bronze_table_names, await_termination, lease
+            spark,
+            cfg,
+            trigger,
+            resolver,
+            bronze_table_names,
+            await_termination,
+            lease,
+            handle_signals,
         )
     finally:
         if lease is not None and await_termination:
@@ -238,10 +252,12 @@ def _start_queries(
     bronze_table_names: Sequence[str] | None,
     await_termination: bool,
     lease: WriterLease | None = None,
+    handle_signals: bool = False,
 ) -> SilverRun:
     """Start silver's queries (one per bronze table) and, if asked, wait for them.
 
-    A lost writer ``lease`` fails the processing-time group (its watcher and every query stop).
+    A lost writer ``lease`` fails and stops the processing-time group (its watcher and every
+    query); available-now starts no query after the loss.
     """
     checker = make_checker(spark, cfg)
     if checker is not None:
@@ -255,11 +271,13 @@ def _start_queries(
         out = follow_bronze(spark, cfg, resolver, checker, bronze_table_names)
         if lease is not None:
             where = lease.location
-            lease.call_on_loss(lambda why: out.group.fail(WriterLeaseError(f"{where}: {why}")))
+            lease.call_on_loss(lambda why: _fail(out.group, WriterLeaseError(f"{where}: {why}")))
         if await_termination:
-            out.group.await_all()
+            _await_group(out.group, handle_signals)
     else:
-        out = take_available(spark, cfg, resolver, checker, bronze_table_names, await_termination)
+        out = take_available(
+            spark, cfg, resolver, checker, bronze_table_names, await_termination, lease
+        )
     if checker is not None and await_termination:
         checker.build_data_docs()
     return out
@@ -272,8 +290,10 @@ def take_available(
     checker: Any,
     names: Sequence[str] | None,
     await_termination: bool,
+    lease: WriterLease | None = None,
 ) -> SilverRun:
-    """Available-now: one query per bronze table there now (one after the other when awaited)."""
+    """Available-now: one query per bronze table there now (one after the other when awaited;
+    none after the writer ``lease`` was lost)."""
     layout = Layout(cfg.lakehouse_path)
     paths = bronze_tables(cfg.lakehouse_path, spark, names)
     out = SilverRun()
@@ -289,12 +309,29 @@ def take_available(
     elif not paths:
         log.warning("silver: no bronze table under %s yet; nothing to take", layout.bronze)
     for path in paths:
+        if lease is not None:
+            lease.raise_if_lost()
         query, batch = start_query(spark, cfg, path, "available-now", resolver, checker)
         out.group.add(query)
         out.batches.append(batch)
         if await_termination:
             await_queries([query])
     return out
+
+
+def _fail(group: QueryGroup, error: BaseException) -> None:
+    group.fail(error)
+    group.stop()
+
+
+def _await_group(group: QueryGroup, handle_signals: bool) -> None:
+    stop_requested = stop_on_signals(group, JOB) if handle_signals else None
+    try:
+        group.await_all()
+    except Exception:
+        if stop_requested is None or not stop_requested.is_set():
+            raise
+        log.warning("silver: stopped on request; an unfinished batch is replayed on restart")
 
 
 def follow_bronze(
