@@ -292,7 +292,8 @@ def register_bronze(spark: SparkSession, cfg: ProtolakeConfig) -> list[str]:
     is created empty before the query starts (:func:`create_empty_table`), so it is named at once.
     In per-topic mode a running query also registers each table when its first batch creates
     it, and again when a topic it did not hold arrives (:class:`BronzeRegistrar`). A table's comment names its
-    topics when the configuration lists them; with a topic pattern, what the query registered.
+    topics when the configuration lists them; with a topic pattern, what a per-topic query
+    registered (a single table then has no topics in its comment).
     """
     database = cfg.catalog.bronze_database
     if not database:
