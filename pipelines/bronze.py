@@ -49,7 +49,7 @@ from pyspark.sql.streaming import StreamingQuery
 from lakehouse.catalog import layer_tables, register_table
 from lakehouse.delta import is_delta_table, table_properties
 from lakehouse.layout import BRONZE, Layout, table_name
-from lakehouse.lease import stop_streams_on_loss, take_writer_lease
+from lakehouse.lease import stop_streams_on_loss
 from lakehouse.streaming import (
     TRIGGERS,
     await_queries,
@@ -66,6 +66,7 @@ from pipelines.settings.clients import (
     loggable_config,
     open_session,
     prepare_session,
+    writer_lease,
 )
 
 log = logging.getLogger(__name__)
@@ -227,13 +228,7 @@ def run(
     # One driver writes the bronze tables of an object-store lakehouse (lakehouse.lease),
     # their catalog comments included; a lease of queries left running is renewed until this
     # process ends.
-    lease = take_writer_lease(
-        spark,
-        cfg.lakehouse_path,
-        JOB,
-        on_lost=stop_streams_on_loss(spark),
-        ttl=cfg.lakehouse.writer_lease_seconds,
-    )
+    lease = writer_lease(spark, cfg, JOB, on_lost=stop_streams_on_loss(spark))
     try:
         register_bronze(spark, cfg)
         queries = write_bronze(read_kafka(spark, cfg).transform(to_bronze_rows), cfg, trigger)

@@ -38,10 +38,9 @@ from typing import Any
 
 from lakehouse.delta import list_delta_tables
 from lakehouse.layout import LAYERS, Layout
-from lakehouse.lease import take_writer_lease
 from pipelines.ops.common import emit, progress, table
 from pipelines.settings import load_config
-from pipelines.settings.clients import open_session
+from pipelines.settings.clients import open_session, writer_lease
 
 log = logging.getLogger("pipelines.ops.maintain")
 
@@ -229,8 +228,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     leases: list[Any] = []
     try:
         for job in jobs:  # one by one: a refused second lease releases the first (finally)
-            ttl = cfg.lakehouse.writer_lease_seconds
-            leases.append(take_writer_lease(spark, cfg.lakehouse_path, job, ttl=ttl))
+            leases.append(writer_lease(spark, cfg, job))
         pruned = prune_results_of(spark, cfg, args.table_group, dry_run=args.dry_run)
         data = maintain(
             spark,

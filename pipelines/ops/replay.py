@@ -30,7 +30,6 @@ from typing import Any
 
 from lakehouse.delta import is_delta_table, table_version
 from lakehouse.layout import Layout
-from lakehouse.lease import take_writer_lease
 from pipelines.ops.common import emit, parse_time, progress, table
 from pipelines.ops.replay_state import (
     ReplayFilter,
@@ -41,7 +40,7 @@ from pipelines.ops.replay_state import (
 )
 from pipelines.quarantine import RECORD_KEY, REPLAYED
 from pipelines.settings import ProtolakeConfig, load_config
-from pipelines.settings.clients import open_session
+from pipelines.settings.clients import open_session, writer_lease
 
 log = logging.getLogger("pipelines.ops.replay")
 
@@ -276,10 +275,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         return 2
     spark = open_session(cfg, "protolake-replay")
     # replay writes silver and quarantine: on an object store, not beside a running silver
-    ttl = cfg.lakehouse.writer_lease_seconds
-    lease = (
-        None if args.dry_run else take_writer_lease(spark, cfg.lakehouse_path, "silver", ttl=ttl)
-    )
+    lease = None if args.dry_run else writer_lease(spark, cfg, "silver")
     try:
         report = replay(spark, cfg, flt, dry_run=args.dry_run, show_progress=True)
     finally:

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.catalog import CatalogDatabases
 from lakehouse.layout import LAYERS, has_scheme
+from lakehouse.lease import WriterLease, take_writer_lease
 from pipelines.settings.config import ProtolakeConfig, database_key
 
 if TYPE_CHECKING:
@@ -279,3 +281,19 @@ def loggable_config(cfg: ProtolakeConfig) -> dict[str, Any]:
     view = cfg.redacted()
     view["kafka"]["options"] = {key: "***" for key in view["kafka"].get("options", {})}
     return view
+
+
+def writer_lease(
+    spark: SparkSession,
+    cfg: ProtolakeConfig,
+    job: str,
+    on_lost: Callable[[str], None] | None = None,
+) -> WriterLease | None:
+    """The writer lease of ``job``'s tables for ``cfg``'s lakehouse, valid
+    ``lakehouse.writer_lease_seconds`` after each renewal (None: a local lakehouse).
+
+    Raises:
+        lakehouse.lease.WriterLeaseError: another driver holds it.
+    """
+    ttl = cfg.lakehouse.writer_lease_seconds
+    return take_writer_lease(spark, cfg.lakehouse_path, job, on_lost=on_lost, ttl=ttl)

@@ -34,7 +34,7 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
-from codec import CodecError, SchemaKey, Truncated, parse_frame
+from codec import CodecError, Frame, SchemaKey, Truncated, parse_frame
 from codec.framing import (
     KEY_SCHEMA_ID_HEADER,
     MAGIC_SCHEMA_GUID,
@@ -167,9 +167,14 @@ def _read_value(head: bytes | None) -> tuple[Any, ...] | object:
     try:
         f = parse_frame(head)
     except Truncated as exc:
-        return _CUT if cut else _value_error(exc)
+        return _CUT if cut else value_error(exc)
     except CodecError as exc:
-        return _value_error(exc)
+        return value_error(exc)
+    return frame_values(f)
+
+
+def frame_values(f: Frame) -> tuple[Any, ...]:
+    """A value frame's :data:`FRAMED_FIELDS` up to ``_frame_reason`` (no fault)."""
     return (
         f.magic,
         f.schema_id,
@@ -183,7 +188,8 @@ def _read_value(head: bytes | None) -> tuple[Any, ...] | object:
     )
 
 
-def _value_error(exc: CodecError) -> tuple[Any, ...]:
+def value_error(exc: CodecError) -> tuple[Any, ...]:
+    """The same fields for a value whose framing is bad: the codec's code, stage, message."""
     return (None, None, None, None, None, None, exc.code, exc.stage, str(exc))
 
 

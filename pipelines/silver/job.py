@@ -39,7 +39,6 @@ from lakehouse.lease import (
     WriterLease,
     WriterLeaseError,
     stop_streams_on_loss,
-    take_writer_lease,
 )
 from lakehouse.streaming import (
     TRIGGERS,
@@ -59,6 +58,7 @@ from pipelines.settings.clients import (
     open_resolver,
     open_session,
     prepare_session,
+    writer_lease,
 )
 
 from .batch import SilverBatch
@@ -220,13 +220,7 @@ def run(
     install_metrics(spark, cfg)
     # One driver writes silver, quarantine and quality results of an object-store lakehouse
     # (lakehouse.lease); a lease of queries left running is renewed until this process ends.
-    lease = take_writer_lease(
-        spark,
-        cfg.lakehouse_path,
-        JOB,
-        on_lost=stop_streams_on_loss(spark),
-        ttl=cfg.lakehouse.writer_lease_seconds,
-    )
+    lease = writer_lease(spark, cfg, JOB, on_lost=stop_streams_on_loss(spark))
     try:
         return _start_queries(
             spark,

@@ -14,7 +14,16 @@ from pyspark.sql import types as T  # noqa: N812
 
 from codec import CodecError, SchemaKey, parse_frame
 
-from .framing import BRONZE_COLUMNS, FRAMED_FIELDS, IN_PYTHON, VALUE_HEAD, Heads, frame_heads
+from .framing import (
+    BRONZE_COLUMNS,
+    FRAMED_FIELDS,
+    IN_PYTHON,
+    VALUE_HEAD,
+    Heads,
+    frame_heads,
+    frame_values,
+    value_error,
+)
 
 
 def python_framed(bronze: DataFrame, heads: Heads) -> DataFrame:
@@ -34,20 +43,9 @@ def frame_columns(
 ) -> tuple[Any, ...]:
     """The :data:`FRAMED_FIELDS` values of one record, read by ``codec.parse_frame``."""
     try:
-        f = parse_frame(value, headers)
-        vals: tuple[Any, ...] = (
-            f.magic,
-            f.schema_id,
-            f.schema_guid,
-            list(f.message_indexes),
-            f.payload_offset,
-            f.key,
-            None,
-            None,
-            None,
-        )
+        vals = frame_values(parse_frame(value, headers))
     except CodecError as exc:
-        vals = (None, None, None, None, None, None, exc.code, exc.stage, str(exc))
+        vals = value_error(exc)
     key_key: SchemaKey | None = None
     key_offset: int | None = None
     if key:
