@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from lakehouse.delta import is_delta_table, list_delta_tables
+from lakehouse.delta import is_delta_table, list_delta_tables, table_metadata
 from lakehouse.layout import BRONZE, QUALITY, QUARANTINE, SILVER, Layout, table_name
 
 if TYPE_CHECKING:
@@ -188,22 +188,23 @@ def _register_table(
             )
     else:
         spark.sql(f"CREATE TABLE IF NOT EXISTS {qualified} USING delta LOCATION {sql_string(path)}")
-    describe_table(spark, qualified, comment, properties)
+    describe_table(spark, qualified, path, comment, properties)
     return f"{database}.{name}"
 
 
 def describe_table(
-    spark: SparkSession, qualified: str, comment: str, properties: Mapping[str, str]
+    spark: SparkSession, qualified: str, path: str, comment: str, properties: Mapping[str, str]
 ) -> None:
-    """Set the table's comment and properties, in one commit, where they differ."""
+    """Set the comment and properties of ``qualified`` (the table at ``path``), in one
+    commit, where they differ from what its Delta log holds."""
     wanted = dict(properties)
     if comment:
         wanted["comment"] = comment
     if not wanted:
         return
-    have = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {qualified}").collect()}
-    detail = spark.sql(f"DESCRIBE DETAIL {qualified}").first()
-    have["comment"] = (detail["description"] if detail is not None else None) or ""
+    metadata = table_metadata(spark, path)
+    have = dict(metadata.properties) if metadata is not None else {}
+    have["comment"] = metadata.description if metadata is not None else ""
     changed = {k: v for k, v in wanted.items() if have.get(k) != v}
     if changed:
         pairs = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(changed.items()))

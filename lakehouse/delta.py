@@ -24,6 +24,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakehouse.hadoop import hadoop_path
@@ -155,18 +156,38 @@ def append_idempotent(
 
 
 def table_properties(spark: SparkSession, path: str) -> dict[str, str]:
-    """The table properties of the Delta table at ``path`` (empty when there is none).
+    """The table properties of the Delta table at ``path`` (empty when there is none)."""
+    metadata = table_metadata(spark, path)
+    return metadata.properties if metadata is not None else {}
+
+
+@dataclass(frozen=True)
+class TableMetadata:
+    """What a Delta table's log says of it besides its data: comment and properties."""
+
+    description: str
+    properties: dict[str, str]
+
+
+def table_metadata(spark: SparkSession, path: str) -> TableMetadata | None:
+    """The comment and properties of the Delta table at ``path`` (None when there is none).
 
     Read from the Delta log by path: never through the session's catalog, so this answers
     while a shared metastore is down (``DESCRIBE DETAIL delta.`path``` asks the metastore
-    first, for a database named ``delta``).
+    first, for a database named ``delta``). From the snapshot's metadata (the log's checksum
+    or last commits), not ``DeltaTable.detail()``: that also counts the table's files, a
+    reconstruction of its whole state (three Spark jobs) each time.
     """
     from delta.tables import DeltaTable
 
     if not is_delta_table(path, spark):
-        return {}
-    detail = DeltaTable.forPath(spark, path).detail().first()
-    return dict(detail["properties"] or {}) if detail is not None else {}
+        return None
+    snapshot = DeltaTable.forPath(spark, path)._jdt.deltaLog().unsafeVolatileSnapshot()
+    metadata = snapshot.metadata()
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    configuration = jvm.scala.jdk.javaapi.CollectionConverters.asJava(metadata.configuration())
+    return TableMetadata(metadata.description() or "", dict(configuration))
 
 
 def is_delta_table(
