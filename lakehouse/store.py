@@ -37,10 +37,11 @@ class StoredFile(NamedTuple):
 @dataclass(frozen=True)
 class Store:
     """A lakehouse's file system: ``filesystem`` (a ``pyarrow.fs.FileSystem``) for files,
-    ``storage_options`` for ``deltalake``; ``object_store`` when paths are ``s3a://`` URIs."""
+    ``storage_options`` for ``deltalake``; ``object_store`` when paths are ``s3a://`` URIs.
+    Both may hold credentials: neither is part of the ``repr``."""
 
-    filesystem: Any
-    storage_options: Mapping[str, str] = field(default_factory=dict)
+    filesystem: Any = field(repr=False)
+    storage_options: Mapping[str, str] = field(default_factory=dict, repr=False)
     object_store: bool = False
 
     @classmethod
