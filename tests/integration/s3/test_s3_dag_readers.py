@@ -41,6 +41,21 @@ S3_FROM_ENV = {
 }
 
 
+REFUSED_SNIPPET = """
+import json
+from protolake_support.environment import config_path
+from protolake_support.progress import stream_parts
+from protolake_support.tables import lakehouse_counts
+c = config_path()
+try:
+    lakehouse_counts(c)
+    summary = None
+except Exception as exc:
+    summary = f"{type(exc).__name__}: {exc}"
+print(json.dumps([summary, stream_parts("silver", c)]))
+"""
+
+
 def config(root: str, env: dict[str, str], **s3: Any) -> Any:
     raw = {
         "lakehouse": {"path": root},
@@ -171,6 +186,16 @@ def test_the_dag_entry_points_read_the_configured_s3_lakehouse(
     assert versions == {"shop_item": 2, "shop_order": 0}
     # the topic is not in Kafka: nothing waits there
     assert parts == {"bronze": [["per_topic", 0, 0]], "silver": [[BRONZE, 0, 2]]}
+
+    # a refused secret: the summary fails in one line, the health probe logs it and goes on
+    wrong = "wrong-" + s3_store.secret_access_key[::-1]
+    airflow.env["AWS_SECRET_ACCESS_KEY"] = wrong
+    (summary, probe), proc = airflow.python_run(REFUSED_SNIPPET)
+    assert summary.startswith("StoreError: s3 credentials refused:") and "\n" not in summary
+    assert probe == []
+    assert "checkpoints not readable: s3 credentials refused" in proc.stdout + proc.stderr
+    for secret in (wrong, s3_store.secret_access_key, s3_store.access_key_id):
+        assert secret not in summary + proc.stdout + proc.stderr
 
 
 def test_refused_credentials_are_named_without_the_secret(lake, s3_store):
