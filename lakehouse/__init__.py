@@ -4,6 +4,8 @@
   results and Data Docs). No other module spells one; a URI scheme (``s3a://``) plugs in here.
 - :mod:`lakehouse.delta`: idempotent appends, conflict retries, listing and reading tables.
 - :mod:`lakehouse.streaming`: app ids, triggers, awaiting and stopping queries; small text files.
+- :mod:`lakehouse.store`: the lakehouse's files for readers without a JVM (pyarrow file system
+  plus delta-rs ``storage_options``; local folders or ``s3a://``).
 - :mod:`lakehouse.lease`: the writer lease that keeps one driver writing a table group of an
   object-store lakehouse.
 

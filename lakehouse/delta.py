@@ -9,9 +9,9 @@
 - :func:`is_delta_table`, :func:`list_delta_tables`, :func:`table_version` and
   :func:`silver_versions` answer with Spark when a session is given (any Hadoop file system:
   ``s3a://``, ``abfss://``, local), and with ``deltalake`` (delta-rs) when none is, so callers
-  without a JVM (Airflow) read the same tables (on an object store, given delta-rs'
-  ``storage_options``: ``pipelines.settings.clients.delta_storage_options``). Callers name a
-  table; none reads its log.
+  without a JVM (Airflow) read the same tables (on an object store, through a
+  :class:`lakehouse.store.Store`: ``pipelines.settings.clients.lakehouse_store``). Callers
+  name a table; none reads its log.
 
 pyspark and delta-spark are imported by the functions that use them, never at import time:
 a caller without Spark imports this module too.
@@ -20,7 +20,6 @@ a caller without Spark imports this module too.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,7 +27,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakehouse.hadoop import hadoop_path
-from lakehouse.layout import Layout, local_path
+from lakehouse.layout import Layout
+from lakehouse.store import Store
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -219,33 +219,29 @@ def is_delta_table(
     return bool(RsDeltaTable.is_deltatable(path, storage_options=dict(storage_options or {})))
 
 
-def list_delta_tables(folder: str, spark: SparkSession | None = None) -> list[str]:
+def list_delta_tables(
+    folder: str, spark: SparkSession | None = None, store: Store | None = None
+) -> list[str]:
     """Paths of the Delta tables directly under ``folder``, sorted.
 
     With a session, the folder is listed through Hadoop's file system (any URI; paths come
-    back as Hadoop writes them, e.g. ``file:/...``); without one, ``folder`` must be local and
-    paths are ``<folder>/<name>``.
+    back as Hadoop writes them, e.g. ``file:/...``); without one, through ``store`` (default:
+    this machine's, :meth:`lakehouse.store.Store.local`), and paths are ``<folder>/<name>``.
 
     Raises:
-        ValueError: no session, and ``folder`` is not on this machine.
+        ValueError: no session, and ``folder`` is not on the store's file system.
     """
     if spark is None:
-        return [p for p in _local_children(folder) if is_delta_table(p)]
+        store = store or Store.local()
+        if not store.serves(folder):
+            raise ValueError(f"listing {folder} needs a Spark session or a store that serves it")
+        options = store.storage_options
+        return [p for p in store.subfolders(folder) if is_delta_table(p, storage_options=options)]
     _, hpath, fs = hadoop_path(spark, folder)
     if not fs.exists(hpath):
         return []
     children = [s.getPath().toString() for s in fs.listStatus(hpath) if s.isDirectory()]
     return sorted(p for p in children if is_delta_table(p, spark))
-
-
-def _local_children(folder: str) -> list[str]:
-    local = local_path(folder)
-    if local is None:
-        raise ValueError(f"listing {folder} needs a Spark session (not a local folder)")
-    if not local.is_dir():
-        return []
-    base = folder.rstrip("/")
-    return [f"{base}/{name}" for name in sorted(os.listdir(local)) if (local / name).is_dir()]
 
 
 def table_version(
@@ -268,6 +264,13 @@ def table_version(
     return int(RsDeltaTable(path, storage_options=dict(storage_options or {})).version())
 
 
-def silver_versions(layout: Layout, spark: SparkSession | None = None) -> dict[str, int]:
-    """``{path: latest version}`` of every silver table (with or without Spark, as above)."""
-    return {p: table_version(p, spark) for p in list_delta_tables(layout.silver, spark)}
+def silver_versions(
+    layout: Layout, spark: SparkSession | None = None, store: Store | None = None
+) -> dict[str, int]:
+    """``{path: latest version}`` of every silver table (with Spark, or through ``store``, as
+    above)."""
+    options = store.storage_options if store is not None and spark is None else None
+    return {
+        p: table_version(p, spark, storage_options=options)
+        for p in list_delta_tables(layout.silver, spark, store)
+    }

@@ -6,7 +6,9 @@
 - :mod:`.spark_submit`: :class:`~.spark_submit.ProtolakeSparkSubmitOperator`, the operator of
   every Spark task;
 - :mod:`.tables`: Delta versions and row counts of the lakehouse's tables, read with
-  ``deltalake`` (no Spark, no JVM), and the ingest summary;
+  ``deltalake`` (no Spark, no JVM; a local folder or ``s3a://``, through the
+  :class:`lakehouse.store.Store` of :func:`.environment.open_lakehouse`), and the ingest
+  summary;
 - :mod:`.progress`: what the streaming checkpoints say (last batch, its age, the lag) and the
   health verdict of a continuous job;
 - :mod:`.supervision`: the continuous streams' processes (start, stop, pid files, logs with

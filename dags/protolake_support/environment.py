@@ -8,9 +8,11 @@
   ``PROTOLAKE_REGISTRY_TOKEN``, which the TOML file references as ``${env:...}``;
 - integers a DAG file reads at parse time (:func:`env_int`).
 
-The lakehouse of the configuration is a :class:`lakehouse.layout.Layout`; the readers of its
-files (:mod:`.tables`, :mod:`.progress`) understand local (or mounted) paths and ``file:``
-URIs: for another file system :func:`local_layout` is None and they say so in the task log.
+The lakehouse of the configuration is a :class:`lakehouse.layout.Layout` and the
+:class:`lakehouse.store.Store` its readers (:mod:`.tables`, :mod:`.progress`) go through
+(:func:`open_lakehouse`): local (or mounted) folders, ``file:`` URIs, and ``s3a://`` with the
+``[s3]`` settings (keys from ``${env:...}`` or the AWS default chain); for another file system
+there is none and they say so in the task log.
 
 Raises :class:`ProtolakeSetupError` (the message says what to do) when the worker is not set
 up for protolake.
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lakehouse.layout import Layout
+    from lakehouse.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -149,14 +152,28 @@ def kafka_client_options(cfg: Any) -> dict[str, Any]:
     return conf
 
 
-def local_layout(cfg: Any) -> Layout | None:
-    """The configuration's lakehouse with its local root made absolute (relative paths resolve
-    against the task's working directory, as the jobs resolve them); None, logged, when the
-    lakehouse is not on a local (or mounted) file system."""
+def open_lakehouse(cfg: Any) -> tuple[Layout, Store] | None:
+    """The configuration's lakehouse and the store its files are read through, checked.
+
+    A local root is made absolute (relative paths resolve against the task's working
+    directory, as the jobs resolve them); an ``s3a://`` root is read with ``[s3]``
+    (:func:`pipelines.settings.clients.lakehouse_store`) once its bucket answers. None, logged,
+    for a lakehouse on another file system.
+
+    Raises:
+        pipelines.settings.preflight.StoreError: the object store's endpoint is unreachable,
+            its bucket missing or the credentials refused (one line naming which).
+    """
     from lakehouse.layout import Layout
+    from pipelines.settings.clients import lakehouse_store
+    from pipelines.settings.preflight import check_store
 
     layout = Layout(cfg.lakehouse_path)
-    if not layout.is_local:
-        log.warning("the lakehouse %s is not on a local file system: no figures", layout.root)
+    store = lakehouse_store(cfg)
+    if store is None:
+        log.warning("the lakehouse %s is on a file system the DAGs cannot read", layout.root)
         return None
-    return Layout(str(layout.local_root()))
+    if layout.is_local:
+        return Layout(str(layout.local_root())), store
+    check_store(cfg, store)
+    return layout, store

@@ -4,7 +4,8 @@ behind its source (:func:`bronze_lag`: Kafka offsets; :func:`silver_lag`: bronze
 versions), and the verdict on a job from its process and its queries (:func:`judge_stream`).
 
 A checkpoint is a Structured Streaming checkpoint folder (``offsets/<n>``, ``commits/<n>``);
-its location is :meth:`lakehouse.layout.Layout.checkpoint`, where the jobs write it.
+its location is :meth:`lakehouse.layout.Layout.checkpoint`, where the jobs write it, and it is
+read through the lakehouse's :class:`lakehouse.store.Store` (a local folder or ``s3a://``).
 ``confluent_kafka``, ``lakehouse`` and ``deltalake`` are imported inside the functions.
 """
 
@@ -15,14 +16,14 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from protolake_support.environment import kafka_client_options, load_job_config, local_layout
+from protolake_support.environment import kafka_client_options, load_job_config, open_lakehouse
 from protolake_support.tables import delta_tables, delta_version
 
 if TYPE_CHECKING:
     from lakehouse.layout import Layout
+    from lakehouse.store import Store, StoredFile
 
 log = logging.getLogger(__name__)
 
@@ -45,30 +46,32 @@ class CheckpointProgress:
         )
 
 
-def read_checkpoint(checkpoint: Path, now: float | None = None) -> CheckpointProgress:
+def read_checkpoint(checkpoint: str, store: Store, now: float | None = None) -> CheckpointProgress:
     """Read ``offsets/<n>`` and ``commits/<n>`` of a Structured Streaming checkpoint.
 
     The offset log's file holds a version line, a metadata JSON line, then one JSON line per
-    source (Spark's ``OffsetSeqLog``).
+    source (Spark's ``OffsetSeqLog``). The last commit's age comes from its file's
+    modification time (on an object store: the object's ``Last-Modified``).
     """
-    out = CheckpointProgress(str(checkpoint))
-    offsets = _numbered(checkpoint / "offsets")
-    commits = _numbered(checkpoint / "commits")
+    out = CheckpointProgress(checkpoint)
+    offsets = _numbered(store, f"{checkpoint}/offsets")
+    commits = _numbered(store, f"{checkpoint}/commits")
     if offsets:
         out.last_offsets_batch = offsets[-1][0]
-        lines = offsets[-1][1].read_text().splitlines()
+        lines = store.read_text(offsets[-1][1].path).splitlines()
         sources = [json.loads(x) for x in lines[2:] if x.strip() and x.strip() != "-"]
         out.offsets = {"sources": sources}
     if commits:
         out.last_commit_batch = commits[-1][0]
-        out.last_commit_age_seconds = (now or time.time()) - commits[-1][1].stat().st_mtime
+        mtime = commits[-1][1].mtime
+        if mtime is not None:
+            out.last_commit_age_seconds = (now or time.time()) - mtime
     return out
 
 
-def _numbered(folder: Path) -> list[tuple[int, Path]]:
-    if not folder.is_dir():
-        return []
-    return sorted((int(p.name), p) for p in folder.iterdir() if p.name.isdigit())
+def _numbered(store: Store, folder: str) -> list[tuple[int, StoredFile]]:
+    """The files of ``folder`` named by a batch number, by number."""
+    return sorted((int(f.name), f) for f in store.files(folder) if f.name.isdigit())
 
 
 def bronze_lag(progress: CheckpointProgress, bootstrap: str, options: Mapping[str, str]) -> int:
@@ -100,9 +103,9 @@ def bronze_lag(progress: CheckpointProgress, bootstrap: str, options: Mapping[st
         consumer.close()
 
 
-def silver_lag(progress: CheckpointProgress, bronze_table: Path) -> int | None:
+def silver_lag(progress: CheckpointProgress, bronze_table: str, store: Store) -> int | None:
     """Delta versions of a bronze table beyond the silver checkpoint's last planned version."""
-    latest = delta_version(bronze_table)
+    latest = delta_version(bronze_table, store)
     if latest is None:
         return None
     sources = (progress.offsets or {}).get("sources", [])
@@ -176,31 +179,40 @@ def stream_parts(job: str, config: str) -> list[Part]:
 
     Checkpoints are where the jobs keep them, ``Layout.checkpoint(job, name)`` (bronze: one
     query named after its table mode; silver: one per bronze table). A lag that cannot be
-    measured (Kafka unreachable with the available options) is None, logged. A lakehouse on
-    another file system: no parts (the verdict then rests on the process alone).
+    measured (Kafka unreachable with the available options) is None, logged. A lakehouse on a
+    file system the DAGs cannot read, or an object store that refuses or does not answer (its
+    one-line reason logged): no parts, the verdict then rests on the process alone (a health
+    probe must not keep a dead stream from being started again).
     """
+    from pipelines.settings.preflight import StoreError
+
     cfg = load_job_config(config)
-    layout = local_layout(cfg)
-    if layout is None:
+    try:
+        lakehouse = open_lakehouse(cfg)
+    except StoreError as exc:
+        log.warning("%s stream: checkpoints not readable: %s", job, exc)
         return []
+    if lakehouse is None:
+        return []
+    layout, store = lakehouse
     if job == "bronze":
-        return [_bronze_part(cfg, layout)]
+        return [_bronze_part(cfg, layout, store)]
     parts: list[Part] = []
-    for name, table in delta_tables(Path(layout.bronze)).items():
-        checkpoint = Path(layout.checkpoint("silver", name))
-        progress = read_checkpoint(checkpoint) if checkpoint.is_dir() else None
+    for name, table in delta_tables(layout.bronze, store).items():
+        checkpoint = layout.checkpoint("silver", name)
+        progress = read_checkpoint(checkpoint, store) if store.is_dir(checkpoint) else None
         if progress is None:
-            version = delta_version(table)
+            version = delta_version(table, store)
             parts.append((name, None, None if version is None else version + 1))
         else:
-            parts.append((name, progress, silver_lag(progress, table)))
+            parts.append((name, progress, silver_lag(progress, table, store)))
     return parts
 
 
-def _bronze_part(cfg: Any, layout: Layout) -> Part:
+def _bronze_part(cfg: Any, layout: Layout, store: Store) -> Part:
     name = "per_topic" if cfg.bronze.table_mode == "per_topic" else cfg.bronze.single_table
-    checkpoint = Path(layout.checkpoint("bronze", name))
-    progress = read_checkpoint(checkpoint) if checkpoint.is_dir() else None
+    checkpoint = layout.checkpoint("bronze", name)
+    progress = read_checkpoint(checkpoint, store) if store.is_dir(checkpoint) else None
     lag: int | None = None
     if progress is not None:
         try:

@@ -1,8 +1,10 @@
 """Delta versions and row counts of the lakehouse's tables, read with ``deltalake`` (delta-rs):
 no Spark, no JVM, in the Airflow worker.
 
-Tables are named by folder (a :class:`lakehouse.layout.Layout` path); ``deltalake`` reads
-their logs. Row counts come from the per-file ``numRecords`` statistics of the latest snapshot
+Tables are named by folder (a :class:`lakehouse.layout.Layout` path: a local folder or an
+``s3a://`` URI) and read through the lakehouse's :class:`lakehouse.store.Store`
+(:func:`.environment.open_lakehouse`): ``deltalake`` reads their logs with its
+``storage_options``, pyarrow lists their folders. Row counts come from the per-file ``numRecords`` statistics of the latest snapshot
 (less the rows deletion vectors remove); data files are read only to test a column's values.
 A folder that is not a Delta table has no version and no count (None), as has a table with a
 file written without statistics (a count would need a scan of every file).
@@ -14,40 +16,40 @@ this module at parse time).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from protolake_support.environment import load_job_config, local_layout
+from protolake_support.environment import load_job_config, open_lakehouse
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
     from lakehouse.layout import Layout
+    from lakehouse.store import Store
 
 
-def open_table(table: Path) -> DeltaTable | None:
+def open_table(table: str, store: Store) -> DeltaTable | None:
     """The latest snapshot of the Delta table in ``table`` (None: not a Delta table)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        return DeltaTable(table)
+        return DeltaTable(table, storage_options=dict(store.storage_options))
     except TableNotFoundError:
         return None
 
 
-def delta_version(table: Path) -> int | None:
+def delta_version(table: str, store: Store) -> int | None:
     """The latest committed version of a Delta table (None: not a Delta table)."""
-    snapshot = open_table(table)
+    snapshot = open_table(table, store)
     return None if snapshot is None else snapshot.version()
 
 
-def delta_tables(folder: Path) -> dict[str, Path]:
+def delta_tables(folder: str, store: Store) -> dict[str, str]:
     """Delta tables directly under ``folder``, by name (:func:`lakehouse.delta.list_delta_tables`)."""
     from lakehouse.delta import list_delta_tables
     from lakehouse.layout import table_name
 
-    return {table_name(p): Path(p) for p in list_delta_tables(str(folder))}
+    return {table_name(p): p for p in list_delta_tables(folder, store=store)}
 
 
 def silver_versions(config: str) -> dict[str, int]:
@@ -56,14 +58,15 @@ def silver_versions(config: str) -> dict[str, int]:
     from lakehouse import delta
     from lakehouse.layout import table_name
 
-    layout = local_layout(load_job_config(config))
-    if layout is None:
+    lakehouse = open_lakehouse(load_job_config(config))
+    if lakehouse is None:
         return {}
-    return {table_name(p): v for p, v in delta.silver_versions(layout).items()}
+    layout, store = lakehouse
+    return {table_name(p): v for p, v in delta.silver_versions(layout, store=store).items()}
 
 
 def delta_row_count(
-    table: Path, where: tuple[str, Callable[[Any], bool]] | None = None
+    table: str, store: Store, where: tuple[str, Callable[[Any], bool]] | None = None
 ) -> int | None:
     """Rows in the latest snapshot, from the ``numRecords`` statistics of the Delta log.
 
@@ -76,7 +79,7 @@ def delta_row_count(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    snapshot = open_table(table)
+    snapshot = open_table(table, store)
     if snapshot is None:
         return None
     records = pa.table(snapshot.get_add_actions(flatten=True)).column("num_records")
@@ -118,14 +121,15 @@ def _non_null_values(snapshot: DeltaTable, column: str) -> list[Any] | None:
 
 
 def lakehouse_counts(config: str) -> dict[str, dict[str, int | None]]:
-    """:func:`layout_counts` of the configured lakehouse (empty: not on a local file system)."""
-    layout = local_layout(load_job_config(config))
-    return {} if layout is None else layout_counts(layout)
+    """:func:`layout_counts` of the configured lakehouse (empty: on a file system the DAGs
+    cannot read)."""
+    lakehouse = open_lakehouse(load_job_config(config))
+    return {} if lakehouse is None else layout_counts(*lakehouse)
 
 
-def layout_counts(layout: Layout) -> dict[str, dict[str, int | None]]:
+def layout_counts(layout: Layout, store: Store) -> dict[str, dict[str, int | None]]:
     """Rows per table of bronze and silver, and records still quarantined, from the Delta logs
-    of a local lakehouse.
+    of a lakehouse read through ``store``.
 
     Quarantine counts as ``protolake status`` and the invariant do: a row replayed into silver
     stays in the quarantine table (its raw bytes are kept) but is counted in silver only
@@ -136,14 +140,14 @@ def layout_counts(layout: Layout) -> dict[str, dict[str, int | None]]:
 
     counts = {
         layer: {
-            name: delta_row_count(path)
-            for name, path in delta_tables(Path(layout.layer(layer))).items()
+            name: delta_row_count(path, store)
+            for name, path in delta_tables(layout.layer(layer), store).items()
         }
         for layer in (BRONZE, SILVER)
     }
     counts[QUARANTINE] = {
-        name: delta_row_count(path, where=(OUTCOME_COLUMN, counts_as_quarantined))
-        for name, path in delta_tables(Path(layout.layer(QUARANTINE))).items()
+        name: delta_row_count(path, store, where=(OUTCOME_COLUMN, counts_as_quarantined))
+        for name, path in delta_tables(layout.layer(QUARANTINE), store).items()
     }
     return counts
 

@@ -21,6 +21,9 @@ them to the client and log only :func:`loggable_config`.
   per-bucket ``fs.s3a.bucket.<bucket>.*`` keys: other buckets keep their own settings).
 - :func:`delta_storage_options`: ``[s3]`` as delta-rs (``deltalake``) storage options, for the
   readers and writers without Spark (quality results, the DAGs' table figures, tests).
+- :func:`lakehouse_store`: the lakehouse's :class:`lakehouse.store.Store` for the readers
+  without a JVM (the DAGs' tables and checkpoints): a pyarrow ``S3FileSystem`` from ``[s3]``
+  with :func:`delta_storage_options`, or this machine's file system.
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.catalog import CatalogDatabases
-from lakehouse.layout import LAYERS, has_scheme
+from lakehouse.layout import LAYERS, Layout, has_scheme
 from lakehouse.lease import WriterLease, take_writer_lease
+from lakehouse.store import Store
 from pipelines.settings.config import ProtolakeConfig, database_key
 
 if TYPE_CHECKING:
@@ -235,6 +239,38 @@ def delta_storage_options(cfg: ProtolakeConfig) -> dict[str, str]:
         if s3.session_token:
             opts["AWS_SESSION_TOKEN"] = s3.session_token
     return opts
+
+
+def lakehouse_store(cfg: ProtolakeConfig) -> Store | None:
+    """The lakehouse's files without a JVM: for an ``s3a://`` lakehouse a pyarrow
+    ``S3FileSystem`` with ``[s3]`` (keys, else the AWS default chain; the endpoint, its scheme,
+    the region and the addressing style) and :func:`delta_storage_options`; for a local one,
+    this machine's file system; None for any other file system (``abfss://``, ``gs://``, ...).
+
+    The store holds credentials: hand it to readers, never log it.
+    """
+    if lakehouse_bucket(cfg) is None:
+        return Store.local() if Layout(cfg.lakehouse_path).is_local else None
+    from pyarrow import fs
+
+    s3 = cfg.s3
+    options: dict[str, Any] = {
+        "region": s3.region or "us-east-1",
+        "force_virtual_addressing": not s3.path_style_access,
+        "connect_timeout": 5.0,
+        "request_timeout": 30.0,
+    }
+    if s3.endpoint:
+        scheme, _, host = s3.endpoint.rstrip("/").partition("://")
+        options.update(endpoint_override=host, scheme=scheme)
+    if s3.access_key_id:
+        options.update(
+            access_key=s3.access_key_id,
+            secret_key=s3.secret_access_key,
+            session_token=s3.session_token or None,
+        )
+    filesystem = fs.S3FileSystem(**options)
+    return Store(filesystem, delta_storage_options(cfg), object_store=True)
 
 
 def open_session(cfg: ProtolakeConfig, app: str) -> SparkSession:

@@ -10,6 +10,10 @@ never writes:
    and credentials the job will use), which tells a missing bucket and refused credentials
    apart.
 
+:func:`check_store` does the same for the readers without a JVM (the DAGs), through the
+lakehouse's :class:`lakehouse.store.Store`: the endpoint, then the bucket (HEAD) and the
+prefix (LIST) with pyarrow's S3 client.
+
 Failures raise :class:`StoreError`, whose message is one line naming the cause (``endpoint
 unreachable``, ``bucket missing``, ``credentials refused``) and the bucket or endpoint, never
 a key or secret.
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from lakehouse.hadoop import hadoop_path
+from lakehouse.store import Store
 from pipelines.settings.clients import lakehouse_bucket
 from pipelines.settings.config import ProtolakeConfig
 
@@ -32,9 +37,17 @@ CONNECT_TIMEOUT = 5.0
 
 # Words of S3A's and the AWS SDK's errors, by cause (refused, missing, unreachable: in that
 # order, as a refused request may also speak of something that "does not exist").
-_BUCKET_MISSING = ("UnknownStoreException", "NoSuchBucket", "ucket does not exist")
+_BUCKET_MISSING = (
+    "UnknownStoreException",
+    "NoSuchBucket",
+    "NO_SUCH_BUCKET",
+    "ucket does not exist",
+)
 _REFUSED = (
     "AccessDenied",
+    "ACCESS_DENIED",  # pyarrow's names of the same AWS errors
+    "INVALID_ACCESS_KEY_ID",
+    "SIGNATURE_DOES_NOT_MATCH",
     "InvalidAccessKeyId",
     "SignatureDoesNotMatch",
     "InvalidToken",
@@ -70,6 +83,41 @@ def check_lakehouse(spark: SparkSession, cfg: ProtolakeConfig) -> None:
         _list_prefix(spark, root)
     except Exception as exc:  # noqa: BLE001 - classified below, or re-raised as it came
         raise StoreError(describe_failure(exc, bucket, cfg.s3.endpoint or "AWS S3")) from None
+
+
+def check_store(cfg: ProtolakeConfig, store: Store) -> None:
+    """Check that the ``s3a://`` lakehouse of ``cfg`` can be listed through ``store`` (its
+    :func:`pipelines.settings.clients.lakehouse_store`). Nothing for another lakehouse.
+
+    Raises:
+        StoreError: the endpoint is unreachable, the bucket is missing, or the credentials
+            are refused (one line; no key or secret in it).
+    """
+    from pyarrow import fs
+
+    bucket = lakehouse_bucket(cfg)
+    if bucket is None:
+        return
+    endpoint = cfg.s3.endpoint or "AWS S3"
+    if cfg.s3.endpoint:
+        check_endpoint(cfg.s3.endpoint)
+    try:
+        found = store.filesystem.get_file_info(bucket).type != fs.FileType.NotFound
+        if found:
+            store.files(cfg.lakehouse.path)  # a LIST of the prefix: refused keys fail here
+    except Exception as exc:  # noqa: BLE001 - classified below
+        raise StoreError(_without_secrets(describe_failure(exc, bucket, endpoint), store)) from None
+    if not found:
+        raise StoreError(f"s3 bucket missing: {bucket!r} does not exist at {endpoint}")
+
+
+def _without_secrets(message: str, store: Store) -> str:
+    """``message`` with every credential of the store replaced by ``***``."""
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        value = store.storage_options.get(key)
+        if value:
+            message = message.replace(value, "***")
+    return message
 
 
 def check_endpoint(endpoint: str, timeout: float = CONNECT_TIMEOUT) -> None:

@@ -68,6 +68,11 @@ class S3Store:
         self.filesystem().create_dir(name)
         return name
 
+    def delete_bucket(self, name: str) -> None:
+        """Delete a bucket and everything in it (SeaweedFS then frees its volumes: a store
+        keeps at most ``-volume.max`` of them, 7 per bucket that holds objects)."""
+        self.filesystem().delete_dir(name)
+
     def keys(self, bucket: str, prefix: str = "") -> list[str]:
         """Every object key under ``bucket/prefix`` (recursive)."""
         from pyarrow import fs

@@ -202,9 +202,11 @@ def test_row_counts_from_a_delta_log_with_a_checkpoint_match_spark(
 ) -> None:
     from protolake_support.tables import delta_row_count
 
+    from lakehouse.store import Store
+
     path = str(tmp_path / "t")
     for i in range(12):  # Delta writes a Parquet checkpoint every 10 commits
         spark.range(i * 10, i * 10 + i + 1).write.format("delta").mode("append").save(path)
     spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 3 = 0")
     assert (tmp_path / "t" / "_delta_log" / "_last_checkpoint").is_file()
-    assert delta_row_count(tmp_path / "t") == spark.read.format("delta").load(path).count()
+    assert delta_row_count(path, Store.local()) == spark.read.format("delta").load(path).count()

@@ -76,8 +76,9 @@ def test_streams_are_started_judged_and_restarted_after_a_kill(
         from protolake_support.tables import layout_counts
 
         from lakehouse.layout import Layout
+        from lakehouse.store import Store
 
-        counts = layout_counts(Layout(str(lake)))
+        counts = layout_counts(Layout(str(lake)), Store.local())
         sums = {k: sum(v or 0 for v in t.values()) for k, t in counts.items()}
         return sums, counts
 

@@ -1,5 +1,5 @@
 """Fixtures of the object-store tests: the stack's S3 store (``infra/stack.sh up s3``), a
-fresh bucket per module, and unique demo topics (removed at the end of the session)."""
+fresh bucket per module (deleted after it), and unique demo topics (removed at the end of the session)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,12 @@ def s3_store() -> S3Store:
 
 
 @pytest.fixture(scope="module")
-def bucket(s3_store: S3Store) -> str:
-    return s3_store.create_bucket()
+def bucket(s3_store: S3Store) -> Iterator[str]:
+    """A new bucket for the module, deleted at its end (a bucket left behind keeps volumes of
+    the stack's store, which has few: see :meth:`S3Store.delete_bucket`)."""
+    name = s3_store.create_bucket()
+    yield name
+    s3_store.delete_bucket(name)
 
 
 @pytest.fixture(scope="session")

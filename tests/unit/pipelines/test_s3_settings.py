@@ -10,6 +10,7 @@ from pipelines.settings import ConfigError, parse_config
 from pipelines.settings.clients import (
     delta_storage_options,
     lakehouse_bucket,
+    lakehouse_store,
     loggable_config,
     s3a_hadoop_conf,
 )
@@ -123,8 +124,47 @@ def test_credentials_never_reach_the_loggable_view() -> None:
             "credentials refused",
         ),
         ("java.net.ConnectException: Connection refused", "endpoint unreachable"),
+        (  # pyarrow's S3 client
+            "When getting information for bucket 'lake': AWS Error ACCESS_DENIED during "
+            "HeadBucket operation: No response body.",
+            "credentials refused",
+        ),
+        (
+            "When listing objects under key 'lh/' in bucket 'lake': AWS Error "
+            "SIGNATURE_DOES_NOT_MATCH during ListObjectsV2 operation",
+            "credentials refused",
+        ),
     ],
 )
 def test_store_errors_are_named_in_one_line(error: str, cause: str) -> None:
     line = describe_failure(RuntimeError(error), "lake", "http://127.0.0.1:8333")
     assert line.startswith(f"s3 {cause}") and "\n" not in line
+
+
+def test_the_store_without_a_jvm_reads_s3_with_the_same_settings() -> None:
+    cfg = s3_config(
+        endpoint="http://127.0.0.1:8333",
+        region="eu-west-3",
+        path_style_access=True,
+        access_key_id="${env:KEY}",
+        secret_access_key="${env:SECRET}",
+    )
+    store = lakehouse_store(cfg)  # type: ignore[arg-type]
+    assert store is not None and store.object_store
+    assert store.storage_options == delta_storage_options(cfg)  # type: ignore[arg-type]
+    assert store.filesystem.region == "eu-west-3"
+    assert store.fs_path("s3a://lake/prefix/silver/t") == "lake/prefix/silver/t"
+    assert "s3cr3t-value" not in repr(store) and "AKIDEXAMPLE" not in repr(store)
+    with pytest.raises(ValueError, match="not an s3a://bucket/key path"):
+        store.fs_path("/tmp/lake")
+
+
+@pytest.mark.parametrize("path", ["./lakehouse", "file:///tmp/lh"])
+def test_a_local_lakehouse_is_read_from_this_machine(path: str) -> None:
+    store = lakehouse_store(s3_config(path))  # type: ignore[arg-type]
+    assert store is not None and not store.object_store and store.storage_options == {}
+    assert store.serves(path) and not store.serves("s3a://lake/x")
+
+
+def test_no_store_for_other_file_systems() -> None:
+    assert lakehouse_store(s3_config("abfss://c@a.dfs.core.windows.net/x")) is None  # type: ignore[arg-type]
