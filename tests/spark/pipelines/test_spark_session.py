@@ -52,6 +52,8 @@ def test_the_suites_jvm_runs_with_the_suites_jvm_options(spark: Any) -> None:
     bean = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
     arguments = list(bean.getInputArguments())
     assert set(suite_jvm_options().split()) <= set(arguments), arguments
-    # and so do its SQL settings: interpreted expressions, no whole-stage code generation
+    # and so do its SQL settings: interpreted expressions, no whole-stage code generation,
+    # no adaptive re-planning
     assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
     assert spark.conf.get("spark.sql.codegen.wholeStage") == "false"
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
