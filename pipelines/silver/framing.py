@@ -157,6 +157,21 @@ def head_counts(bronze: DataFrame) -> list[Row]:
 
 # -- the heads, read on the driver ---------------------------------------------------------
 
+#: the most distinct value heads (and key heads) of a batch framed in the JVM, as literals of
+#: the plan; the records of the others are framed in Python
+MAX_PLAN_HEADS = 256
+
+
+def _most_frequent(rows: Sequence[Row], column: str, limit: int) -> set[bytes | None]:
+    """The ``limit`` heads of ``column`` with the most records (null always kept)."""
+    records: dict[bytes | None, int] = {}
+    for r in rows:
+        head = _bytes(r[column])
+        records[head] = records.get(head, 0) + int(r["count"])
+    ranked = sorted((h for h in records if h is not None), key=lambda h: (-records[h], h))
+    return {*ranked[:limit], None}
+
+
 _VALUE_FRAME = FRAMED_FIELDS[:9]  # _magic .. _frame_reason
 _KEY_FRAME = FRAMED_FIELDS[9:]  # _key_schema_key, _key_payload_offset
 _CUT = object()  # a head that ends inside its frame while its value goes on: Python frames it
@@ -225,8 +240,14 @@ class Heads:
     topics: dict[SchemaKey, set[str]]
 
     @classmethod
-    def of_rows(cls, rows: Iterable[Row]) -> Heads:
-        """From :func:`head_counts`' rows."""
+    def of_rows(cls, rows: Iterable[Row], max_heads: int = MAX_PLAN_HEADS) -> Heads:
+        """From :func:`head_counts`' rows: the ``max_heads`` most frequent value heads and
+        key heads are framed here, the records of any other head in Python (each head is a
+        literal of the plan: keys that are plain binary ids starting with a magic byte would
+        otherwise put one per record in it)."""
+        rows = list(rows)
+        kept_values = _most_frequent(rows, VALUE_HEAD, max_heads)
+        kept_keys = _most_frequent(rows, KEY_HEAD, max_heads)
         values: dict[bytes | None, Any] = {}
         keys: dict[bytes | None, Any] = {}
         counts: dict[tuple[SchemaKey | None, SchemaKey | None], int] = {}
@@ -234,6 +255,9 @@ class Heads:
         python = False
         for r in rows:
             vh, kh = _bytes(r[VALUE_HEAD]), _bytes(r[KEY_HEAD])
+            if vh not in kept_values or kh not in kept_keys:
+                python = True
+                continue
             v = values.setdefault(vh, _read_value(vh))
             k = keys.setdefault(kh, _read_key(kh))
             if r[IN_PYTHON] or v is _CUT or k is _CUT:

@@ -325,3 +325,31 @@ def test_decode_input_by_heads(spark: Any) -> None:
     assert [(r["offset"], r["_payload_offset"]) for r in decode_input.collect()] == [(3, 6)]
     # no head is cut for the decode pass of a batch of one key: no filter, a literal offset
     assert "substring" not in decode_input._jdf.queryExecution().executedPlan().toString()
+
+
+def test_heads_beyond_the_cap_are_framed_in_python(spark: Any) -> None:
+    """Keys that are binary ids starting with a magic byte have a head each: only the most
+    frequent ``max_heads`` become literals of the plan, the other records are framed in
+    Python, and the batch framed both ways is what codec.parse_frame gives."""
+    value = write_frame(5, (0,), b"\x08\x01")
+    keys = [b"\x00" + struct.pack(">I", 1000 + n) + b"\x00id" for n in range(12)]
+    records = [(value, keys[0])] * 5 + [(value, keys[1])] * 3 + [(value, k) for k in keys[2:]]
+    schema = (
+        "key binary, value binary, topic string, partition int, offset long, "
+        "timestamp timestamp, headers array<struct<key: string, value: binary>>"
+    )
+    rows = [(k, v, "t", 0, i, None, []) for i, (v, k) in enumerate(records)]
+    bronze = spark.createDataFrame(rows, schema)
+
+    heads = Heads.of_rows(head_counts(bronze), max_heads=2)
+    assert heads.python
+    assert set(heads.keys) == {keys[0][:6], keys[1][:6]}  # the two most frequent heads
+    assert sum(heads.counts.values()) == 8  # counted here; the other 10 in Python
+    jvm = heads.framed(bronze)
+    assert sorted(r["offset"] for r in jvm.select("offset").collect()) == list(range(8))
+    framed = jvm.unionByName(python_framed(bronze, heads))
+    got = {r["offset"]: _typed(r.asDict(recursive=True)) for r in framed.collect()}
+    assert got == {i: frame_columns(v, k, []) for i, (v, k) in enumerate(records)}
+
+    uncapped = Heads.of_rows(head_counts(bronze))
+    assert not uncapped.python and len(uncapped.keys) == len(keys)
