@@ -1,7 +1,7 @@
-"""The object store stops in the middle of a bronze run on an ``s3a://`` lakehouse: the batch
-in flight fails, the run fails, nothing half-written counts; once the store is back (and the
-dead run's writer lease has expired) bronze resumes and every Kafka record is in bronze
-exactly once.
+"""The object store stops in the middle of a bronze run, or of a silver run, on an ``s3a://``
+lakehouse: the batch in flight fails, the run fails, nothing half-written counts; once the
+store is back (and the dead run's writer lease has expired) the job resumes and every Kafka
+record is in bronze exactly once, and every bronze record in silver or quarantine exactly once.
 
 The store is a private SeaweedFS (``infra/stack.sh up s3`` with a run folder and ports of its
 own), stopped and started again like the stack's; its data folder survives the restart."""
@@ -24,8 +24,10 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from lakehouse.layout import Layout
-from pipelines import bronze
+from pipelines import bronze, silver
+from pipelines.demo.produce import produce_demo_stream
 from pipelines.naming import bronze_table_of_topic
+from pipelines.quarantine import check_invariant
 from pipelines.settings import parse_config
 from tests.support.s3 import ROOT, S3Store
 from tests.support.stack import BOOTSTRAP
@@ -115,13 +117,22 @@ def _produce(topic: str) -> None:
     assert producer.flush(30) == 0
 
 
-def _stop_during_a_batch(store: PrivateStore, s3: S3Store, checkpoint_key: str) -> threading.Thread:
-    """Stop the store once bronze has logged the offsets of its third batch."""
+def _fail_fast(spark: Any) -> None:
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in FAIL_FAST.items():
+        hadoop.set(f"fs.s3a.bucket.{BUCKET}.{key}", value)
+
+
+def _stop_during_a_batch(
+    store: PrivateStore, s3: S3Store, checkpoint_key: str, batch_offsets: str = "/offsets/2"
+) -> threading.Thread:
+    """Stop the store once a query under ``checkpoint_key`` has logged the offsets of a batch
+    (by default bronze's third)."""
 
     def watch() -> None:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            if any(k.endswith("/offsets/2") for k in s3.keys(BUCKET, checkpoint_key)):
+            if any(k.endswith(batch_offsets) for k in s3.keys(BUCKET, checkpoint_key)):
                 store.stack("down")
                 return
             time.sleep(0.1)
@@ -150,9 +161,7 @@ def test_a_store_stopped_mid_run_fails_the_batch_and_the_restart_lands_every_rec
             "catalog": {"bronze_database": ""},
         }
     )
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-    for key, value in FAIL_FAST.items():
-        hadoop.set(f"fs.s3a.bucket.{BUCKET}.{key}", value)
+    _fail_fast(spark)
     checkpoints = Layout(lake).checkpoints.split(f"{BUCKET}/", 1)[1]
 
     watcher = _stop_during_a_batch(private_store, s3, checkpoints)
@@ -174,3 +183,41 @@ def test_a_store_stopped_mid_run_fails_the_batch_and_the_restart_lands_every_rec
     offsets = [r[0] for r in rows.select("offset").collect()]
     assert len(offsets) == RECORDS, "every record once: none lost, none twice"
     assert sorted(offsets) == list(range(RECORDS))
+
+
+def test_a_store_stopped_mid_silver_batch_fails_it_and_the_restart_lands_every_record_once(
+    spark: Any, registry: Any, private_store: PrivateStore
+) -> None:
+    s3 = private_store.store()
+    stream = produce_demo_stream(
+        BOOTSTRAP, registry.url, topic_prefix=f"s3outage.{uuid.uuid4().hex[:8]}.", records=60
+    )
+    lake = f"s3a://{BUCKET}/lh"
+    no_catalog = {f"{layer}_database": "" for layer in ("bronze", "silver", "quarantine")}
+    cfg = parse_config(
+        {
+            "lakehouse": {"path": lake, "writer_lease_seconds": LEASE_SECONDS},
+            "kafka": {"bootstrap_servers": BOOTSTRAP, "topics": stream.topics},
+            "registry": {"url": registry.url},
+            "s3": s3.section(),
+            "catalog": {**no_catalog, "quality_database": ""},
+        }
+    )
+    _fail_fast(spark)
+    bronze.run(cfg, trigger="available-now", spark=spark)
+    silver_checkpoints = Layout(lake).checkpoints.split(f"{BUCKET}/", 1)[1] + "/silver"
+
+    watcher = _stop_during_a_batch(private_store, s3, silver_checkpoints, "/offsets/0")
+    with pytest.raises(Exception, match=r"(?i)connect"):
+        silver.run(cfg, trigger="available-now", spark=spark)
+    watcher.join(timeout=60)
+    assert not watcher.is_alive()
+
+    private_store.stack("up")
+    assert not check_invariant(spark, lake).holds, "the store stopped before silver was done"
+    time.sleep(LEASE_SECONDS + 1)  # the failed run's lease expires
+    silver.run(cfg, trigger="available-now", spark=spark)
+
+    report = check_invariant(spark, lake)
+    assert report.holds, report.summary()
+    assert report.bronze_records == 60
