@@ -23,9 +23,13 @@ its columns' types are ones these predicates model (e.g. a numeric bound on a nu
 anything else (``row_condition``, a regex on a number, an unknown expectation) returns ``None``
 from :func:`compile_rule` and runs through Great Expectations.
 
-The unexpected sample is collected in the aggregation (``collect_list`` of the unexpected values,
-cut to ``sample_size``): its memory grows with the number of unexpected rows of a rule, and its
-order is the order Spark merges partitions, not always the scan order GE's ``limit`` returns.
+The unexpected sample of a rule that found unexpected rows is read after the aggregation, as GE
+reads it: the first ``sample_size`` unexpected values in scan order (a ``limit`` query, which stops
+reading once it has them), one small job per such rule. Collecting it in the aggregation instead
+would gather every unexpected value of the batch to keep five: its cost grows with the batch. The
+uniqueness rules are the exception: their flag is a window over the whole batch, which a second
+query would compute again, so their sample is collected in the aggregation (``collect_list``, cut
+to ``sample_size``; in the order Spark merges partitions, and a duplicate is rare).
 """
 
 from __future__ import annotations
@@ -159,6 +163,8 @@ def evaluate(
     found = row.asDict(recursive=False)
     for i, c in enumerate(compiled):
         c.metrics = _metrics(i, c, found, sample_size)
+        if _sampled_later(c, sample_size) and c.metrics[f"{c.map_metric}.unexpected_count"]:
+            c.metrics[f"{c.map_metric}.unexpected_values"] = _sample(flagged, c, sample_size)
     return flagged, found
 
 
@@ -207,7 +213,7 @@ def _aggregates(i: int, c: CompiledRule, sample_size: int) -> list[Column]:
         return [op(F.col(c.kwargs["column"])).alias(f"m{i}_value")]
     flag = F.col(c.flag)
     out = [_count_if(flag).alias(f"m{i}_unexpected")]
-    if c.rule.expectation != "expect_column_values_to_not_be_null" and sample_size > 0:
+    if _sampled_here(c, sample_size):
         assert c.values is not None
         sample = F.collect_list(F.when(flag, c.values))
         out.append(F.slice(sample, 1, sample_size).alias(f"m{i}_values"))
@@ -216,6 +222,32 @@ def _aggregates(i: int, c: CompiledRule, sample_size: int) -> list[Column]:
     elif c.rule.expectation not in _NULL_CHECKS:
         out.append(_count_if(F.col(c.kwargs["column"]).isNull()).alias(f"m{i}_nulls"))
     return out
+
+
+def _sampled_here(c: CompiledRule, sample_size: int) -> bool:
+    """Whether the rule's unexpected sample is collected in the aggregation (windowed rules)."""
+    return (
+        sample_size > 0
+        and c.rule.expectation != "expect_column_values_to_not_be_null"
+        and c.rule.expectation in _WINDOWED
+    )
+
+
+def _sampled_later(c: CompiledRule, sample_size: int) -> bool:
+    """Whether the rule's unexpected sample is read by a query of its own (:func:`_sample`)."""
+    return (
+        sample_size > 0
+        and c.predicate is not None
+        and c.rule.expectation != "expect_column_values_to_not_be_null"
+        and c.rule.expectation not in _WINDOWED
+    )
+
+
+def _sample(flagged: DataFrame, c: CompiledRule, sample_size: int) -> list[Any]:
+    """The first ``sample_size`` unexpected values of a rule, in scan order (GE's ``limit``)."""
+    assert c.values is not None
+    rows = flagged.where(F.col(c.flag)).select(c.values.alias("v")).limit(sample_size).collect()
+    return [r["v"] for r in rows]
 
 
 def _metrics(i: int, c: CompiledRule, found: dict[str, Any], sample_size: int) -> dict[str, Any]:

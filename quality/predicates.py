@@ -117,7 +117,7 @@ def _unique(kw: dict[str, Any]) -> Column:
 
 def _compound_unique(kw: dict[str, Any]) -> Column:
     cols = [F.col(name) for name in kw["column_list"]]
-    counted = F.count(F.lit(1)).over(Window.partitionBy(F.struct(*cols))) > 1
+    counted = _has_twin(cols)
     ignore = kw.get("ignore_row_if", "all_values_are_missing")
     if ignore == "any_value_is_missing":
         kept = _all(c.isNotNull() for c in cols)
@@ -129,6 +129,26 @@ def _compound_unique(kw: dict[str, Any]) -> Column:
     # ignored row never shares a key with a kept one (the key's null pattern differs), except
     # for "any_value_is_missing", where kept rows have no nulls and so do their twins.
     return kept & counted
+
+
+def _has_twin(cols: list[Column]) -> Column:
+    """True for a row another row shares all of ``cols`` with (nulls equal, as in a group by).
+
+    Partitioned by all columns but the last and sorted by that one, twins are neighbours:
+    a sort on a plain column (a Kafka offset) is far cheaper than counting over a partition
+    by the whole key, which hashes and sorts a struct."""
+    if len(cols) == 1:
+        return F.count(F.lit(1)).over(Window.partitionBy(cols[0])) > 1
+    *group, last = cols
+    window = Window.partitionBy(*group).orderBy(last)
+    # wrapped in a struct: no neighbour is a null struct, a neighbour whose value is null is not
+    # (struct equality compares null fields as equal, as grouping does)
+    value = F.struct(last)
+    same_as = [F.coalesce(f(value).over(window) == value, F.lit(False)) for f in _NEXT]
+    return same_as[0] | same_as[1]
+
+
+_NEXT = (F.lag, F.lead)
 
 
 def _all(conds: Any) -> Column:

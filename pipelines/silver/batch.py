@@ -51,7 +51,7 @@ from lakehouse.delta import append_idempotent
 from lakehouse.layout import Layout
 
 from .decode import DecodeSpec, decode_records, message_spark_schema
-from .framing import BRONZE_COLUMNS, FramedBatch, Heads, head_counts
+from .framing import BRONZE_COLUMNS, INGESTED_AT, FramedBatch, Heads, head_counts
 from .plan import TablePlan, plan_tables, table_rows, table_schema
 from .record_framing import python_framed
 from .rejects import (
@@ -75,7 +75,6 @@ log = logging.getLogger("pipelines.silver")
 # Table creation, catalog registration and resolver calls of concurrent queries (processing-time
 # runs one query per bronze table in driver threads) go one at a time.
 _DRIVER_LOCK = threading.RLock()
-INGESTED_AT = "_ingested_at"  # bronze's column: when bronze wrote the row
 
 
 @dataclass
@@ -199,11 +198,11 @@ class SilverBatch:
         checked = self.checker is not None and bool(plans)
         quarantine = self._quarantine(framed, counts, resolved, q_time)
         tables = self._decode(batch, plans, resolved, q_time, quarantine, persisted)
-        reference_time = batch_reference_time(bronze, processed_at) if checked else None
+        reference_time = batch_reference_time(batch.heads, processed_at) if checked else None
         to_write, results = self._check(
             tables, framed, batch_id, reference_time, q_time, quarantine
         )
-        quarantined = self._write(to_write, quarantine, results, batch_id, counts)
+        quarantined = self._write(to_write, quarantine, results, batch_id, counts, persisted)
         self._count(stats, counts, to_write, quarantined)
 
     # -- the steps --------------------------------------------------------------------------
@@ -344,7 +343,9 @@ class SilverBatch:
                 failed_outcome = outcome
             to_write.append((plan, outcome.passed))
             if outcome.rows_quarantined:
-                quarantine.append(quarantine_dq(outcome.failed, framed, plan, q_time))
+                quarantine.append(
+                    quarantine_dq(outcome.failed, framed, plan, q_time, outcome.rows_quarantined)
+                )
         if failed_outcome is not None:
             from quality.checker import QualityFailed
 
@@ -359,9 +360,11 @@ class SilverBatch:
         results: list[Any],
         batch_id: int,
         counts: KeyCounts,
+        persisted: list[DataFrame],
     ) -> DataFrame:
         """(7) Silver tables, then quarantine, then quality results; each skipped by Delta
-        when already committed. Returns the quarantine rows written."""
+        when already committed. Returns the quarantine rows written, persisted: counting them
+        must not compute them again (quality failures are joined back to the bronze rows)."""
         for plan, df in to_write:
             assert plan.merged is not None
             if plan.path not in self._schemas:
@@ -374,6 +377,8 @@ class SilverBatch:
             self._register(plan, counts.topics_of(r.schema_key for r in plan.versions))
         quarantine = union_all(quarantine_parts)
         assert quarantine is not None
+        quarantine = quarantine.persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(quarantine)
         if self.quarantine_writer is not None:
             self.quarantine_writer(quarantine, batch_id)
         else:
@@ -433,18 +438,16 @@ class SilverBatch:
         self._registered[plan.table] = (all_versions, all_topics)
 
 
-def batch_reference_time(bronze: DataFrame, default: datetime) -> datetime:
-    """A micro-batch's "now" for the quality rules: the latest ``_ingested_at`` of its rows.
+def batch_reference_time(heads: Heads, default: datetime) -> datetime:
+    """A micro-batch's "now" for the quality rules: the latest ``_ingested_at`` of its rows
+    (read with its frame heads, :func:`framing.head_counts`).
 
     Stable across attempts: a retried batch reads the same bronze rows, whose ``_ingested_at``
     bronze wrote once (see the module docstring for why the wall clock would lose records).
     ``default`` when the rows have no ``_ingested_at`` column or only nulls.
     """
-    if INGESTED_AT not in bronze.columns:
-        return default
-    row = bronze.agg(F.max(INGESTED_AT)).first()
-    latest = row[0] if row is not None else None
+    latest = heads.latest_ingested
     if latest is None:
         return default
     # Spark gives a naive datetime in this process's local time; make it an instant
-    return latest.astimezone(UTC) if isinstance(latest, datetime) else default
+    return latest.astimezone(UTC)

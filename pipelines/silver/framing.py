@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row
@@ -74,6 +75,10 @@ FRAMED_FIELDS: tuple[T.StructField, ...] = (
     T.StructField("_key_schema_key", SCHEMA_KEY_TYPE),
     T.StructField("_key_payload_offset", T.IntegerType()),
 )
+#: bronze's column: when bronze wrote the row (absent from tables written without it)
+INGESTED_AT = "_ingested_at"
+#: :func:`head_counts`' latest ``_ingested_at`` of each group
+LATEST_INGESTED = "_latest_ingested"
 VALUE_HEAD = "_value_head"
 KEY_HEAD = "_key_head"
 #: true for a record with a schema-id header (its frame is not in its bytes: Python frames it)
@@ -131,9 +136,10 @@ def head_expr(data: str) -> Column:
     return F.expr(f"CASE substring({data}, 1, 1) {magics} ELSE substring({data}, 1, 1) END")
 
 
-def frame_heads(bronze: DataFrame) -> DataFrame:
-    """The bronze columns, the value's and the key's frame heads (``VALUE_HEAD``,
-    ``KEY_HEAD``) and ``IN_PYTHON`` (a schema-id header for the value or the key)."""
+def frame_heads(bronze: DataFrame, extra: Sequence[str] = ()) -> DataFrame:
+    """The bronze columns (and the ``extra`` ones), the value's and the key's frame heads
+    (``VALUE_HEAD``, ``KEY_HEAD``) and ``IN_PYTHON`` (a schema-id header for the value or the
+    key)."""
     names = F.col("headers.key")
     header = F.coalesce(
         F.array_contains(names, VALUE_SCHEMA_ID_HEADER)
@@ -142,6 +148,7 @@ def frame_heads(bronze: DataFrame) -> DataFrame:
     )
     return bronze.select(
         *BRONZE_COLUMNS,
+        *extra,
         head_expr("value").alias(VALUE_HEAD),
         head_expr("key").alias(KEY_HEAD),
         header.alias(IN_PYTHON),
@@ -149,10 +156,18 @@ def frame_heads(bronze: DataFrame) -> DataFrame:
 
 
 def head_counts(bronze: DataFrame) -> list[Row]:
-    """The distinct (value head, key head, ``IN_PYTHON``, ``topic``) of a batch and their
-    ``count``."""
-    heads = frame_heads(bronze)
-    return heads.groupBy(VALUE_HEAD, KEY_HEAD, IN_PYTHON, "topic").count().collect()
+    """The distinct (value head, key head, ``IN_PYTHON``, ``topic``) of a batch, their
+    ``count`` and their latest ``_ingested_at`` (:data:`LATEST_INGESTED`, null when bronze has
+    no such column): the batch's reference time comes with the heads, not from a scan of its
+    own."""
+    ingested = INGESTED_AT in bronze.columns
+    heads = frame_heads(bronze, extra=(INGESTED_AT,) if ingested else ())
+    latest = F.max(INGESTED_AT) if ingested else F.lit(None).cast("timestamp")
+    return (
+        heads.groupBy(VALUE_HEAD, KEY_HEAD, IN_PYTHON, "topic")
+        .agg(F.count(F.lit(1)).alias("count"), latest.alias(LATEST_INGESTED))
+        .collect()
+    )
 
 
 # -- the heads, read on the driver ---------------------------------------------------------
@@ -231,6 +246,8 @@ class Heads:
             None value key: a bad frame).
         python: some records are framed in Python (:func:`python_framed`).
         topics: the Kafka topics of each value schema key's records framed here.
+        latest_ingested: the latest ``_ingested_at`` of the batch's rows (all of them, framed
+            here or in Python); None without that column or with only nulls.
     """
 
     values: dict[bytes | None, tuple[Any, ...]]
@@ -238,6 +255,7 @@ class Heads:
     counts: dict[tuple[SchemaKey | None, SchemaKey | None], int]
     python: bool
     topics: dict[SchemaKey, set[str]]
+    latest_ingested: datetime | None = None
 
     @classmethod
     def of_rows(cls, rows: Iterable[Row], max_heads: int = MAX_PLAN_HEADS) -> Heads:
@@ -253,7 +271,11 @@ class Heads:
         counts: dict[tuple[SchemaKey | None, SchemaKey | None], int] = {}
         topics: dict[SchemaKey, set[str]] = {}
         python = False
+        latest: datetime | None = None
         for r in rows:
+            ingested = r[LATEST_INGESTED]
+            if ingested is not None and (latest is None or ingested > latest):
+                latest = ingested
             vh, kh = _bytes(r[VALUE_HEAD]), _bytes(r[KEY_HEAD])
             if vh not in kept_values or kh not in kept_keys:
                 python = True
@@ -273,6 +295,7 @@ class Heads:
             counts,
             python,
             topics,
+            latest,
         )
 
     def _known(self) -> Column:

@@ -135,8 +135,19 @@ def quarantine_decode_failures(
     )
 
 
-def quarantine_dq(failed: DataFrame, framed: DataFrame, plan: TablePlan, q_time: Any) -> DataFrame:
-    """Rows a quality rule rejected, with their raw bytes from the framed batch."""
+# Up to this many failed rows, their coordinates are broadcast to the join with the framed batch
+# (one scan of it, no shuffle of its raw bytes); above, a shuffle join.
+BROADCAST_DQ_ROWS = 100_000
+
+
+def quarantine_dq(
+    failed: DataFrame, framed: DataFrame, plan: TablePlan, q_time: Any, rows: int | None = None
+) -> DataFrame:
+    """Rows a quality rule rejected, with their raw bytes from the framed batch.
+
+    Args:
+        rows: how many rows ``failed`` holds, when known: the join broadcasts them when few.
+    """
     ids = failed.select(
         F.col("_kafka_topic").alias("topic"),
         F.col("_kafka_partition").alias("partition"),
@@ -145,6 +156,8 @@ def quarantine_dq(failed: DataFrame, framed: DataFrame, plan: TablePlan, q_time:
         F.col("stage").alias("_dq_stage"),
         F.col("reason").alias("_dq_reason"),
     )
+    if rows is not None and rows <= BROADCAST_DQ_ROWS:
+        ids = F.broadcast(ids)
     joined = framed.join(ids, ["topic", "partition", "offset"], "inner")
     return quarantine_framed(
         joined,
