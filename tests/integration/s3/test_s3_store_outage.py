@@ -34,7 +34,6 @@ from tests.support.stack import BOOTSTRAP
 
 pytestmark = pytest.mark.integration
 
-BUCKET = "outage"
 RECORDS = 240
 PER_BATCH = 20  # kafka.max_offsets_per_trigger: twelve batches, the store stops during one
 LEASE_SECONDS = 6.0
@@ -66,11 +65,14 @@ class PrivateStore:
         base = next(
             b for b in (random.randrange(20000, 29000) for _ in range(50)) if _ports_free(b)
         )
+        # A bucket of its own: the session's S3A file systems are cached per bucket, and one
+        # made for an earlier test's store (another port, stopped) must not be reused.
+        self.bucket = f"outage-{uuid.uuid4().hex[:8]}"
         self.env = {
             **os.environ,
             "PROTOLAKE_RUN_DIR": str(run),
             "PROTOLAKE_S3_PORT": str(base),
-            "PROTOLAKE_S3_BUCKETS": BUCKET,
+            "PROTOLAKE_S3_BUCKETS": self.bucket,
         }
         self.run = run
 
@@ -117,10 +119,10 @@ def _produce(topic: str) -> None:
     assert producer.flush(30) == 0
 
 
-def _fail_fast(spark: Any) -> None:
+def _fail_fast(spark: Any, bucket: str) -> None:
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in FAIL_FAST.items():
-        hadoop.set(f"fs.s3a.bucket.{BUCKET}.{key}", value)
+        hadoop.set(f"fs.s3a.bucket.{bucket}.{key}", value)
 
 
 def _stop_during_a_batch(
@@ -132,7 +134,7 @@ def _stop_during_a_batch(
     def watch() -> None:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            if any(k.endswith(batch_offsets) for k in s3.keys(BUCKET, checkpoint_key)):
+            if any(k.endswith(batch_offsets) for k in s3.keys(store.bucket, checkpoint_key)):
                 store.stack("down")
                 return
             time.sleep(0.1)
@@ -148,7 +150,7 @@ def test_a_store_stopped_mid_run_fails_the_batch_and_the_restart_lands_every_rec
     s3 = private_store.store()
     topic = f"s3outage.{uuid.uuid4().hex[:8]}"
     _produce(topic)
-    lake = f"s3a://{BUCKET}/lh"
+    lake = f"s3a://{private_store.bucket}/lh"
     cfg = parse_config(
         {
             "lakehouse": {"path": lake, "writer_lease_seconds": LEASE_SECONDS},
@@ -161,8 +163,8 @@ def test_a_store_stopped_mid_run_fails_the_batch_and_the_restart_lands_every_rec
             "catalog": {"bronze_database": ""},
         }
     )
-    _fail_fast(spark)
-    checkpoints = Layout(lake).checkpoints.split(f"{BUCKET}/", 1)[1]
+    _fail_fast(spark, private_store.bucket)
+    checkpoints = Layout(lake).checkpoints.split(f"{private_store.bucket}/", 1)[1]
 
     watcher = _stop_during_a_batch(private_store, s3, checkpoints)
     # the store's error, as S3A words it (or as the writer lease quotes it, when its renewal
@@ -192,7 +194,7 @@ def test_a_store_stopped_mid_silver_batch_fails_it_and_the_restart_lands_every_r
     stream = produce_demo_stream(
         BOOTSTRAP, registry.url, topic_prefix=f"s3outage.{uuid.uuid4().hex[:8]}.", records=60
     )
-    lake = f"s3a://{BUCKET}/lh"
+    lake = f"s3a://{private_store.bucket}/lh"
     no_catalog = {f"{layer}_database": "" for layer in ("bronze", "silver", "quarantine")}
     cfg = parse_config(
         {
@@ -203,9 +205,11 @@ def test_a_store_stopped_mid_silver_batch_fails_it_and_the_restart_lands_every_r
             "catalog": {**no_catalog, "quality_database": ""},
         }
     )
-    _fail_fast(spark)
+    _fail_fast(spark, private_store.bucket)
     bronze.run(cfg, trigger="available-now", spark=spark)
-    silver_checkpoints = Layout(lake).checkpoints.split(f"{BUCKET}/", 1)[1] + "/silver"
+    silver_checkpoints = (
+        Layout(lake).checkpoints.split(f"{private_store.bucket}/", 1)[1] + "/silver"
+    )
 
     watcher = _stop_during_a_batch(private_store, s3, silver_checkpoints, "/offsets/0")
     with pytest.raises(Exception, match=r"(?i)connect"):
