@@ -182,6 +182,7 @@ def table_metadata(spark: SparkSession, path: str) -> TableMetadata | None:
 
     if not is_delta_table(path, spark):
         return None
+    # forPath brings the table's log up to date: its latest snapshot is the one just read
     snapshot = DeltaTable.forPath(spark, path)._jdt.deltaLog().unsafeVolatileSnapshot()
     metadata = snapshot.metadata()
     jvm = spark.sparkContext._jvm

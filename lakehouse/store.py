@@ -106,6 +106,15 @@ class Store:
         ]
         return sorted(out)
 
+    def scrub(self, text: str) -> str:
+        """``text`` with every credential of the store replaced by ``***`` (for a message
+        that quotes a library's error)."""
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            value = self.storage_options.get(key)
+            if value:
+                text = text.replace(value, "***")
+        return text
+
     def read_text(self, path: str) -> str:
         """The whole file at ``path`` as UTF-8 text."""
         with self.filesystem.open_input_stream(self.fs_path(path)) as stream:

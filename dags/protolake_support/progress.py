@@ -195,8 +195,17 @@ def stream_parts(job: str, config: str) -> list[Part]:
     if lakehouse is None:
         return []
     layout, store = lakehouse
-    if job == "bronze":
-        return [_bronze_part(cfg, layout, store)]
+    try:
+        if job == "bronze":
+            return [_bronze_part(cfg, layout, store)]
+        return _silver_parts(layout, store)
+    except Exception as exc:  # noqa: BLE001 - the store failed after its check: same verdict
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        log.warning("%s stream: checkpoints not readable: %s", job, store.scrub(reason))
+        return []
+
+
+def _silver_parts(layout: Layout, store: Store) -> list[Part]:
     parts: list[Part] = []
     for name, table in delta_tables(layout.bronze, store).items():
         checkpoint = layout.checkpoint("silver", name)

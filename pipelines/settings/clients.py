@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from lakehouse.catalog import CatalogDatabases
 from lakehouse.layout import LAYERS, Layout, has_scheme
 from lakehouse.lease import WriterLease, take_writer_lease
-from lakehouse.store import Store
+from lakehouse.store import OBJECT_STORE_SCHEMES, Store
 from pipelines.settings.config import ProtolakeConfig, database_key
 
 if TYPE_CHECKING:
@@ -164,8 +164,8 @@ def catalog_databases(cfg: ProtolakeConfig) -> CatalogDatabases:
     )
 
 
-# The object-store schemes S3A serves (s3:// and s3n:// are mapped to it by Hadoop 3 too).
-S3_SCHEMES = ("s3a", "s3")
+#: seconds to connect to the object store (its client here, and the check before a job)
+CONNECT_TIMEOUT = 5.0
 # S3A's credential providers: static keys (with a session token: temporary ones), or the AWS
 # SDK's default chain (environment, system properties, web identity, ~/.aws profiles,
 # container and instance roles).
@@ -177,7 +177,7 @@ _DEFAULT_CHAIN = "software.amazon.awssdk.auth.credentials.DefaultCredentialsProv
 def lakehouse_bucket(cfg: ProtolakeConfig) -> str | None:
     """The bucket of an ``s3a://bucket/prefix`` lakehouse; None for any other root."""
     root = cfg.lakehouse.path
-    if not has_scheme(root) or root.split("://", 1)[0].lower() not in S3_SCHEMES:
+    if not has_scheme(root) or root.split("://", 1)[0].lower() not in OBJECT_STORE_SCHEMES:
         return None
     return root.split("://", 1)[1].split("/", 1)[0]
 
@@ -257,7 +257,7 @@ def lakehouse_store(cfg: ProtolakeConfig) -> Store | None:
     options: dict[str, Any] = {
         "region": s3.region or "us-east-1",
         "force_virtual_addressing": not s3.path_style_access,
-        "connect_timeout": 5.0,
+        "connect_timeout": CONNECT_TIMEOUT,
         "request_timeout": 30.0,
     }
     if s3.endpoint:

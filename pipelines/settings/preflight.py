@@ -27,13 +27,11 @@ from urllib.parse import urlsplit
 
 from lakehouse.hadoop import hadoop_path
 from lakehouse.store import Store
-from pipelines.settings.clients import lakehouse_bucket
+from pipelines.settings.clients import CONNECT_TIMEOUT, lakehouse_bucket
 from pipelines.settings.config import ProtolakeConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-CONNECT_TIMEOUT = 5.0
 
 # Words of S3A's and the AWS SDK's errors, by cause (refused, missing, unreachable: in that
 # order, as a refused request may also speak of something that "does not exist").
@@ -106,18 +104,9 @@ def check_store(cfg: ProtolakeConfig, store: Store) -> None:
         if found:
             store.files(cfg.lakehouse.path)  # a LIST of the prefix: refused keys fail here
     except Exception as exc:  # noqa: BLE001 - classified below
-        raise StoreError(_without_secrets(describe_failure(exc, bucket, endpoint), store)) from None
+        raise StoreError(store.scrub(describe_failure(exc, bucket, endpoint))) from None
     if not found:
         raise StoreError(f"s3 bucket missing: {bucket!r} does not exist at {endpoint}")
-
-
-def _without_secrets(message: str, store: Store) -> str:
-    """``message`` with every credential of the store replaced by ``***``."""
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        value = store.storage_options.get(key)
-        if value:
-            message = message.replace(value, "***")
-    return message
 
 
 def check_endpoint(endpoint: str, timeout: float = CONNECT_TIMEOUT) -> None:

@@ -210,13 +210,13 @@ class SilverBatch:
     def _frame(
         self, bronze: DataFrame, persisted: list[DataFrame]
     ) -> tuple[KeyCounts, FramedBatch]:
-        """(1) The distinct frame heads of values and keys with their counts (a handful of
-        rows to the driver, whatever the number of records), each read once there, and the
-        framed batch (read by the steps that need more than the decode pass).
+        """(1) The distinct frame heads of values and keys with their counts, each read once
+        on the driver, and the framed batch (read by the steps that need more than the decode
+        pass). The heads are a handful of rows per schema version, except for keys that are
+        binary ids starting with a magic byte: a row per distinct key (see ``framing``).
 
         One Spark job of one ``substring`` per record; only when some records need Python
-        framing (see ``framing``) a second job frames those, kept for the steps that read
-        them again.
+        framing a second job frames those, kept for the steps that read them again.
         """
         heads = Heads.of_rows(head_counts(bronze))
         framed = heads.framed(bronze)
@@ -446,8 +446,5 @@ def batch_reference_time(heads: Heads, default: datetime) -> datetime:
     bronze wrote once (see the module docstring for why the wall clock would lose records).
     ``default`` when the rows have no ``_ingested_at`` column or only nulls.
     """
-    latest = heads.latest_ingested
-    if latest is None:
-        return default
-    # Spark gives a naive datetime in this process's local time; make it an instant
-    return latest.astimezone(UTC)
+    latest = heads.latest_ingested  # naive, in this process's local time (as Spark gives it)
+    return default if latest is None else latest.astimezone(UTC)

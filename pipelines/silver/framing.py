@@ -5,9 +5,10 @@ The JVM cuts each record's raw frame head (:func:`head_expr`: one ``substring``,
 the frame when its message indexes are single bytes, :func:`head_length`); only the distinct
 heads come to the driver, where ``codec.parse_frame`` reads each once (:class:`Heads`). A cut
 head gives what the whole value gives (parsing is sequential: it reads the whole frame, fails
-as the value fails, or runs out where the value goes on). The last, and records with a
-schema-id header, are framed on the Python workers (:func:`python_framed`), only when a batch
-has any. ``tests/integration/silver_batch/test_framing_resolution.py`` draws records to prove
+as the value fails, or runs out where the value goes on). The last, records with a
+schema-id header, and those of heads beyond the batch's :data:`MAX_PLAN_HEADS` most frequent
+(keys that are binary ids starting with a magic byte have a head each), are framed on the
+Python workers (:func:`python_framed`), only when a batch has any. ``tests/integration/silver_batch/test_framing_resolution.py`` draws records to prove
 both agree with ``codec.parse_frame``.
 
 Output columns (:data:`FRAMED_FIELDS`), beside the bronze columns (key, value, topic,

@@ -137,7 +137,7 @@ def quarantine_decode_failures(
 
 # Up to this many failed rows, their coordinates are broadcast to the join with the framed batch
 # (one scan of it, no shuffle of its raw bytes); above, a shuffle join.
-BROADCAST_DQ_ROWS = 100_000
+BROADCAST_DQ_ROWS = 20_000
 
 
 def quarantine_dq(

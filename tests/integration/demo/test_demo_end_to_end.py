@@ -1,6 +1,10 @@
 """``python -m pipelines.demo`` end to end, as ``make demo`` runs it: a subprocess against the
 real stack, with a temporary lakehouse and its own topics. The lakehouse is then read here,
 with Spark, and compared with the stream the demo produced; a second run must change nothing.
+
+The demo runs with Spark's and the JVM's own defaults, not the suite's (tests/spark-conf turns
+off code generation and the optimising JIT for speed): this is the suite's run of the pipeline
+with the generated code deployments use.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from pipelines.demo.stream import DemoStreamSummary
 from pipelines.naming import bronze_table_of_topic, table_name_for
+from tests.conftest import TEST_SPARK_CONF_DIR, suite_jvm_options
 from tests.support.stack import free_port
 
 pytestmark = pytest.mark.integration
@@ -25,12 +30,17 @@ pytestmark = pytest.mark.integration
 RECORDS = 300
 POISON_EVERY = 20
 RUN_TIMEOUT = 1200
+# what tests/conftest.py sets for the suite's JVMs (tests/spark-conf); a caller's own stay
+SUITE_SPARK_SETTINGS = {
+    "SPARK_CONF_DIR": str(TEST_SPARK_CONF_DIR),
+    "SPARK_DAEMON_JAVA_OPTS": suite_jvm_options(),
+}
 
 
 def run_demo(
     args: list[str], cwd: Path, env_extra: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if SUITE_SPARK_SETTINGS.get(k) != v}
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     env.update(env_extra or {})
     return subprocess.run(
