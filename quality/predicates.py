@@ -134,21 +134,10 @@ def _compound_unique(kw: dict[str, Any]) -> Column:
 def _has_twin(cols: list[Column]) -> Column:
     """True for a row another row shares all of ``cols`` with (nulls equal, as in a group by).
 
-    Partitioned by all columns but the last and sorted by that one, twins are neighbours:
-    a sort on a plain column (a Kafka offset) is far cheaper than counting over a partition
-    by the whole key, which hashes and sorts a struct."""
-    if len(cols) == 1:
-        return F.count(F.lit(1)).over(Window.partitionBy(cols[0])) > 1
-    *group, last = cols
-    window = Window.partitionBy(*group).orderBy(last)
-    # wrapped in a struct: no neighbour is a null struct, a neighbour whose value is null is not
-    # (struct equality compares null fields as equal, as grouping does)
-    value = F.struct(last)
-    same_as = [F.coalesce(f(value).over(window) == value, F.lit(False)) for f in _NEXT]
-    return same_as[0] | same_as[1]
-
-
-_NEXT = (F.lag, F.lead)
+    A count over a window partitioned by the columns themselves: rows spread over tasks by
+    their whole key (a partition by fewer columns would put a one-partition topic's batch in
+    one task), and no struct of them to hash and sort."""
+    return F.count(F.lit(1)).over(Window.partitionBy(*cols)) > 1
 
 
 def _all(conds: Any) -> Column:
