@@ -224,21 +224,21 @@ def _aggregates(i: int, c: CompiledRule, sample_size: int) -> list[Column]:
     return out
 
 
+def _has_sample(c: CompiledRule, sample_size: int) -> bool:
+    """Whether the rule's result lists unexpected values (a null check has none to list)."""
+    return sample_size > 0 and c.rule.expectation != "expect_column_values_to_not_be_null"
+
+
 def _sampled_here(c: CompiledRule, sample_size: int) -> bool:
     """Whether the rule's unexpected sample is collected in the aggregation (windowed rules)."""
-    return (
-        sample_size > 0
-        and c.rule.expectation != "expect_column_values_to_not_be_null"
-        and c.rule.expectation in _WINDOWED
-    )
+    return _has_sample(c, sample_size) and c.rule.expectation in _WINDOWED
 
 
 def _sampled_later(c: CompiledRule, sample_size: int) -> bool:
     """Whether the rule's unexpected sample is read by a query of its own (:func:`_sample`)."""
     return (
-        sample_size > 0
+        _has_sample(c, sample_size)
         and c.predicate is not None
-        and c.rule.expectation != "expect_column_values_to_not_be_null"
         and c.rule.expectation not in _WINDOWED
     )
 

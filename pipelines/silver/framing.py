@@ -8,8 +8,9 @@ head gives what the whole value gives (parsing is sequential: it reads the whole
 as the value fails, or runs out where the value goes on). The last, records with a
 schema-id header, and those of heads beyond the batch's :data:`MAX_PLAN_HEADS` most frequent
 (keys that are binary ids starting with a magic byte have a head each), are framed on the
-Python workers (:func:`python_framed`), only when a batch has any. ``tests/integration/silver_batch/test_framing_resolution.py`` draws records to prove
-both agree with ``codec.parse_frame``.
+Python workers (:func:`python_framed`), only when a batch has any.
+``tests/integration/silver_batch/test_framing_resolution.py`` draws records to prove both
+agree with ``codec.parse_frame``.
 
 Output columns (:data:`FRAMED_FIELDS`), beside the bronze columns (key, value, topic,
 partition, offset, timestamp, headers):
