@@ -17,6 +17,12 @@
 #              on loopback by default; PROTOLAKE_SQL_PASSWORD_FILE (or PROTOLAKE_SQL_PASSWORD)
 #              turns username+password authentication on (user PROTOLAKE_SQL_USER, default
 #              protolake). Bound to another address than loopback, it refuses to start without.
+#              It reads tables on an object store (s3a://) with the S3A jars of
+#              infra/.cache/jars/s3 and the store named by the standard AWS variables it starts
+#              with (AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or
+#              any other source of the AWS SDK's default chain); without AWS_ENDPOINT_URL nor
+#              AWS_ACCESS_KEY_ID in its environment, this stack's own store (run/s3.env,
+#              generated here when missing: the s3 service keeps the same credential).
 #
 # Files: run/metastore/{hive-site.xml,db/,warehouse/} (hive-site.xml is 0600: it may hold the
 # database password), run/sqlserver/{hive-site.xml,tmp/},
@@ -32,6 +38,7 @@ metastore_port="${PROTOLAKE_METASTORE_PORT:-9083}"
 metastore_db="${PROTOLAKE_METASTORE_DB:-derby}"
 metastore_db_env="${PROTOLAKE_METASTORE_DB_ENV:-$run/postgres.env}"
 postgres_jars="${PROTOLAKE_JAR_CACHE:-$root/infra/.cache/jars}/postgres"
+s3_jars="${PROTOLAKE_S3_JARS_DIR:-${PROTOLAKE_JAR_CACHE:-$root/infra/.cache/jars}/s3}"
 metastore_heap="${PROTOLAKE_METASTORE_HEAP:-256m}"
 sql_host="${PROTOLAKE_SQL_HOST:-127.0.0.1}"
 sql_port="${PROTOLAKE_SQL_PORT:-10000}"
@@ -183,16 +190,19 @@ sqlserver_up() {
   # catalog links against): every jar of the cache, as the jobs' sessions have them. They are
   # on the driver's class path too: the Thrift Server's session threads resolve Delta's
   # catalog classes through the system class loader, which --jars alone does not reach.
-  jars="$(ls "$spark_jars"/*.jar | paste -sd, -)"
+  jars="$(ls "$spark_jars"/*.jar "$s3_jars"/*.jar 2>/dev/null | paste -sd, -)"
   echo "starting sqlserver on jdbc:hive2://$sql_host:$sql_port/ (metastore thrift://127.0.0.1:$metastore_port, $([ ${#auth[@]} -gt 0 ] && echo "password required" || echo "no password"), heap $sql_heap)"
   local log_mark; log_mark="$(size_of "$logs/sqlserver.log")"
   # Run from the run folder: Spark writes nothing relative to the current directory then but
   # its own files, which land there.
-  (cd "$run/sqlserver" && SPARK_HOME="$spark_home" SPARK_LOCAL_IP=127.0.0.1 \
+  # The object store's credential is exported in this subshell only (sqlserver_store_env).
+  (sqlserver_store_env; mapfile -t store < <(sqlserver_store_conf)
+    cd "$run/sqlserver" && SPARK_HOME="$spark_home" SPARK_LOCAL_IP=127.0.0.1 \
     spawn sqlserver "$sqlserver_marker" "$logs/sqlserver.log" "$spark_home/bin/spark-submit" \
       --class org.apache.spark.sql.hive.thriftserver.HiveThriftServer2 \
       --name protolake-sqlserver --master "${PROTOLAKE_SQL_MASTER:-local[2]}" \
-      --driver-memory "$sql_heap" --jars "$jars" --driver-class-path "$hive_classes:$spark_jars/*" \
+      --driver-memory "$sql_heap" --jars "$jars" \
+      --driver-class-path "$hive_classes:$spark_jars/*:$s3_jars/*" \
       --conf "spark.driver.extraJavaOptions=$sqlserver_marker -Djava.io.tmpdir=$run/sqlserver/tmp" \
       --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension \
       --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog \
@@ -203,6 +213,7 @@ sqlserver_up() {
       --conf spark.ui.enabled=false --conf spark.driver.host=127.0.0.1 \
       --conf spark.sql.shuffle.partitions=4 --conf spark.sql.session.timeZone=UTC \
       --conf spark.databricks.delta.snapshotPartitions=2 \
+      "${store[@]+"${store[@]}"}" \
       spark-internal \
       --hiveconf "hive.server2.thrift.bind.host=$sql_host" \
       --hiveconf "hive.server2.thrift.port=$sql_port" \
@@ -210,6 +221,33 @@ sqlserver_up() {
       "${auth[@]+"${auth[@]}"}")
   await_start sqlserver tcp "$sql_host:$sql_port" "$((timeout * 2))" "sqlserver failed to start" \
     "$logs/sqlserver.log:$log_mark"
+}
+
+# sqlserver_store_env: the object store the SQL server reads is the one of the environment
+# (AWS_* variables) or, without one, this stack's: its run/s3.env is exported into this shell,
+# so that the credential reaches the server's environment and never a command line.
+sqlserver_store_env() {
+  if [ -z "${AWS_ENDPOINT_URL:-}" ] && [ -z "${AWS_ACCESS_KEY_ID:-}" ]; then
+    [ -f "$s3_env" ] || { mkdir -p "$s3_dir"; s3_write_env; }
+    set -a
+    # shellcheck source=/dev/null
+    . "$s3_env"
+    set +a
+  fi
+}
+
+# sqlserver_store_conf: the S3A settings of that store, one spark-submit argument per line.
+sqlserver_store_conf() {
+  echo --conf
+  echo "spark.hadoop.fs.s3a.aws.credentials.provider=software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"
+  [ -n "${AWS_REGION:-}" ] && printf '%s\n' --conf "spark.hadoop.fs.s3a.endpoint.region=$AWS_REGION"
+  if [ -n "${AWS_ENDPOINT_URL:-}" ]; then
+    # an S3-compatible store: its endpoint, path-style requests, TLS as its URL says
+    printf '%s\n' --conf "spark.hadoop.fs.s3a.endpoint=$AWS_ENDPOINT_URL" \
+      --conf spark.hadoop.fs.s3a.path.style.access=true \
+      --conf "spark.hadoop.fs.s3a.connection.ssl.enabled=$([[ $AWS_ENDPOINT_URL == https:* ]] && echo true || echo false)"
+  fi
+  return 0
 }
 
 sqlserver_down() { service_down sqlserver "$sqlserver_marker"; }

@@ -1,7 +1,7 @@
 """Bronze and silver with the lakehouse on the stack's S3 store (``s3a://bucket/lh``): the
 demo stream lands record by record (bronze = silver + quarantine), delta-rs reads the same
-tables from the store, quality results and Data Docs are in the lakehouse, and a second run
-changes nothing."""
+tables from the store, the stack's SQL endpoint queries them by name, quality results and
+Data Docs are in the lakehouse, and a second run changes nothing."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from pipelines.demo.produce import produce_demo_stream
 from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant
 from pipelines.settings.clients import delta_storage_options
+from tests.support.sql_endpoint import hive
 
 pytestmark = pytest.mark.integration
 
@@ -94,6 +95,35 @@ def test_delta_rs_reads_the_same_tables_from_the_store(spark, landed):
     assert bronze_rows == RECORDS
     quarantine = DeltaTable(layout.quarantine, storage_options=options).to_pyarrow_table()
     assert quarantine.num_rows == sum(expected["quarantine_by_reason"].values())
+
+
+def test_the_sql_endpoint_queries_the_tables_on_the_object_store(spark, landed):
+    """The analysts' path: tables registered by their s3a:// location in the shared metastore
+    (as the jobs register them, ``CREATE TABLE ... USING delta LOCATION``), read by the stack's
+    Thrift Server from the store with Spark's counts."""
+    cfg, _ = landed
+    layout = Layout(cfg.lakehouse_path)
+    paths = [*list_delta_tables(layout.silver, spark), layout.quarantine]
+    expected = {table_name(p): spark.read.format("delta").load(p).count() for p in paths}
+    database = f"s3sql_{uuid.uuid4().hex[:8]}"
+    with hive() as cur:
+        cur.execute(f"CREATE DATABASE {database}")
+        try:
+            for path in paths:
+                cur.execute(
+                    f"CREATE TABLE {database}.{table_name(path)} USING delta LOCATION '{path}'"
+                )
+            counted = {}
+            for name in expected:
+                cur.execute(f"SELECT count(*) FROM {database}.{name}")
+                counted[name] = cur.fetchall()[0][0]
+            cur.execute(f"DESCRIBE DETAIL {database}.records")
+            detail = dict(zip([c[0] for c in cur.description], cur.fetchall()[0], strict=True))
+        finally:
+            cur.execute(f"DROP DATABASE IF EXISTS {database} CASCADE")
+    assert counted == expected
+    assert sum(expected.values()) > 0
+    assert detail["location"] == layout.quarantine  # read from the store, not a copy
 
 
 def test_quality_results_and_data_docs_are_in_the_lakehouse(spark, landed):
