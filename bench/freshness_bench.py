@@ -74,6 +74,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--poll", type=float, default=1.0, help="seconds between polls of silver")
     p.add_argument("--drain", type=int, default=60, help="seconds to wait for the last records")
     p.add_argument("--keep", action="store_true", help="keep the lakehouse and the job logs")
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting of both jobs ([spark.conf]), e.g. spark.sql.adaptive.enabled=false",
+    )
     return p.parse_args()
 
 
@@ -104,8 +111,19 @@ table_discovery_seconds = 1.0
 {rules}
 [spark.conf]
 "spark.sql.shuffle.partitions" = "{args.shuffle_partitions}"
-"""
+{spark_settings(args.conf)}"""
     )
+
+
+def spark_settings(pairs: list[str]) -> str:
+    """``KEY=VALUE`` pairs as TOML lines of ``[spark.conf]``."""
+    lines = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--conf wants KEY=VALUE, got {pair!r}")
+        lines.append(f"{json.dumps(key.strip())} = {json.dumps(value.strip())}\n")
+    return "".join(lines)
 
 
 def generate(prefix: str, records: int) -> list[Any]:
