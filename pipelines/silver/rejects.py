@@ -19,14 +19,23 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
+from pyspark.sql import types as T  # noqa: N812
 
 from pipelines.quarantine import to_quarantine_rows
 
-from .framing import key_matches
+from .framing import SCHEMA_KEY_TYPE, key_matches
 from .plan import TablePlan
 from .resolution import Resolution
 
 SCHEMA_CONFLICT = "SCHEMA_CONFLICT"
+_FAULTS_SCHEMA = T.StructType(
+    [
+        T.StructField("_res_key", SCHEMA_KEY_TYPE),
+        T.StructField("_res_code", T.StringType()),
+        T.StructField("_res_stage", T.StringType()),
+        T.StructField("_res_reason", T.StringType()),
+    ]
+)
 
 
 def quarantine_framed(
@@ -70,30 +79,18 @@ def quarantine_bad_frames(framed: DataFrame, q_time: Column) -> DataFrame:
 
 
 def quarantine_faults(framed: DataFrame, faults: list[Resolution], q_time: Column) -> DataFrame:
-    """Records whose schema key did not resolve (the resolver's code, stage and reason), in
-    one pass over the framed batch whatever the number of faults."""
-
-    def per_fault(value: str) -> Column:
-        return F.coalesce(
-            *[
-                F.when(key_matches("_schema_key", r.schema_key), F.lit(getattr(r, value)))
-                for r in faults
-            ]
-        )
-
-    marked = framed.select(
-        "*",
-        per_fault("code").alias("_res_code"),
-        per_fault("stage").alias("_res_stage"),
-        per_fault("reason").alias("_res_reason"),
+    """Records whose schema key did not resolve (the resolver's code, stage and reason): the
+    framed batch joined to a broadcast table of the faults, so that the plan keeps its size
+    whatever their number (a batch of unknown schema ids has one fault per id)."""
+    table = framed.sparkSession.createDataFrame(
+        [
+            ((r.schema_id, r.schema_guid, list(r.message_indexes)), r.code, r.stage, r.reason)
+            for r in faults
+        ],
+        _FAULTS_SCHEMA,
     )
-    return quarantine_framed(
-        marked.where(F.col("_res_code").isNotNull()),
-        "_res_code",
-        "_res_stage",
-        "_res_reason",
-        q_time,
-    )
+    marked = framed.join(F.broadcast(table), F.col("_schema_key") == F.col("_res_key"), "inner")
+    return quarantine_framed(marked, "_res_code", "_res_stage", "_res_reason", q_time)
 
 
 def quarantine_conflicts(framed: DataFrame, plan: TablePlan, q_time: Column) -> list[DataFrame]:
