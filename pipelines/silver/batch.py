@@ -14,8 +14,7 @@
    (``decode.decode_records``); rows that fail go to quarantine with their raw bytes;
 6. check quality (the default suite plus the configured rules): failed rows go to quarantine
    (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
-7. write the silver tables, the quarantine (when it has rows), the quality results
-   (``txnAppId``/``txnVersion``);
+7. write the silver tables, the quarantine, the quality results (``txnAppId``/``txnVersion``);
 8. count, for the summary and the metrics (:class:`BatchStats`).
 
 A batch that fails after some of its writes committed is run again with the same batch id and
@@ -42,7 +41,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
@@ -362,10 +361,10 @@ class SilverBatch:
         batch_id: int,
         counts: KeyCounts,
         persisted: list[DataFrame],
-    ) -> list[Row]:
-        """(7) Silver tables, then quarantine (when it has rows: an empty commit costs as much
-        as a full one), then quality results; each skipped by Delta when already committed.
-        Returns the quarantine's counts per reason and message type, from its persisted rows."""
+    ) -> DataFrame:
+        """(7) Silver tables, then quarantine (even empty: its transaction makes a retry skip
+        it), then quality results; each skipped by Delta when already committed. Returns the
+        quarantine rows written, persisted: counting them must not compute them again."""
         for plan, df in to_write:
             assert plan.merged is not None
             if plan.path not in self._schemas:
@@ -380,10 +379,9 @@ class SilverBatch:
         assert quarantine is not None
         quarantine = quarantine.persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(quarantine)
-        quarantined = quarantine.groupBy("reason_code", "_message_type").count().collect()
         if self.quarantine_writer is not None:
             self.quarantine_writer(quarantine, batch_id)
-        elif quarantined:
+        else:
             append_idempotent(quarantine, self.layout.quarantine, self.app_id, batch_id, logger=log)
         if results:
             self.checker.write_results(results, batch_id, source=self.app_id)
@@ -391,20 +389,20 @@ class SilverBatch:
                 with self._lock:
                     register_table(self.spark, self.databases.quality, self.layout.quality_results)
                 self._registered[""] = ((), ())
-        return quarantined
+        return quarantine
 
     def _count(
         self,
         stats: BatchStats,
         counts: KeyCounts,
         written: list[tuple[TablePlan, DataFrame]],
-        quarantined: list[Row],
+        quarantine: DataFrame,
     ) -> None:
-        """(8) Counts for the summary, from the quarantine's counts (no re-decoding). A
-        table's rows: its versions' records less those quarantined."""
+        """(8) Counts for the summary: one small job over the persisted frames (no
+        re-decoding). A table's rows: its versions' records less those quarantined."""
         per_key = counts.per_value_key()
         lost: dict[str, int] = defaultdict(int)
-        for row in quarantined:
+        for row in quarantine.groupBy("reason_code", "_message_type").count().collect():
             stats.quarantined[row["reason_code"]] = stats.quarantined.get(
                 row["reason_code"], 0
             ) + int(row["count"])
