@@ -122,6 +122,8 @@ def spark_settings(pairs: list[str]) -> str:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise SystemExit(f"--conf wants KEY=VALUE, got {pair!r}")
+        if key.strip() == "spark.sql.shuffle.partitions":
+            raise SystemExit("--conf: set spark.sql.shuffle.partitions with --shuffle-partitions")
         lines.append(f"{json.dumps(key.strip())} = {json.dumps(value.strip())}\n")
     return "".join(lines)
 

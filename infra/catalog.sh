@@ -19,13 +19,15 @@
 #              protolake). Bound to another address than loopback, it refuses to start without.
 #              It reads tables on an object store (s3a://) with the S3A jars of
 #              infra/.cache/jars/s3 and the store named by the standard AWS variables it starts
-#              with (AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or
-#              any other source of the AWS SDK's default chain); without AWS_ENDPOINT_URL nor
-#              AWS_ACCESS_KEY_ID in its environment, this stack's own store (run/s3.env,
-#              generated here when missing: the s3 service keeps the same credential).
+#              with (AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY,
+#              AWS_PROFILE, a role: the AWS SDK's default chain); without any of them and on
+#              loopback, this stack's own store (run/s3.env, generated when missing: the s3
+#              service keeps the same credential). The credential is in the driver's
+#              environment: a cluster master (PROTOLAKE_SQL_MASTER) needs its executors given
+#              the same (spark.executorEnv.*, or a role).
 #
 # Files: run/metastore/{hive-site.xml,db/,warehouse/} (hive-site.xml is 0600: it may hold the
-# database password), run/sqlserver/{hive-site.xml,tmp/},
+# database password), run/sqlserver/{hive-site.xml,tmp/}, run/s3.env (infra/s3.sh),
 # run/logs/{metastore,sqlserver}.log, run/pids/{metastore,sqlserver}.pid. The two small Java
 # classes (infra/hive/) are compiled with javac on first start into infra/.cache/hive-classes-<hash of the sources>.
 
@@ -190,7 +192,9 @@ sqlserver_up() {
   # catalog links against): every jar of the cache, as the jobs' sessions have them. They are
   # on the driver's class path too: the Thrift Server's session threads resolve Delta's
   # catalog classes through the system class loader, which --jars alone does not reach.
-  jars="$(ls "$spark_jars"/*.jar "$s3_jars"/*.jar 2>/dev/null | paste -sd, -)"
+  jars="$( (ls "$spark_jars"/*.jar; ls "$s3_jars"/*.jar 2>/dev/null || true) | paste -sd, -)"
+  [ -n "$(ls "$s3_jars"/*.jar 2>/dev/null)" ] \
+    || echo "sqlserver: no S3A jars in $s3_jars (infra/fetch_jars.sh): s3a:// tables will not be readable" >&2
   echo "starting sqlserver on jdbc:hive2://$sql_host:$sql_port/ (metastore thrift://127.0.0.1:$metastore_port, $([ ${#auth[@]} -gt 0 ] && echo "password required" || echo "no password"), heap $sql_heap)"
   local log_mark; log_mark="$(size_of "$logs/sqlserver.log")"
   # Run from the run folder: Spark writes nothing relative to the current directory then but
@@ -223,30 +227,41 @@ sqlserver_up() {
     "$logs/sqlserver.log:$log_mark"
 }
 
-# sqlserver_store_env: the object store the SQL server reads is the one of the environment
-# (AWS_* variables) or, without one, this stack's: its run/s3.env is exported into this shell,
-# so that the credential reaches the server's environment and never a command line.
+# sqlserver_store_env: the object store the SQL server reads. The environment's when it names
+# one (an endpoint, keys, a profile, a role: the AWS SDK's default chain); otherwise, on a
+# loopback SQL host, this stack's own store: run/s3.env (created when missing, the s3 service
+# keeps the same credential) is exported into this shell, so that the credential reaches the
+# server's environment and never a command line.
 sqlserver_store_env() {
-  if [ -z "${AWS_ENDPOINT_URL:-}" ] && [ -z "${AWS_ACCESS_KEY_ID:-}" ]; then
-    [ -f "$s3_env" ] || { mkdir -p "$s3_dir"; s3_write_env; }
-    set -a
-    # shellcheck source=/dev/null
-    . "$s3_env"
-    set +a
-  fi
+  local v
+  for v in AWS_ENDPOINT_URL AWS_ACCESS_KEY_ID AWS_PROFILE AWS_WEB_IDENTITY_TOKEN_FILE \
+    AWS_ROLE_ARN AWS_CONTAINER_CREDENTIALS_RELATIVE_URI AWS_CONTAINER_CREDENTIALS_FULL_URI; do
+    [ -z "${!v:-}" ] || return 0
+  done
+  is_loopback "$sql_host" || return 0
+  [ -f "$s3_env" ] || { mkdir -p "$s3_dir"; s3_write_env; }
+  set -a
+  # shellcheck source=/dev/null
+  . "$s3_env"
+  set +a
 }
 
-# sqlserver_store_conf: the S3A settings of that store, one spark-submit argument per line.
+# sqlserver_store_conf: the S3A settings of that store, one spark-submit argument per line (as
+# pipelines.settings.clients.s3a_hadoop_conf sets them for the jobs, for every bucket here).
 sqlserver_store_conf() {
+  local endpoint="${AWS_ENDPOINT_URL:-}" region="${AWS_REGION:-${AWS_DEFAULT_REGION:-}}"
+  endpoint="${endpoint%/}"
   echo --conf
   echo "spark.hadoop.fs.s3a.aws.credentials.provider=software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"
-  [ -n "${AWS_REGION:-}" ] && printf '%s\n' --conf "spark.hadoop.fs.s3a.endpoint.region=$AWS_REGION"
-  if [ -n "${AWS_ENDPOINT_URL:-}" ]; then
-    # an S3-compatible store: its endpoint, path-style requests, TLS as its URL says
-    printf '%s\n' --conf "spark.hadoop.fs.s3a.endpoint=$AWS_ENDPOINT_URL" \
+  if [ -n "$endpoint" ]; then
+    # an S3-compatible store: its endpoint, path-style requests, TLS as its URL says; any
+    # region signs
+    printf '%s\n' --conf "spark.hadoop.fs.s3a.endpoint=$endpoint" \
       --conf spark.hadoop.fs.s3a.path.style.access=true \
-      --conf "spark.hadoop.fs.s3a.connection.ssl.enabled=$([[ $AWS_ENDPOINT_URL == https:* ]] && echo true || echo false)"
+      --conf "spark.hadoop.fs.s3a.connection.ssl.enabled=$([[ $endpoint == https:* ]] && echo true || echo false)"
+    region="${region:-us-east-1}"
   fi
+  [ -z "$region" ] || printf '%s\n' --conf "spark.hadoop.fs.s3a.endpoint.region=$region"
   return 0
 }
 

@@ -5,7 +5,8 @@
 #
 #   run/s3/                  SeaweedFS data (volumes, filer store; kept across restarts)
 #   run/s3/identities.json   the S3 gateway's one identity (regenerated on every start)
-#   run/s3.env               AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL and
+#   run/s3.env               (also read by the SQL server, infra/catalog.sh) AWS_ACCESS_KEY_ID,
+#                            AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL and
 #                            AWS_REGION as shell assignments, for protolake's [s3] section
 #                            (${env:...}), delta-rs, DuckDB and the AWS CLI: `. run/s3.env`
 #   run/logs/s3.log
@@ -44,7 +45,7 @@ s3_write_env() {
   fi
   mkdir -p "$run"
   (umask 077; cat > "$s3_env" <<EOF
-# Written by infra/stack.sh up s3: this loopback store's generated credential.
+# Written by infra/stack.sh (up s3, or up sqlserver first): this loopback store's generated credential.
 AWS_ACCESS_KEY_ID=$key
 AWS_SECRET_ACCESS_KEY=$secret
 AWS_ENDPOINT_URL=http://127.0.0.1:$s3_port

@@ -98,9 +98,9 @@ def test_delta_rs_reads_the_same_tables_from_the_store(spark, landed):
 
 
 def test_the_sql_endpoint_queries_the_tables_on_the_object_store(spark, landed):
-    """The analysts' path: tables registered by their s3a:// location in the shared metastore
-    (as the jobs register them, ``CREATE TABLE ... USING delta LOCATION``), read by the stack's
-    Thrift Server from the store with Spark's counts."""
+    """The analysts' path: tables registered through the stack's Thrift Server by their s3a://
+    location in the shared metastore (the statement the jobs' registration runs, ``CREATE
+    TABLE ... USING delta LOCATION``), then read by it from the store with Spark's counts."""
     cfg, _ = landed
     layout = Layout(cfg.lakehouse_path)
     paths = [*list_delta_tables(layout.silver, spark), layout.quarantine]
@@ -123,7 +123,7 @@ def test_the_sql_endpoint_queries_the_tables_on_the_object_store(spark, landed):
             cur.execute(f"DROP DATABASE IF EXISTS {database} CASCADE")
     assert counted == expected
     assert sum(expected.values()) > 0
-    assert detail["location"] == layout.quarantine  # read from the store, not a copy
+    assert detail["location"] == layout.quarantine
 
 
 def test_quality_results_and_data_docs_are_in_the_lakehouse(spark, landed):
