@@ -1,0 +1,71 @@
+"""``silver.rejects.quarantine_faults``: the records of every unresolved schema key, matched by
+the whole key (id or GUID, and message indexes) through a broadcast join, and nothing else."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql import types as T  # noqa: N812
+
+from codec import SchemaKey
+from pipelines.silver.framing import BRONZE_COLUMNS, FRAMED_FIELDS
+from pipelines.silver.rejects import quarantine_faults
+from pipelines.silver.resolution import Resolution
+
+GUID = "0b0f4a4e-6c1e-4bb1-9a3b-5a1d9a0c2f11"
+BRONZE_FIELDS = [
+    T.StructField("key", T.BinaryType()),
+    T.StructField("value", T.BinaryType()),
+    T.StructField("topic", T.StringType()),
+    T.StructField("partition", T.IntegerType()),
+    T.StructField("offset", T.LongType()),
+    T.StructField("timestamp", T.TimestampType()),
+    T.StructField(
+        "headers",
+        T.ArrayType(
+            T.StructType(
+                [T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())]
+            )
+        ),
+    ),
+]
+
+
+def framed_rows(spark: Any, keys: list[SchemaKey | None]) -> Any:
+    """One framed record per key (offset = position; None: a bad frame)."""
+    assert [f.name for f in BRONZE_FIELDS] == list(BRONZE_COLUMNS)
+    schema = T.StructType(BRONZE_FIELDS + list(FRAMED_FIELDS))
+    ts = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = []
+    for offset, key in enumerate(keys):
+        struct = None if key is None else (key.schema_id, key.schema_guid, list(key.message_indexes))
+        framing = [None] * len(FRAMED_FIELDS)
+        framing[[f.name for f in FRAMED_FIELDS].index("_schema_key")] = struct
+        rows.append((b"k", b"v", "t", 0, offset, ts, [], *framing))
+    return spark.createDataFrame(rows, schema)
+
+
+def test_each_fault_takes_exactly_its_records(spark: Any) -> None:
+    by_id = SchemaKey(7, None, (0,))
+    by_id_other_message = SchemaKey(7, None, (1, 0))
+    by_guid = SchemaKey(None, GUID, (0,))
+    resolved = SchemaKey(8, None, (0,))
+    keys = [by_id, by_id_other_message, by_guid, resolved, None, by_id, SchemaKey(9, None, (0,))]
+    faults = [
+        Resolution(by_id, code="UNKNOWN_SCHEMA", stage="registry", reason="no id 7"),
+        Resolution(by_id_other_message, code="UNKNOWN_MESSAGE", stage="schema", reason="[1, 0]"),
+        Resolution(by_guid, code="UNKNOWN_SCHEMA", stage="registry", reason="no guid"),
+        Resolution(SchemaKey(9, None, (0,)), code="NOT_PROTOBUF", stage="schema", reason="avro"),
+    ]
+    q_time = F.lit(datetime(2026, 1, 2, tzinfo=UTC)).cast("timestamp")
+    out = quarantine_faults(framed_rows(spark, keys), faults, q_time)
+    got = {r["_kafka_offset"]: (r["reason_code"], r["stage"], r["reason"]) for r in out.collect()}
+    assert got == {
+        0: ("UNKNOWN_SCHEMA", "registry", "no id 7"),
+        1: ("UNKNOWN_MESSAGE", "schema", "[1, 0]"),
+        2: ("UNKNOWN_SCHEMA", "registry", "no guid"),
+        5: ("UNKNOWN_SCHEMA", "registry", "no id 7"),
+        6: ("NOT_PROTOBUF", "schema", "avro"),
+    }
