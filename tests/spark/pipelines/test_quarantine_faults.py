@@ -10,41 +10,34 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import SchemaKey
-from pipelines.silver.framing import BRONZE_COLUMNS, FRAMED_FIELDS
+from pipelines.silver.framing import BRONZE_COLUMNS, FRAMED_FIELDS, SCHEMA_KEY_TYPE
 from pipelines.silver.rejects import quarantine_faults
 from pipelines.silver.resolution import Resolution
+from tests.support.silver_testkit import BRONZE_DDL, bronze_row
 
 GUID = "0b0f4a4e-6c1e-4bb1-9a3b-5a1d9a0c2f11"
-BRONZE_FIELDS = [
-    T.StructField("key", T.BinaryType()),
-    T.StructField("value", T.BinaryType()),
-    T.StructField("topic", T.StringType()),
-    T.StructField("partition", T.IntegerType()),
-    T.StructField("offset", T.LongType()),
-    T.StructField("timestamp", T.TimestampType()),
-    T.StructField(
-        "headers",
-        T.ArrayType(
-            T.StructType(
-                [T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())]
-            )
-        ),
-    ),
-]
 
 
 def framed_rows(spark: Any, keys: list[SchemaKey | None]) -> Any:
-    """One framed record per key (offset = position; None: a bad frame)."""
-    assert [f.name for f in BRONZE_FIELDS] == list(BRONZE_COLUMNS)
-    schema = T.StructType(BRONZE_FIELDS + list(FRAMED_FIELDS))
-    ts = datetime(2026, 1, 1, tzinfo=UTC)
-    rows = []
-    for offset, key in enumerate(keys):
-        struct = None if key is None else (key.schema_id, key.schema_guid, list(key.message_indexes))
-        framing = [None] * len(FRAMED_FIELDS)
-        framing[[f.name for f in FRAMED_FIELDS].index("_schema_key")] = struct
-        rows.append((b"k", b"v", "t", 0, offset, ts, [], *framing))
-    return spark.createDataFrame(rows, schema)
+    """One framed record per key (offset = position; None: a bad frame): bronze rows of the
+    test kit with the framing columns, null but for ``_schema_key``."""
+    bronze = spark.createDataFrame(
+        [bronze_row(b"v", "t", offset, key=b"k") for offset in range(len(keys))], BRONZE_DDL
+    )
+    schema_keys = spark.createDataFrame(
+        [
+            (offset, None if k is None else (k.schema_id, k.schema_guid, list(k.message_indexes)))
+            for offset, k in enumerate(keys)
+        ],
+        T.StructType(
+            [T.StructField("offset", T.LongType()), T.StructField("_schema_key", SCHEMA_KEY_TYPE)]
+        ),
+    )
+    framing = [
+        F.col(f.name) if f.name == "_schema_key" else F.lit(None).cast(f.dataType).alias(f.name)
+        for f in FRAMED_FIELDS
+    ]
+    return bronze.join(schema_keys, "offset").select(*BRONZE_COLUMNS, *framing)
 
 
 def test_each_fault_takes_exactly_its_records(spark: Any) -> None:
