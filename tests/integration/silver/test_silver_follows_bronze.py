@@ -33,7 +33,9 @@ def _config(lake: Path, pattern: str, registry_url: str) -> ProtolakeConfig:
         {
             "lakehouse": {"path": str(lake)},
             "kafka": {"bootstrap_servers": BOOTSTRAP, "topic_pattern": pattern},
-            "registry": {"url": registry_url, "max_retries": 1, "timeout_seconds": 2.0},
+            # a registry answer may take seconds while the suite loads both cores: a timeout
+            # there would fail the batch and stop its query (no outage is tested here)
+            "registry": {"url": registry_url, "max_retries": 3, "timeout_seconds": 15.0},
             "catalog": {"silver_database": "silver_follow_it"},
             "silver": {
                 "processing_interval": "1 second",
