@@ -3,17 +3,16 @@
 # lint-imports), then pytest (tests/unit, tests/spark, tests/integration).
 #   infra/run_tests.sh [pytest args...]      e.g. infra/run_tests.sh -k registry -x
 #   PROTOLAKE_TEST_WORKERS=0 infra/run_tests.sh   one process (default 2, pytest-xdist)
-# Starts what of the stack is not running (infra/stack.sh up) and, on exit, stops only what it
-# started: a stack that was already up before stays up. Exits with pytest's code, or 1 without
-# starting the stack nor running pytest when a static check fails.
+# Starts what of the stack is not running (infra/stack.sh up) while the static checks run and,
+# on exit, stops only what it started: a stack that was already up before stays up. Exits with
+# pytest's code, or 1 without running pytest when a static check fails or a service does not
+# start.
 # The same environment variables as infra/stack.sh choose ports and the run folder.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 venv="${PROTOLAKE_VENV:-$root/.venv}"
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
-
-infra/lint.sh || { echo "run_tests: static checks failed" >&2; exit 1; }
 
 started=()
 # Read `status` whole before matching: `status | grep -q` would let grep close the pipe early,
@@ -33,9 +32,40 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-for s in "${started[@]+"${started[@]}"}"; do
-  infra/stack.sh up "$s" || { echo "run_tests: could not start $s" >&2; exit 1; }
+# The services start in three chains at once, each in order, while the static checks run: most
+# of a start is waiting for a JVM to answer. Within a chain, `up s3` writes the store's
+# credential file (run/s3.env) that the SQL server reads, and the SQL server needs the
+# metastore; the chains share no files. Each chain's output is shown when it is done.
+start_chain() {
+  local s
+  for s in "$@"; do
+    infra/stack.sh up "$s" || { echo "run_tests: could not start $s" >&2; return 1; }
+  done
+}
+chain_pids=()
+chain_logs=()
+for chain in "kafka" "registry apicurio" "s3 metastore sqlserver"; do
+  ours=()
+  for s in $chain; do
+    [[ " ${started[*]+"${started[*]}"} " == *" $s "* ]] && ours+=("$s")
+  done
+  [ "${#ours[@]}" -gt 0 ] || continue
+  log="$(mktemp)"
+  start_chain "${ours[@]}" > "$log" 2>&1 &
+  chain_pids+=("$!")
+  chain_logs+=("$log")
 done
+
+checks_ok=1
+infra/lint.sh || checks_ok=0
+stack_ok=1
+for i in "${!chain_pids[@]}"; do
+  wait "${chain_pids[$i]}" || stack_ok=0
+  cat "${chain_logs[$i]}"
+  rm -f "${chain_logs[$i]}"
+done
+[ "$checks_ok" = 1 ] || { echo "run_tests: static checks failed" >&2; exit 1; }
+[ "$stack_ok" = 1 ] || exit 1
 infra/stack.sh status
 
 # Extra arguments go to pytest; when they name test paths, those replace the default `tests`.

@@ -11,6 +11,18 @@ cd "$root"
 venv="${PROTOLAKE_VENV:-$root/.venv}"
 python="${PYTHON:-python3}"
 
+# SeaweedFS, the stack's S3-compatible store (infra/stack.sh up s3), built from the Go module
+# proxy. PROTOLAKE_SKIP_SEAWEEDFS=1 skips it (no s3a:// tests nor `make demo-s3` then). Its
+# build (minutes of CPU) runs in the background while the Python packages and the jars
+# download; its output is shown once it is done.
+weed_pid=""
+weed_log="$(mktemp)"
+trap 'rm -f "$weed_log"' EXIT
+if [ "${PROTOLAKE_SKIP_SEAWEEDFS:-0}" != "1" ]; then
+  "$root/infra/fetch_seaweedfs.sh" > "$weed_log" 2>&1 &
+  weed_pid=$!
+fi
+
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
   # Also when an interrupted earlier attempt left a virtualenv without pip.
   echo "creating virtualenv $venv"
@@ -32,9 +44,14 @@ if ! command -v mvn >/dev/null; then
   echo "installing maven (Debian)"; apt-get update -qq && apt-get install -y -qq maven >/dev/null
 fi
 "$root/infra/fetch_jars.sh"
-# SeaweedFS, the stack's S3-compatible store (infra/stack.sh up s3), built from the Go module
-# proxy. PROTOLAKE_SKIP_SEAWEEDFS=1 skips it (no s3a:// tests nor `make demo-s3` then).
-if [ "${PROTOLAKE_SKIP_SEAWEEDFS:-0}" != "1" ]; then "$root/infra/fetch_seaweedfs.sh"; fi
+if [ -n "$weed_pid" ]; then
+  if ! wait "$weed_pid"; then
+    cat "$weed_log" >&2
+    echo "setup: building SeaweedFS failed (PROTOLAKE_SKIP_SEAWEEDFS=1 skips it)" >&2
+    exit 1
+  fi
+  cat "$weed_log"
+fi
 
 # The silver job's compiled decoder (pipelines/proto_types/wire2arrow.c) is built on first use
 # with the system C compiler; without one, silver still runs, on the slower upb path.

@@ -2,9 +2,11 @@
 real stack, with a temporary lakehouse and its own topics. The lakehouse is then read here,
 with Spark, and compared with the stream the demo produced; a second run must change nothing.
 
-The demo runs with Spark's and the JVM's own defaults, not the suite's (tests/spark-conf turns
-off code generation and the optimising JIT for speed): this is the suite's run of the pipeline
-with the generated code deployments use.
+The demo runs with Spark's own SQL settings, not the suite's (tests/spark-conf turns off code
+generation and adaptive execution for speed): this is the suite's run of the pipeline with the
+generated code deployments use. It keeps only the suite's JVM options (the C1 compiler alone,
+the serial collector), which change how much CPU the JVM spends on itself, never what Spark
+computes.
 """
 
 from __future__ import annotations
@@ -37,10 +39,25 @@ SUITE_SPARK_SETTINGS = {
 }
 
 
+JVM_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+
+
+def jvm_options_only(folder: Path) -> Path:
+    """A Spark conf folder with the JVM options of the suite's spark-defaults.conf and nothing
+    else of it."""
+    suite = (TEST_SPARK_CONF_DIR / "spark-defaults.conf").read_text().splitlines()
+    lines = [line for line in suite if line.startswith(JVM_OPTIONS)]
+    assert len(lines) == len(JVM_OPTIONS), suite
+    folder.mkdir(exist_ok=True)
+    (folder / "spark-defaults.conf").write_text("\n".join(lines) + "\n")
+    return folder
+
+
 def run_demo(
     args: list[str], cwd: Path, env_extra: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if SUITE_SPARK_SETTINGS.get(k) != v}
+    env.setdefault("SPARK_CONF_DIR", str(jvm_options_only(cwd / ".spark-conf")))
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     env.update(env_extra or {})
     return subprocess.run(
