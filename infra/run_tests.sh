@@ -25,8 +25,11 @@ for service in kafka registry apicurio metastore sqlserver s3; do
     started+=("$service")
   fi
 done
+chain_pids=()  # services starting in the background (below)
 cleanup() {
   local s
+  # a start still running ends first (within its timeout), so that `down` finds what it started
+  for s in "${chain_pids[@]+"${chain_pids[@]}"}"; do wait "$s" 2>/dev/null || true; done
   for s in "${started[@]+"${started[@]}"}"; do infra/stack.sh down "$s" || true; done
 }
 trap cleanup EXIT
@@ -42,7 +45,6 @@ start_chain() {
     infra/stack.sh up "$s" || { echo "run_tests: could not start $s" >&2; return 1; }
   done
 }
-chain_pids=()
 chain_logs=()
 for chain in "kafka" "registry apicurio" "s3 metastore sqlserver"; do
   ours=()
@@ -64,6 +66,7 @@ for i in "${!chain_pids[@]}"; do
   cat "${chain_logs[$i]}"
   rm -f "${chain_logs[$i]}"
 done
+chain_pids=()  # all ended: nothing for cleanup to stop
 [ "$checks_ok" = 1 ] || { echo "run_tests: static checks failed" >&2; exit 1; }
 [ "$stack_ok" = 1 ] || exit 1
 infra/stack.sh status
