@@ -22,6 +22,10 @@ work="$(mktemp -d)"
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 cp -r "$src" "$work/src"; chmod -R u+w "$work/src"
 mkdir -p "$bin"
-(cd "$work/src" && CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$bin/weed.tmp" ./weed)
-mv "$bin/weed.tmp" "$bin/weed"
+# A name of its own: two set-ups building at once never move each other's half-written file.
+tmp_bin="$(mktemp -p "$bin" weed.XXXXXX)"
+(cd "$work/src" && CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$tmp_bin" ./weed) \
+  || { rm -f "$tmp_bin"; exit 1; }
+chmod 755 "$tmp_bin"
+mv "$tmp_bin" "$bin/weed"
 echo "$version" > "$bin/weed.version"

@@ -26,10 +26,16 @@ for service in kafka registry apicurio metastore sqlserver s3; do
   fi
 done
 chain_pids=()  # services starting in the background (below)
+chain_logs=()
+stop_flag="$(mktemp -u)"  # present: the chains start no further service
 cleanup() {
   local s
-  # a start still running ends first (within its timeout), so that `down` finds what it started
+  trap '' INT TERM  # a second signal must not cut the clean-up short
+  # A chain still running finishes the start under way (within its timeout) and starts no
+  # other, so that `down` finds what it started.
+  touch "$stop_flag"
   for s in "${chain_pids[@]+"${chain_pids[@]}"}"; do wait "$s" 2>/dev/null || true; done
+  rm -f "$stop_flag" "${chain_logs[@]+"${chain_logs[@]}"}"
   for s in "${started[@]+"${started[@]}"}"; do infra/stack.sh down "$s" || true; done
 }
 trap cleanup EXIT
@@ -42,10 +48,10 @@ trap 'exit 130' INT TERM
 start_chain() {
   local s
   for s in "$@"; do
+    [ ! -e "$stop_flag" ] || return 1
     infra/stack.sh up "$s" || { echo "run_tests: could not start $s" >&2; return 1; }
   done
 }
-chain_logs=()
 for chain in "kafka" "registry apicurio" "s3 metastore sqlserver"; do
   ours=()
   for s in $chain; do
@@ -62,11 +68,16 @@ checks_ok=1
 infra/lint.sh || checks_ok=0
 stack_ok=1
 for i in "${!chain_pids[@]}"; do
-  wait "${chain_pids[$i]}" || stack_ok=0
-  cat "${chain_logs[$i]}"
+  if wait "${chain_pids[$i]}"; then
+    cat "${chain_logs[$i]}"
+  else
+    stack_ok=0
+    cat "${chain_logs[$i]}" >&2
+  fi
   rm -f "${chain_logs[$i]}"
 done
-chain_pids=()  # all ended: nothing for cleanup to stop
+chain_pids=()  # all ended: nothing for cleanup to wait for
+chain_logs=()
 [ "$checks_ok" = 1 ] || { echo "run_tests: static checks failed" >&2; exit 1; }
 [ "$stack_ok" = 1 ] || exit 1
 infra/stack.sh status

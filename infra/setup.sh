@@ -14,12 +14,19 @@ python="${PYTHON:-python3}"
 # SeaweedFS, the stack's S3-compatible store (infra/stack.sh up s3), built from the Go module
 # proxy. PROTOLAKE_SKIP_SEAWEEDFS=1 skips it (no s3a:// tests nor `make demo-s3` then). Its
 # build (minutes of CPU) runs in the background while the Python packages and the jars
-# download; its output is shown once it is done.
+# download; its output is shown once it is done. It runs in a session of its own, so that a
+# set-up that fails before waiting for it stops it too (no build left running).
 weed_pid=""
 weed_log="$(mktemp)"
-trap 'rm -f "$weed_log"' EXIT
+stop_weed_build() {
+  if [ -n "$weed_pid" ] && kill -0 "$weed_pid" 2>/dev/null; then
+    kill -TERM -- "-$weed_pid" 2>/dev/null || true
+  fi
+  rm -f "$weed_log"
+}
+trap stop_weed_build EXIT
 if [ "${PROTOLAKE_SKIP_SEAWEEDFS:-0}" != "1" ]; then
-  "$root/infra/fetch_seaweedfs.sh" > "$weed_log" 2>&1 &
+  setsid -w "$root/infra/fetch_seaweedfs.sh" > "$weed_log" 2>&1 &
   weed_pid=$!
 fi
 
@@ -45,7 +52,10 @@ if ! command -v mvn >/dev/null; then
 fi
 "$root/infra/fetch_jars.sh"
 if [ -n "$weed_pid" ]; then
-  if ! wait "$weed_pid"; then
+  built=0
+  wait "$weed_pid" && built=1
+  weed_pid=""  # ended: nothing for the trap to stop
+  if [ "$built" != 1 ]; then
     cat "$weed_log" >&2
     echo "setup: building SeaweedFS failed (PROTOLAKE_SKIP_SEAWEEDFS=1 skips it)" >&2
     exit 1
