@@ -14,16 +14,26 @@ cd "$root"
 venv="${PROTOLAKE_VENV:-$root/.venv}"
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 
-started=()
+# The services, in three chains that start at once while the static checks run (below): most
+# of a start is waiting for a JVM to answer. Within a chain, `up s3` writes the store's
+# credential file (run/s3.env) that the SQL server reads, and the SQL server needs the
+# metastore; the chains share no files.
+chains=("kafka" "registry apicurio" "s3 metastore sqlserver")
+started=()   # the services this run starts, and stops on exit
+to_start=()  # per chain, its services that are not running (space-separated)
 # Read `status` whole before matching: `status | grep -q` would let grep close the pipe early,
 # and under pipefail the SIGPIPE would read as "not running" (and we would stop a stack that
 # someone else started).
 before="$(infra/stack.sh status 2>/dev/null || true)"
-for service in kafka registry apicurio metastore sqlserver s3; do
-  # A service that is not "running" now is ours to stop later.
-  if ! grep -q "^$service *running" <<< "$before"; then
-    started+=("$service")
-  fi
+for chain in "${chains[@]}"; do
+  ours=""
+  for service in $chain; do
+    if ! grep -q "^$service *running" <<< "$before"; then
+      started+=("$service")
+      ours+="$service "
+    fi
+  done
+  [ -z "$ours" ] || to_start+=("$ours")
 done
 chain_pids=()  # services starting in the background (below)
 chain_logs=()
@@ -41,10 +51,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# The services start in three chains at once, each in order, while the static checks run: most
-# of a start is waiting for a JVM to answer. Within a chain, `up s3` writes the store's
-# credential file (run/s3.env) that the SQL server reads, and the SQL server needs the
-# metastore; the chains share no files. Each chain's output is shown when it is done.
+# Each chain's output is shown when it is done.
 start_chain() {
   local s
   for s in "$@"; do
@@ -52,14 +59,10 @@ start_chain() {
     infra/stack.sh up "$s" || { echo "run_tests: could not start $s" >&2; return 1; }
   done
 }
-for chain in "kafka" "registry apicurio" "s3 metastore sqlserver"; do
-  ours=()
-  for s in $chain; do
-    [[ " ${started[*]+"${started[*]}"} " == *" $s "* ]] && ours+=("$s")
-  done
-  [ "${#ours[@]}" -gt 0 ] || continue
+for ours in "${to_start[@]+"${to_start[@]}"}"; do
   log="$(mktemp)"
-  start_chain "${ours[@]}" > "$log" 2>&1 &
+  # shellcheck disable=SC2086 # the chain's names, one argument each
+  start_chain $ours > "$log" 2>&1 &
   chain_pids+=("$!")
   chain_logs+=("$log")
 done

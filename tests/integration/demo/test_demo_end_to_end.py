@@ -57,7 +57,8 @@ def run_demo(
     args: list[str], cwd: Path, env_extra: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if SUITE_SPARK_SETTINGS.get(k) != v}
-    env.setdefault("SPARK_CONF_DIR", str(jvm_options_only(cwd / ".spark-conf")))
+    if "SPARK_CONF_DIR" not in env:  # a caller's own stays
+        env["SPARK_CONF_DIR"] = str(jvm_options_only(cwd / ".spark-conf"))
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     env.update(env_extra or {})
     return subprocess.run(
