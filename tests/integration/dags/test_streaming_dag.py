@@ -35,15 +35,55 @@ except s.StreamDiedError as exc:
 """
 
 
-def wait_for(check: Any, timeout: float, what: str) -> Any:
+def stream_errors(state: Path, job: str) -> str:
+    """The lines of a stream's log that tell why it stopped or stalled (errors, exceptions)."""
+    try:
+        lines = (state / f"{job}.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return f"(no {job}.log)"
+    wanted = [ln for ln in lines if ln.startswith("===") or "ERROR" in ln or "Exception" in ln]
+    return "\n".join(wanted[-40:]) or f"(no error in {job}.log)"
+
+
+def bronze_batches(lake: Path) -> str:
+    """Each bronze micro-batch's end offsets and whether it committed, from the checkpoint."""
+    root = lake / "_checkpoints" / "bronze" / "per_topic"
+    lines = []
+    for batch in sorted((root / "offsets").glob("[0-9]*"), key=lambda p: int(p.name)):
+        done = (root / "commits" / batch.name).exists()
+        ends = batch.read_text().splitlines()[-1]
+        lines.append(f"batch {batch.name} {'committed' if done else 'open'}: {ends}")
+    return "\n".join(lines) or f"(no batch in {root})"
+
+
+def wait_for(
+    check: Any,
+    timeout: float,
+    what: str,
+    streams: tuple[str, ...] = (),
+    state: Path | None = None,
+    explain: Any = None,
+) -> Any:
+    """Poll ``check`` (``(ok, seen)``) each second until ok; fail at once when one of the
+    started ``streams`` has died, and on timeout, with what was last seen, the streams'
+    errors and ``explain()`` (more of the state, as text)."""
+    from protolake_support.supervision import stream_pid
+
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
         ok, last = check()
         if ok:
             return last
+        dead = [job for job in streams if stream_pid(job, state) is None]
+        if dead and not check()[0]:
+            logs = "\n".join(stream_errors(state, job) for job in dead) if state else ""
+            more = explain() if explain else ""
+            raise AssertionError(f"{what}: {dead} died; last seen {last}\n{more}\n{logs}")
         time.sleep(1)
-    raise AssertionError(f"{what}: not reached in {timeout} s; last seen {last}")
+    logs = "\n".join(stream_errors(state, job) for job in streams) if state else ""
+    more = explain() if explain else ""
+    raise AssertionError(f"{what}: not reached in {timeout} s; last seen {last}\n{more}\n{logs}")
 
 
 @pytest.mark.timeout(2400)
@@ -86,17 +126,26 @@ def test_streams_are_started_judged_and_restarted_after_a_kill(
         started = airflow.python(ENSURE.format(job="bronze"))
         assert (started["verdict"], started["action"]) == ("dead", "started"), started
         first_pid = int((state / "bronze.pid").read_text())
-        wait_for(lambda: ((s := totals()[0])["bronze"] == RECORDS, s), 900, "bronze landed")
+        wait_for(
+            lambda: ((s := totals())[0]["bronze"] == RECORDS, s),
+            300,  # 30 s with both cores busy elsewhere: a stall, not a slow start, past 300
+            "bronze landed",
+            ("bronze",),
+            state,
+            lambda: bronze_batches(lake),
+        )
 
         silver = airflow.python(ENSURE.format(job="silver"))
         assert silver["action"] == "started", silver
         wait_for(
             lambda: (
-                (s := totals()[0])["silver"] + s["quarantine"] == RECORDS and s["silver"] > 0,
+                (s := totals())[0]["silver"] + s[0]["quarantine"] == RECORDS and s[0]["silver"] > 0,
                 s,
             ),
             900,
             "silver + quarantine = bronze",
+            ("bronze", "silver"),
+            state,
         )
 
         for job in ("bronze", "silver"):
