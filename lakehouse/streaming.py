@@ -17,6 +17,9 @@
   there first, then each one that appears; a listing that fails (an object store's hiccup)
   is logged and tried again at the next poll.
 
+- :func:`run_together`: a micro-batch's commits to several tables at once (driver threads
+  that keep the batch's Spark properties), every one to its end, the first failure raised.
+
 - :func:`read_text_lines` / :func:`write_text`: small text files (checkpoint logs, app ids,
   the demo's bookkeeping).
 
@@ -104,6 +107,40 @@ def write_text(spark: SparkSession, location: str, text: str) -> None:
         out.write(bytearray(text.encode("utf-8")))
     finally:
         out.close()
+
+
+def run_together(tasks: Sequence[Callable[[], None]]) -> None:
+    """Run ``tasks`` at the same time and wait for all of them; raise the first failure.
+
+    Meant for a ``foreachBatch`` that commits to several Delta tables: a small batch's time
+    goes mostly to each commit's driver work (the transaction, the log, the checksum), one
+    after the other; run together they overlap each other and the other commits' Spark jobs.
+    Each task runs in a ``pyspark.InheritableThread``, which carries the batch thread's
+    Spark properties (job group, streaming query id) into its jobs. Every task runs to its
+    end even when another fails, so a failed batch leaves no commit half-started behind it;
+    the tasks must be idempotent (the batch is run again after a failure).
+    """
+    if len(tasks) <= 1:
+        for task in tasks:
+            task()
+        return
+    from pyspark import InheritableThread
+
+    errors: list[BaseException] = []
+
+    def run(task: Callable[[], None]) -> None:
+        try:
+            task()
+        except BaseException as exc:  # noqa: BLE001 - raised below, in the caller's thread
+            errors.append(exc)
+
+    threads = [InheritableThread(target=run, args=(task,)) for task in tasks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
 
 
 def with_trigger(writer: Any, trigger: str, interval: str) -> Any:

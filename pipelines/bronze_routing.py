@@ -13,13 +13,14 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
-from pyspark import InheritableThread, StorageLevel
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark reader knows
 
 from lakehouse.delta import append_idempotent
-from lakehouse.streaming import read_text_lines
+from lakehouse.streaming import read_text_lines, run_together
 from pipelines.naming import bronze_table_of_topic
 
 log = logging.getLogger("pipelines.bronze")
@@ -133,32 +134,10 @@ class TopicRouter:
             kept.unpersist()
 
     def _append_all(self, parts: list[tuple[str, DataFrame]], batch_id: int) -> None:
-        """Append to each table, the tables at the same time.
-
-        A small batch's time goes mostly to each table's Delta commit (the driver's work:
-        the transaction, the log, the checksum), one after the other; committed together
-        they overlap each other and the other tables' tasks. Every append is idempotent, so
-        a batch that fails part-way is replayed and the tables that have it skip it.
-        """
-        if len(parts) <= 1:
-            for table, rows in parts:
-                self._append(rows, table, batch_id)
-            return
-        errors: list[BaseException] = []
-
-        def append(table: str, rows: DataFrame) -> None:
-            try:
-                self._append(rows, table, batch_id)
-            except BaseException as exc:  # noqa: BLE001 - raised below, in the batch's thread
-                errors.append(exc)
-
-        threads = [InheritableThread(target=append, args=part) for part in parts]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
+        """Append to each table, the tables at the same time (:func:`run_together`: their
+        commits overlap). Every append is idempotent, so a batch that fails part-way is
+        replayed and the tables that have it skip it."""
+        run_together([partial(self._append, rows, table, batch_id) for table, rows in parts])
 
     def _done(self, batch_id: int, tables: dict[str, list[str]]) -> None:
         log.debug("bronze: batch %d -> %s", batch_id, ", ".join(tables) or "-")

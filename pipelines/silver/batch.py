@@ -14,7 +14,8 @@
    (``decode.decode_records``); rows that fail go to quarantine with their raw bytes;
 6. check quality (the default suite plus the configured rules): failed rows go to quarantine
    (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
-7. write the silver tables, the quarantine, the quality results (``txnAppId``/``txnVersion``);
+7. write the silver tables, the quarantine (when it has rows) and the quality results, the
+   commits at the same time (``txnAppId``/``txnVersion``);
 8. count, for the summary and the metrics (:class:`BatchStats`).
 
 A batch that fails after some of its writes committed is run again with the same batch id and
@@ -38,17 +39,19 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import SchemaKey, SchemaResolver
 from lakehouse.catalog import CatalogDatabases, register_table
-from lakehouse.delta import append_idempotent
+from lakehouse.delta import append_idempotent, is_delta_table
 from lakehouse.layout import Layout
+from lakehouse.streaming import run_together
 
 from .decode import DecodeSpec, decode_records, message_spark_schema
 from .framing import BRONZE_COLUMNS, INGESTED_AT, FramedBatch, Heads, head_counts
@@ -150,6 +153,7 @@ class SilverBatch:
         # message columns of each table as this query last wrote it: saves reading the Delta
         # log every batch; dropped when a batch fails (another writer may have changed it)
         self._schemas: dict[str, T.StructType] = {}
+        self._quarantine_table = False  # the quarantine table is known to exist
         self._lock = _DRIVER_LOCK
 
     def __call__(self, bronze: DataFrame, batch_id: int) -> None:
@@ -361,48 +365,79 @@ class SilverBatch:
         batch_id: int,
         counts: KeyCounts,
         persisted: list[DataFrame],
-    ) -> DataFrame:
-        """(7) Silver tables, then quarantine (even empty: its transaction makes a retry skip
-        it), then quality results; each skipped by Delta when already committed. Returns the
-        quarantine rows written, persisted: counting them must not compute them again."""
-        for plan, df in to_write:
-            assert plan.merged is not None
-            if plan.path not in self._schemas:
-                with self._lock:
-                    ensure_table(
-                        self.spark, plan.path, table_schema(plan.merged), plan.message_type
-                    )
-            append_idempotent(df, plan.path, self.app_id, batch_id, merge_schema=True, logger=log)
-            self._schemas[plan.path] = plan.merged
-            self._register(plan, counts.topics_of(r.schema_key for r in plan.versions))
+    ) -> list[Row]:
+        """(7) The silver tables, the quarantine and the quality results, committed at the same
+        time (:func:`run_together`), each its own Delta transaction that Delta skips when it
+        is already committed. Returns the quarantine's counts per reason and message type.
+
+        The quarantine rows are counted first (persisted: the append reads them again) and
+        appended only when there are some, or to create the table: an empty append would be
+        a Delta commit, a second of driver work, for nothing; a retry counts the same rows
+        (module docstring), so it skips the same append. Replay's ``quarantine_writer`` runs
+        after the silver appends.
+        """
         quarantine = union_all(quarantine_parts)
         assert quarantine is not None
         quarantine = quarantine.persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(quarantine)
+        quarantined = quarantine.groupBy("reason_code", "_message_type").count().collect()
+        commits: list[Callable[[], None]] = [
+            partial(self._write_table, plan, df, batch_id, counts) for plan, df in to_write
+        ]
+        if self.quarantine_writer is None and (quarantined or not self._has_quarantine_table()):
+            commits.append(
+                partial(
+                    append_idempotent,
+                    quarantine,
+                    self.layout.quarantine,
+                    self.app_id,
+                    batch_id,
+                    logger=log,
+                )
+            )
+        if results:
+            commits.append(partial(self._write_results, results, batch_id))
+        run_together(commits)
         if self.quarantine_writer is not None:
             self.quarantine_writer(quarantine, batch_id)
-        else:
-            append_idempotent(quarantine, self.layout.quarantine, self.app_id, batch_id, logger=log)
-        if results:
-            self.checker.write_results(results, batch_id, source=self.app_id)
-            if self.databases.quality and "" not in self._registered:
-                with self._lock:
-                    register_table(self.spark, self.databases.quality, self.layout.quality_results)
-                self._registered[""] = ((), ())
-        return quarantine
+        return quarantined
+
+    def _write_table(
+        self, plan: TablePlan, df: DataFrame, batch_id: int, counts: KeyCounts
+    ) -> None:
+        """One silver table's append (the table created first when this query has not)."""
+        assert plan.merged is not None
+        if plan.path not in self._schemas:
+            with self._lock:
+                ensure_table(self.spark, plan.path, table_schema(plan.merged), plan.message_type)
+        append_idempotent(df, plan.path, self.app_id, batch_id, merge_schema=True, logger=log)
+        self._schemas[plan.path] = plan.merged
+        self._register(plan, counts.topics_of(r.schema_key for r in plan.versions))
+
+    def _has_quarantine_table(self) -> bool:
+        if not self._quarantine_table:
+            self._quarantine_table = is_delta_table(self.layout.quarantine, self.spark)
+        return self._quarantine_table
+
+    def _write_results(self, results: list[Any], batch_id: int) -> None:
+        self.checker.write_results(results, batch_id, source=self.app_id)
+        if self.databases.quality and "" not in self._registered:
+            with self._lock:
+                register_table(self.spark, self.databases.quality, self.layout.quality_results)
+            self._registered[""] = ((), ())
 
     def _count(
         self,
         stats: BatchStats,
         counts: KeyCounts,
         written: list[tuple[TablePlan, DataFrame]],
-        quarantine: DataFrame,
+        quarantined: list[Row],
     ) -> None:
-        """(8) Counts for the summary: one small job over the persisted frames (no
-        re-decoding). A table's rows: its versions' records less those quarantined."""
+        """(8) Counts for the summary, from the quarantine's counts (no Spark job). A table's
+        rows: its versions' records less those quarantined."""
         per_key = counts.per_value_key()
         lost: dict[str, int] = defaultdict(int)
-        for row in quarantine.groupBy("reason_code", "_message_type").count().collect():
+        for row in quarantined:
             stats.quarantined[row["reason_code"]] = stats.quarantined.get(
                 row["reason_code"], 0
             ) + int(row["count"])

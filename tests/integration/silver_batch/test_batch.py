@@ -310,3 +310,40 @@ def test_guid_and_header_frames_land_like_id_frames(
     assert batch.history[0].schema_keys == 2  # id:<v1>|0 and guid:<v1>|0
     assert check_invariant(spark, lake).holds
     assert batch.history[0].quarantined == {}
+
+
+def test_a_batch_without_quarantine_rows_commits_nothing_to_the_quarantine(
+    spark: Any, tmp_path: Any, producer: Any, versions: Any, registry: Any
+) -> None:
+    """The first clean batch creates the quarantine table (readers find it, empty); later
+    clean batches leave it alone (an empty append would be a Delta commit for nothing), and a
+    batch with a poison record appends it."""
+    from delta.tables import DeltaTable
+
+    v1 = versions["v1"]
+    lake = str(tmp_path / "lake")
+    quarantine = Layout(lake).quarantine
+    app_id = "33333333-3333-3333-3333-333333333333"
+    orders = [producer.frame(make_order(v1, i), TOPIC) for i in range(4)]
+
+    def run(batch_id: int, values: list[bytes]) -> SilverBatch:
+        bronze = f"{lake}/bronze/ut_batch{batch_id}"
+        write_bronze(spark, bronze, [bronze_row(v, TOPIC, o) for o, v in enumerate(values)])
+        return _run_batch(spark, lake, bronze, registry, batch_id, app_id)
+
+    def quarantine_version() -> int:
+        return int(DeltaTable.forPath(spark, quarantine).history(1).collect()[0]["version"])
+
+    run(0, orders[:2])
+    created = quarantine_version()
+    assert spark.read.format("delta").load(quarantine).count() == 0
+    clean = run(1, orders[2:])
+    assert quarantine_version() == created
+    assert clean.history[0].silver == {table_name_for(ORDER): 2}
+    assert clean.history[0].quarantined == {}
+
+    poisoned = run(2, [orders[0], b"not a frame"])
+    assert quarantine_version() == created + 1
+    assert poisoned.history[0].quarantined == {"BAD_MAGIC": 1}
+    rows = spark.read.format("delta").load(quarantine).select("reason_code").collect()
+    assert [r[0] for r in rows] == ["BAD_MAGIC"]
