@@ -9,7 +9,13 @@ one JSON line on the ``pipelines.metrics`` logger (INFO), e.g.::
     {"event": "batch", "query": "silver_shop_orders", "batch_id": 3, "records_in": 120,
      "decoded": {"shop_v1_order_6b2c0c80": 118}, "quarantined": {"UNKNOWN_SCHEMA": 2},
      "duration_seconds": 2.4, "input_rows_per_second": 50.0, "processed_rows_per_second": 49.8,
-     "lag_records": {"shop.orders": 0}, "files_outstanding": null}
+     "lag_records": {"shop.orders": 0}, "files_outstanding": null,
+     "phases_seconds": {"addBatch": 2.2, "latestOffset": 0.05, ...},
+     "steps_seconds": {"frame": 0.3, "resolve": 0.0, ..., "write": 1.1}}
+
+``phases_seconds`` is Spark's split of the batch's time (its progress's ``durationMs``);
+``steps_seconds``, silver's only, splits the ``foreachBatch`` (``addBatch``) by step of
+``pipelines.silver.batch.SilverBatch``.
 
 Decoded and quarantined counts come from silver itself: ``SilverBatch`` calls the hook made by
 :func:`silver_batch_hook` at the end of each micro-batch (the listener sees only Spark's
@@ -142,6 +148,7 @@ def silver_batch_hook(query_name: str) -> Callable[[Any], None]:
                     "records": int(stats.records),
                     "decoded": dict(stats.silver),
                     "quarantined": dict(stats.quarantined),
+                    "steps_seconds": dict(stats.steps),
                 }
             # said here, in the batch's own thread: in order with the job's other lines
             report_batch(
@@ -258,6 +265,10 @@ def record_progress(progress: Mapping[str, Any]) -> dict[str, Any]:
         "processed_rows_per_second": round(out_rate, 3),
         "lag_records": lag,
         "files_outstanding": files,
+        "phases_seconds": {
+            str(k): round(float(v) / 1000.0, 3)
+            for k, v in (progress.get("durationMs") or {}).items()
+        },
     }
     if silver is not None:
         record.update(silver)

@@ -36,7 +36,8 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -90,6 +91,18 @@ class BatchStats:
     quarantined: dict[str, int] = field(default_factory=dict)
     schema_keys: int = 0
     seconds: float = 0.0
+    # seconds of each step that ran (frame, resolve, plan, quarantine, decode, check, write),
+    # in order: where a slow batch's time went
+    steps: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """Time the step ``name`` (added to :attr:`steps`, even when it fails)."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.steps[name] = round(time.monotonic() - t0, 3)
 
 
 class SilverBatch:
@@ -191,22 +204,29 @@ class SilverBatch:
             columns = [*BRONZE_COLUMNS, *([INGESTED_AT] if INGESTED_AT in bronze.columns else [])]
             bronze = bronze.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
             persisted.append(bronze)
-        counts, batch = self._frame(bronze, persisted)
+        with stats.step("frame"):
+            counts, batch = self._frame(bronze, persisted)
         framed = batch.framed
         stats.records = counts.records
         if stats.records == 0:
             return
         stats.schema_keys = len(counts.value_keys)
-        resolved = self._resolve(counts)
-        plans = self._plan(resolved)
+        with stats.step("resolve"):
+            resolved = self._resolve(counts)
+        with stats.step("plan"):
+            plans = self._plan(resolved)
         checked = self.checker is not None and bool(plans)
-        quarantine = self._quarantine(framed, counts, resolved, q_time)
-        tables = self._decode(batch, plans, resolved, q_time, quarantine, persisted)
+        with stats.step("quarantine"):
+            quarantine = self._quarantine(framed, counts, resolved, q_time)
+        with stats.step("decode"):
+            tables = self._decode(batch, plans, resolved, q_time, quarantine, persisted)
         reference_time = batch_reference_time(batch.heads, processed_at) if checked else None
-        to_write, results = self._check(
-            tables, framed, batch_id, reference_time, q_time, quarantine
-        )
-        quarantined = self._write(to_write, quarantine, results, batch_id, counts, persisted)
+        with stats.step("check"):
+            to_write, results = self._check(
+                tables, framed, batch_id, reference_time, q_time, quarantine
+            )
+        with stats.step("write"):
+            quarantined = self._write(to_write, quarantine, results, batch_id, counts, persisted)
         self._count(stats, counts, to_write, quarantined)
 
     # -- the steps --------------------------------------------------------------------------

@@ -136,7 +136,13 @@ def test_kafka_lag_from_progress_offsets() -> None:
 def test_record_progress_updates_metrics_and_joins_silver_figures() -> None:
     q = "silver_unit_test_q"
     metrics.silver_batch_hook(q)(
-        SimpleNamespace(batch_id=4, records=9, silver={"t1": 7}, quarantined={"BAD_MAGIC": 2})
+        SimpleNamespace(
+            batch_id=4,
+            records=9,
+            silver={"t1": 7},
+            quarantined={"BAD_MAGIC": 2},
+            steps={"frame": 0.25, "write": 1.5},
+        )
     )
     progress = {
         "name": q,
@@ -144,7 +150,7 @@ def test_record_progress_updates_metrics_and_joins_silver_figures() -> None:
         "numInputRows": 9,
         "inputRowsPerSecond": 3.0,
         "processedRowsPerSecond": 4.5,
-        "durationMs": {"triggerExecution": 2000},
+        "durationMs": {"triggerExecution": 2000, "addBatch": 1800, "latestOffset": 45},
         "timestamp": "2026-01-01T00:00:00.000Z",
         "sources": [{"metrics": {"numFilesOutstanding": "2"}, "endOffset": "{}"}],
     }
@@ -152,6 +158,12 @@ def test_record_progress_updates_metrics_and_joins_silver_figures() -> None:
     assert record["records_in"] == 9 and record["duration_seconds"] == 2.0
     assert record["decoded"] == {"t1": 7} and record["quarantined"] == {"BAD_MAGIC": 2}
     assert record["files_outstanding"] == 2
+    assert record["steps_seconds"] == {"frame": 0.25, "write": 1.5}
+    assert record["phases_seconds"] == {
+        "triggerExecution": 2.0,
+        "addBatch": 1.8,
+        "latestOffset": 0.045,
+    }
     reg = metrics.REGISTRY
     assert reg.get_sample_value("protolake_batch_records_total", {"query": q}) == 9
     assert reg.get_sample_value("protolake_silver_decoded_total", {"query": q, "table": "t1"}) == 7
@@ -171,7 +183,7 @@ def test_record_progress_updates_metrics_and_joins_silver_figures() -> None:
 def test_a_silver_batch_read_twice_counts_its_records_once() -> None:
     q = "silver_unit_test_two_passes"
     metrics.silver_batch_hook(q)(
-        SimpleNamespace(batch_id=1, records=10, silver={"t": 10}, quarantined={})
+        SimpleNamespace(batch_id=1, records=10, silver={"t": 10}, quarantined={}, steps={})
     )
     progress = {
         "name": q,

@@ -50,7 +50,9 @@ def test_a_silver_batch_line_says_rows_and_quarantine() -> None:
     q = "silver_demo_orders"
     progress.expect("silver", None)
     metrics.silver_batch_hook(q)(
-        SimpleNamespace(batch_id=2, records=120, silver={"t1": 100, "t2": 18}, quarantined={"X": 2})
+        SimpleNamespace(
+            batch_id=2, records=120, silver={"t1": 100, "t2": 18}, quarantined={"X": 2}, steps={}
+        )
     )
     line = progress.batch_line(metrics.record_progress(_progress(q, 2, 120, ms=1400)))
     assert line == "silver  demo_orders batch 2: 120 records -> 118 rows, 2 quarantined in 1.4 s"
@@ -116,7 +118,9 @@ def test_a_silver_batch_is_said_when_it_ends_and_not_again_from_its_progress(cap
     progress.expect("silver", None)
     with caplog.at_level("INFO", logger="pipelines.progress"):
         metrics.silver_batch_hook(q)(
-            SimpleNamespace(batch_id=5, records=3, silver={"t": 3}, quarantined={}, seconds=0.4)
+            SimpleNamespace(
+                batch_id=5, records=3, silver={"t": 3}, quarantined={}, seconds=0.4, steps={}
+            )
         )
         listener = metrics.MetricsListener()
         listener.onQueryProgress(
