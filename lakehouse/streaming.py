@@ -191,9 +191,7 @@ def stop_on_signals(
         return requested
     who = f"{job}: " if job else ""
 
-    def handler(signum: int, frame: FrameType | None) -> None:
-        log.warning("%s%s received, stopping", who, signal.Signals(signum).name)
-        requested.set()
+    def stop() -> None:
         if isinstance(queries, QueryGroup):
             queries.stop()
             return
@@ -202,6 +200,14 @@ def stop_on_signals(
                 query.stop()
             except Exception as exc:  # noqa: BLE001 - the JVM may be going down with us
                 log.warning("%sstopping %s: %s", who, query.name, type(exc).__name__)
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        log.warning("%s%s received, stopping", who, signal.Signals(signum).name)
+        requested.set()
+        # Not in this thread: the signal interrupts the main thread in the middle of a call to
+        # the JVM (awaiting the queries), whose Py4J connection cannot take a second call
+        # ("reentrant call"); another thread has a connection of its own.
+        threading.Thread(target=stop, name=f"{job or 'stream'}-stop").start()
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)

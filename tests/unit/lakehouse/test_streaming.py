@@ -96,6 +96,7 @@ class LiveQuery:
         return self.error
 
     def stop(self) -> None:
+        self.stopped_in = threading.current_thread()
         self.stopped = True
 
 
@@ -145,11 +146,30 @@ def test_signals_stop_a_group() -> None:
         requested = stop_on_signals(group, "job")
         os.kill(os.getpid(), signal.SIGTERM)
         assert requested.wait(5)
+        assert _wait(lambda: query.stopped)
     finally:
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    assert query.stopped and group.stopping
+    assert group.stopping
+    # stopped from a thread of its own: the main thread was inside a JVM call when the signal
+    # came, and its Py4J connection cannot take another one
+    assert query.stopped_in is not threading.main_thread()
     group.await_all(poll_seconds=0.01)  # returns: stopped, no failure
+
+
+def test_signals_stop_listed_queries_from_another_thread() -> None:
+    queries = [LiveQuery("a"), LiveQuery("b")]
+    previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        requested = stop_on_signals(queries, "job")
+        os.kill(os.getpid(), signal.SIGINT)
+        assert requested.wait(5)
+        assert _wait(lambda: all(q.stopped for q in queries))
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+    assert all(q.stopped_in is not threading.main_thread() for q in queries)
+    await_queries(queries)  # returns: every query ended
 
 
 def _delta_table(path: Path) -> None:
