@@ -22,9 +22,9 @@ Printed, over the measured window (after the warm-up):
 
 - freshness: p50 and p95 of "now minus the newest Kafka timestamp visible in silver", polled;
 - per record: p50 and p95 of silver commit time minus the record's Kafka timestamp;
-- where silver's batches spent their time, first batches apart (Spark's phases of each
-  progress, and the steps of ``SilverBatch``: ``phases_seconds``/``steps_seconds`` of the
-  jobs' batch lines);
+- where silver's batches spent their time, each query's first batch apart (Spark's phases
+  of each progress, and the steps of ``SilverBatch``: ``phases_seconds``/``steps_seconds``
+  of the jobs' batch lines);
 - micro-batch durations of bronze and silver (``triggerExecution`` of each query progress,
   from the jobs' ``--json`` metrics lines), records per batch, and silver batches of 300 to
   800 records apart (the "~500 records" figure).
@@ -417,22 +417,25 @@ def print_batches(bronze_log: Path, silver_log: Path) -> None:
         per_query.setdefault(b["query"], []).append(b["duration_seconds"])
     for query, values in sorted(per_query.items()):
         print(f"    {query:<50} batches {len(values):4d}  p50 {statistics.median(values):.2f} s")
-    print_split("silver, first batch of each query", [b for b in silver_b if b["batch_id"] == 0])
-    print_split("silver, later batches", [b for b in silver_b if b["batch_id"] > 0])
+    first_id = {q: min(b["batch_id"] for b in silver_b if b["query"] == q) for q in per_query}
+    first = [b for b in silver_b if b["batch_id"] == first_id[b["query"]]]
+    print_split("silver, first batch of each query", first)
+    print_split("silver, later batches", [b for b in silver_b if b not in first])
 
 
 def print_split(label: str, silver_b: list[dict[str, Any]]) -> None:
     """Where silver batches' time went: Spark's phases, and the steps of the foreachBatch
-    (``addBatch``), as p50 over ``silver_b``."""
+    (``addBatch``), as p50 over the batches that have each (a batch without records ends
+    after its first step)."""
     if not silver_b:
         return
     print(f"  {label}: p50 seconds by phase and step (n={len(silver_b)})")
     for key in ("phases_seconds", "steps_seconds"):
-        names = dict.fromkeys(n for b in silver_b for n in b.get(key) or {})
-        parts = [
-            f"{n} {statistics.median([(b.get(key) or {}).get(n, 0.0) for b in silver_b]):.2f}"
-            for n in names
-        ]
+        found: dict[str, list[float]] = {}
+        for b in silver_b:
+            for name, seconds in (b.get(key) or {}).items():
+                found.setdefault(name, []).append(seconds)
+        parts = [f"{n} {statistics.median(v):.2f}" for n, v in found.items()]
         print(f"    {key.split('_')[0]:<7} " + ", ".join(parts))
 
 

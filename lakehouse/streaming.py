@@ -139,6 +139,8 @@ def run_together(tasks: Sequence[Callable[[], None]]) -> None:
         thread.start()
     for thread in threads:
         thread.join()
+    for other in errors[1:]:  # raised is the first; the others would leave no trace
+        log.warning("run_together: another task failed too: %r", other)
     if errors:
         raise errors[0]
 
@@ -177,6 +179,10 @@ def stop_on_signals(
     queries: Sequence[StreamingQuery] | QueryGroup, job: str = ""
 ) -> threading.Event:
     """On SIGTERM/SIGINT, stop the queries (an unfinished batch is replayed on restart).
+
+    The handler sets the returned event, then stops the queries from a thread of its own (a
+    signal interrupts the main thread inside its calls to the JVM, whose Py4J connection
+    cannot take another call); awaiting the queries returns once they have stopped.
 
     Args:
         queries: the queries, or a group (stopping it also stops its growth).

@@ -24,7 +24,12 @@ is only safe because every step decides the same way on a retry: in particular t
 rules' "now" is the batch's reference time, the latest ``_ingested_at`` of its bronze rows
 (:func:`batch_reference_time`), never the wall clock. With the wall clock, a record quarantined
 on the first attempt (silver appended without it, then a crash before the quarantine append)
-could pass on the retry and go into a silver append Delta skips: lost.
+could pass on the retry and go into a silver append Delta skips: lost. The other inputs are as
+stable: the registry's schema for an id never changes, and a version merged into a silver
+table by the first attempt is still accepted by the table the retry reads (a version
+compatible with the table is compatible with the union it made). So where each record goes
+never depends on what an attempt committed, and a batch with no quarantine rows needs no
+quarantine commit to stay exactly once.
 
 Every bronze record ends in exactly one silver table or in quarantine
 (:func:`pipelines.quarantine.check_invariant` checks it).
@@ -97,7 +102,8 @@ class BatchStats:
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
-        """Time the step ``name`` (added to :attr:`steps`, even when it fails)."""
+        """Time the step ``name`` (added to :attr:`steps`, even when it fails: a failed
+        batch's log line shows them)."""
         t0 = time.monotonic()
         try:
             yield
@@ -177,6 +183,7 @@ class SilverBatch:
             self._process(bronze, int(batch_id), stats, persisted)
         except BaseException:
             self._schemas.clear()
+            log.warning("silver: batch %d failed; its steps took %s s", batch_id, stats.steps)
             raise
         finally:
             for df in persisted:
@@ -405,16 +412,7 @@ class SilverBatch:
             partial(self._write_table, plan, df, batch_id, counts) for plan, df in to_write
         ]
         if self.quarantine_writer is None and (quarantined or not self._has_quarantine_table()):
-            commits.append(
-                partial(
-                    append_idempotent,
-                    quarantine,
-                    self.layout.quarantine,
-                    self.app_id,
-                    batch_id,
-                    logger=log,
-                )
-            )
+            commits.append(partial(self._append_quarantine, quarantine, batch_id))
         if results:
             commits.append(partial(self._write_results, results, batch_id))
         run_together(commits)
@@ -435,9 +433,17 @@ class SilverBatch:
         self._register(plan, counts.topics_of(r.schema_key for r in plan.versions))
 
     def _has_quarantine_table(self) -> bool:
+        """Whether the quarantine table exists (asked until it does; then known). A clean
+        batch's empty append creates it, txn and all, for the readers that expect it
+        (:func:`pipelines.quarantine.ensure_quarantine_table` creates it when a catalog names
+        it, before any batch)."""
         if not self._quarantine_table:
             self._quarantine_table = is_delta_table(self.layout.quarantine, self.spark)
         return self._quarantine_table
+
+    def _append_quarantine(self, quarantine: DataFrame, batch_id: int) -> None:
+        append_idempotent(quarantine, self.layout.quarantine, self.app_id, batch_id, logger=log)
+        self._quarantine_table = True
 
     def _write_results(self, results: list[Any], batch_id: int) -> None:
         self.checker.write_results(results, batch_id, source=self.app_id)

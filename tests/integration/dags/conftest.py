@@ -28,5 +28,3 @@ def topic_prefix(bootstrap: str, registry_url: str) -> Iterator[str]:
         if subject.startswith(prefix):
             client.delete_subject(subject)
             client.delete_subject(subject, permanent=True)
-
-

@@ -346,7 +346,12 @@ def _copy(lake: Lakehouse, spark: Any, tmp_path: Path) -> Any:
             "topics": list(lake.cfg.kafka.topics),
         },
         "registry": {"url": lake.registry.url},
-        "catalog": {"bronze_database": "", "silver_database": "", "quarantine_database": "", "quality_database": ""},
+        "catalog": {
+            "bronze_database": "",
+            "silver_database": "",
+            "quarantine_database": "",
+            "quality_database": "",
+        },
     }
     return parse_config(raw)
 
@@ -476,7 +481,10 @@ def test_sql_queries_the_tables_by_name(lake: Lakehouse, spark: Any, capsys: Any
 
     # a bad query is a clear error, exit 2
     capsys.readouterr()
-    assert cli_main(["sql", "--config", str(lake.config_file), "SELECT nope FROM quarantine.records"]) == 2
+    assert (
+        cli_main(["sql", "--config", str(lake.config_file), "SELECT nope FROM quarantine.records"])
+        == 2
+    )
     err = capsys.readouterr().err
     assert "protolake sql: the query failed:" in err and "nope" in err
 

@@ -69,7 +69,12 @@ def test_replay_after_a_crash_before_marking_writes_nothing_twice(
                 "lakehouse": {"path": str(lake)},
                 "kafka": {"bootstrap_servers": BOOTSTRAP, "topics": [topic]},
                 "registry": {"url": registry.url, "max_retries": 1, "timeout_seconds": 5.0},
-                "catalog": {"bronze_database": "", "silver_database": "", "quarantine_database": "", "quality_database": ""},
+                "catalog": {
+                    "bronze_database": "",
+                    "silver_database": "",
+                    "quarantine_database": "",
+                    "quality_database": "",
+                },
             }
         )
         _ingest(spark, cfg)

@@ -343,7 +343,7 @@ def test_a_batch_without_quarantine_rows_commits_nothing_to_the_quarantine(
     assert clean.history[0].quarantined == {}
     steps = clean.history[0].steps  # where the batch's time went, step by step
     assert list(steps) == ["frame", "resolve", "plan", "quarantine", "decode", "check", "write"]
-    assert 0 < sum(steps.values()) <= clean.history[0].seconds
+    assert 0 < sum(steps.values()) <= clean.history[0].seconds + 0.01  # each rounded to 1 ms
 
     poisoned = run(2, [orders[0], b"not a frame"])
     assert quarantine_version() == created + 1
