@@ -16,13 +16,13 @@
    (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
 7. write the silver tables, the quarantine (when it has rows) and the quality results, the
    commits at the same time (``txnAppId``/``txnVersion``);
-8. count, for the summary and the metrics (:class:`BatchStats`).
+8. count, for the summary and the metrics (:class:`pipelines.silver.stats.BatchStats`).
 
 A batch that fails after some of its writes committed is run again with the same batch id and
 the same bronze rows (Spark's offset log), and Delta skips the writes already committed. That
 is only safe because every step decides the same way on a retry: in particular the quality
 rules' "now" is the batch's reference time, the latest ``_ingested_at`` of its bronze rows
-(:func:`batch_reference_time`), never the wall clock. With the wall clock, a record quarantined
+(:func:`framing.batch_reference_time`), never the wall clock. With the wall clock, a record quarantined
 on the first attempt (silver appended without it, then a crash before the quarantine append)
 could pass on the retry and go into a silver append Delta skips: lost. The other inputs are as
 stable: the registry's schema for an id never changes, and a version merged into a silver
@@ -40,10 +40,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -60,7 +57,14 @@ from lakehouse.layout import Layout
 from lakehouse.streaming import run_together
 
 from .decode import DecodeSpec, decode_records, message_spark_schema
-from .framing import BRONZE_COLUMNS, INGESTED_AT, FramedBatch, Heads, head_counts
+from .framing import (
+    BRONZE_COLUMNS,
+    INGESTED_AT,
+    FramedBatch,
+    Heads,
+    batch_reference_time,
+    head_counts,
+)
 from .plan import TablePlan, plan_tables, table_rows, table_schema
 from .record_framing import python_framed
 from .rejects import (
@@ -71,6 +75,7 @@ from .rejects import (
     quarantine_faults,
 )
 from .resolution import KeyCounts, Resolution, Resolved, resolve_schema_keys
+from .stats import BatchStats
 from .tables import (
     describe_silver_table,
     ensure_table,
@@ -84,31 +89,6 @@ log = logging.getLogger("pipelines.silver")
 # Table creation, catalog registration and resolver calls of concurrent queries (processing-time
 # runs one query per bronze table in driver threads) go one at a time.
 _DRIVER_LOCK = threading.RLock()
-
-
-@dataclass
-class BatchStats:
-    """What one micro-batch did (kept for the summary and for tests)."""
-
-    batch_id: int
-    records: int = 0
-    silver: dict[str, int] = field(default_factory=dict)
-    quarantined: dict[str, int] = field(default_factory=dict)
-    schema_keys: int = 0
-    seconds: float = 0.0
-    # seconds of each step that ran (frame, resolve, plan, quarantine, decode, check, write),
-    # in order: where a slow batch's time went
-    steps: dict[str, float] = field(default_factory=dict)
-
-    @contextmanager
-    def step(self, name: str) -> Iterator[None]:
-        """Time the step ``name`` (added to :attr:`steps`, even when it fails: a failed
-        batch's log line shows them)."""
-        t0 = time.monotonic()
-        try:
-            yield
-        finally:
-            self.steps[name] = round(time.monotonic() - t0, 3)
 
 
 class SilverBatch:
@@ -234,7 +214,7 @@ class SilverBatch:
             )
         with stats.step("write"):
             quarantined = self._write(to_write, quarantine, results, batch_id, counts, persisted)
-        self._count(stats, counts, to_write, quarantined)
+        stats.count_outcome(counts, [plan for plan, _ in to_write], quarantined)
 
     # -- the steps --------------------------------------------------------------------------
 
@@ -452,29 +432,6 @@ class SilverBatch:
                 register_table(self.spark, self.databases.quality, self.layout.quality_results)
             self._registered[""] = ((), ())
 
-    def _count(
-        self,
-        stats: BatchStats,
-        counts: KeyCounts,
-        written: list[tuple[TablePlan, DataFrame]],
-        quarantined: list[Row],
-    ) -> None:
-        """(8) Counts for the summary, from the quarantine's counts (no Spark job). A table's
-        rows: its versions' records less those quarantined."""
-        per_key = counts.per_value_key()
-        lost: dict[str, int] = defaultdict(int)
-        for row in quarantined:
-            stats.quarantined[row["reason_code"]] = stats.quarantined.get(
-                row["reason_code"], 0
-            ) + int(row["count"])
-            if row["_message_type"] is not None:
-                lost[row["_message_type"]] += int(row["count"])
-        for plan, _ in written:
-            arrived = sum(
-                per_key.get(r.schema_key, 0) for r in plan.versions + [c for c, _ in plan.conflicts]
-            )
-            stats.silver[plan.table] = arrived - lost.get(plan.message_type, 0)
-
     def _register(self, plan: TablePlan, topics: list[str]) -> None:
         """Register a silver table (once a run, with the versions and topics an earlier run
         recorded); again when a schema version or a Kafka topic it did not have arrives."""
@@ -497,15 +454,3 @@ class SilverBatch:
                 self.spark, self.databases.silver, plan.path, comment=comment, properties=properties
             )
         self._registered[plan.table] = (all_versions, all_topics)
-
-
-def batch_reference_time(heads: Heads, default: datetime) -> datetime:
-    """A micro-batch's "now" for the quality rules: the latest ``_ingested_at`` of its rows
-    (read with its frame heads, :func:`framing.head_counts`).
-
-    Stable across attempts: a retried batch reads the same bronze rows, whose ``_ingested_at``
-    bronze wrote once (see the module docstring for why the wall clock would lose records).
-    ``default`` when the rows have no ``_ingested_at`` column or only nulls.
-    """
-    latest = heads.latest_ingested  # naive, in this process's local time (as Spark gives it)
-    return default if latest is None else latest.astimezone(UTC)

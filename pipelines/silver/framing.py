@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row
@@ -412,3 +412,15 @@ def _lookup(
 
 def _bytes(value: Any) -> bytes | None:
     return None if value is None else bytes(value)
+
+
+def batch_reference_time(heads: Heads, default: datetime) -> datetime:
+    """A micro-batch's "now" for the quality rules: the latest ``_ingested_at`` of its rows
+    (read with its frame heads, :func:`head_counts`).
+
+    Stable across attempts: a retried batch reads the same bronze rows, whose ``_ingested_at``
+    bronze wrote once (``pipelines.silver.batch`` says why the wall clock would lose records).
+    ``default`` when the rows have no ``_ingested_at`` column or only nulls.
+    """
+    latest = heads.latest_ingested  # naive, in this process's local time (as Spark gives it)
+    return default if latest is None else latest.astimezone(UTC)

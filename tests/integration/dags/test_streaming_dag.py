@@ -35,27 +35,14 @@ except s.StreamDiedError as exc:
 """
 
 
-def stream_errors(state: Path, job: str) -> str:
-    """The lines of a stream's log that tell why it stopped or stalled (errors, exceptions)."""
-    try:
-        lines = (state / f"{job}.log").read_text(errors="replace").splitlines()
-    except OSError:
-        return f"(no {job}.log)"
-    wanted = [ln for ln in lines if ln.startswith("===") or "ERROR" in ln or "Exception" in ln]
-    return "\n".join(wanted[-40:]) or f"(no error in {job}.log)"
+def bronze_checkpoint(lake: Path) -> str:
+    """What bronze's checkpoint says: the last batch planned, the last committed, the offsets."""
+    from protolake_support.progress import read_checkpoint
 
-
-def bronze_batches(lake: Path) -> str:
-    """Each bronze micro-batch's end offsets and whether it committed, from the checkpoint."""
     from lakehouse.layout import Layout
+    from lakehouse.store import Store
 
-    root = Path(Layout(str(lake)).checkpoint("bronze", "per_topic"))
-    lines = []
-    for batch in sorted((root / "offsets").glob("[0-9]*"), key=lambda p: int(p.name)):
-        done = (root / "commits" / batch.name).exists()
-        ends = (batch.read_text().splitlines() or ["(empty)"])[-1]  # may be half written
-        lines.append(f"batch {batch.name} {'committed' if done else 'open'}: {ends}")
-    return "\n".join(lines) or f"(no batch in {root})"
+    return str(read_checkpoint(Layout(str(lake)).checkpoint("bronze", "per_topic"), Store.local()))
 
 
 def wait_for(
@@ -64,12 +51,19 @@ def wait_for(
     what: str,
     streams: tuple[str, ...] = (),
     state: Path | None = None,
+    config: Path | None = None,
     explain: Any = None,
 ) -> Any:
     """Poll ``check`` (``(ok, seen)``) each second until ok; fail at once when one of the
-    started ``streams`` has died, and on timeout, with what was last seen, the streams'
-    errors and ``explain()`` (more of the state, as text)."""
-    from protolake_support.supervision import stream_pid
+    started ``streams`` (their pid files and logs in ``state``, started with ``config``) has
+    died, and on timeout; the failure shows what was last seen, ``explain()`` (more of the
+    state, as text) and the end of the streams' logs."""
+    from protolake_support.supervision import stream_log_tail, stream_pid
+
+    def failure(why: str, jobs: list[str]) -> AssertionError:
+        logs = [stream_log_tail(state / f"{job}.log", str(config)) for job in jobs if state]
+        more = explain() if explain else ""
+        return AssertionError("\n".join([f"{what}: {why}; last seen {last}", more, *logs]))
 
     deadline = time.monotonic() + timeout
     last = None
@@ -78,20 +72,19 @@ def wait_for(
         if ok:
             return last
         dead = [job for job in streams if stream_pid(job, state) is None]
-        if dead and not check()[0]:
-            logs = "\n".join(stream_errors(state, job) for job in dead) if state else ""
-            more = explain() if explain else ""
-            raise AssertionError(f"{what}: {dead} died; last seen {last}\n{more}\n{logs}")
+        if dead:
+            raise failure(f"{dead} died", dead)
         time.sleep(1)
-    logs = "\n".join(stream_errors(state, job) for job in streams) if state else ""
-    more = explain() if explain else ""
-    raise AssertionError(f"{what}: not reached in {timeout} s; last seen {last}\n{more}\n{logs}")
+    raise failure(f"not reached in {timeout} s", list(streams))
 
 
 @pytest.mark.timeout(2400)
 def test_streams_are_started_judged_and_restarted_after_a_kill(
-    bootstrap: str, registry_url: str, topic_prefix: str, tmp_path: Path
+    bootstrap: str, registry_url: str, topic_prefix: str, tmp_path: Path, monkeypatch: Any
 ) -> None:
+    # what the configuration names, as the streams see it: the log tails of a failure are read
+    # (and their secrets hidden) through it here too
+    monkeypatch.setenv("PROTOLAKE_REGISTRY_URL", registry_url)
     summary = produce_demo_stream(
         bootstrap,
         registry_url,
@@ -134,7 +127,8 @@ def test_streams_are_started_judged_and_restarted_after_a_kill(
             "bronze landed",
             ("bronze",),
             state,
-            lambda: bronze_batches(lake),
+            config,
+            lambda: bronze_checkpoint(lake),
         )
 
         silver = airflow.python(ENSURE.format(job="silver"))
@@ -148,6 +142,7 @@ def test_streams_are_started_judged_and_restarted_after_a_kill(
             "silver + quarantine = bronze",
             ("bronze", "silver"),
             state,
+            config,
         )
 
         for job in ("bronze", "silver"):
