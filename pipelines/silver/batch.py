@@ -4,7 +4,8 @@
 
 1. frame (``framing``): the JVM cuts each record's frame head; the driver reads each distinct
    head once into a ``codec.SchemaKey`` and a payload offset (``record_framing`` frames the
-   few records a head is not enough for, in Python);
+   few records a head is not enough for, in Python); the batch's record count then chooses
+   how the later steps' expressions are evaluated (``evaluation``);
 2. resolve the distinct schema keys on the driver, once each (``resolution``);
    ``RegistryUnavailable`` fails the batch (nothing is quarantined for an outage);
 3. plan each table's schema (``plan``): compatible versions are merged, others go to
@@ -57,6 +58,7 @@ from lakehouse.layout import Layout
 from lakehouse.streaming import run_together
 
 from .decode import DecodeSpec, decode_records, message_spark_schema
+from .evaluation import ExpressionEvaluation
 from .framing import (
     BRONZE_COLUMNS,
     INGESTED_AT,
@@ -154,6 +156,7 @@ class SilverBatch:
         self._schemas: dict[str, T.StructType] = {}
         self._quarantine_table = False  # the quarantine table is known to exist
         self._lock = _DRIVER_LOCK
+        self.evaluation = ExpressionEvaluation.for_session(spark)
 
     def __call__(self, bronze: DataFrame, batch_id: int) -> None:
         t0 = time.monotonic()
@@ -197,6 +200,7 @@ class SilverBatch:
         stats.records = counts.records
         if stats.records == 0:
             return
+        self.evaluation.choose(bronze.sparkSession, stats.records)
         stats.schema_keys = len(counts.value_keys)
         with stats.step("resolve"):
             resolved = self._resolve(counts)

@@ -1,0 +1,64 @@
+"""How a silver micro-batch's expressions are evaluated: interpreted for a small batch,
+generated Java code for a large one.
+
+Spark compiles a projection that whole-stage code generation does not cover to Java code, and
+it does so in every task: it caches the compiled class, not the generation of its source.
+Silver's projections (decoded messages as nested structs, frame heads as literals, the
+quarantine's union of reasons) are of that kind, and for a small batch generating their code
+costs more than evaluating them. Measured on 2 cores (JFR samples and
+``bench/freshness_bench.py`` at 1,000 records/s): a third of the silver JVM's CPU went to
+formatting generated source (``CodeFormatter``'s regular expressions) in tasks of a few
+hundred records. Four silver queries of about 500 records each, first run in a fresh JVM:
+75 s and 122 s of JVM CPU with generated code, 55 s and 81 s interpreted; the same again in
+the warm JVM: 58 s and 80 s against 45 s and 60 s. A large batch is the other way round:
+``bench/silver_bench.py`` decodes 300,000 records at 139k records/s with generated code and
+105k interpreted.
+
+So each batch chooses by its record count (known after its first step, the frame heads'
+counts): below :data:`INTERPRET_BELOW_RECORDS` interpreted, else generated code
+(``spark.sql.codegen.factoryMode`` of the query's own session, read by every Spark job the
+batch runs after that). A session launched with ``spark.sql.codegen.factoryMode`` set (by
+``[spark.conf]``, ``spark-submit --conf`` or ``spark-defaults.conf``) keeps that setting.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+FACTORY_MODE = "spark.sql.codegen.factoryMode"
+INTERPRETED = "NO_CODEGEN"
+GENERATED = "FALLBACK"  # Spark's default: generated code, interpreted when it fails to compile
+#: a batch of fewer records evaluates its expressions interpreted
+INTERPRET_BELOW_RECORDS = 50_000
+
+
+class ExpressionEvaluation:
+    """Chooses, batch by batch, between interpreted and generated-code expressions for one
+    silver query (see the module docstring).
+
+    Args:
+        fixed: the session's launch settings chose (:meth:`choose` changes nothing).
+        below: batches of fewer records are interpreted.
+    """
+
+    def __init__(self, fixed: bool, below: int = INTERPRET_BELOW_RECORDS) -> None:
+        self.fixed = fixed
+        self.below = below
+
+    @classmethod
+    def for_session(cls, spark: SparkSession) -> ExpressionEvaluation:
+        """Fixed when ``spark`` was launched with ``spark.sql.codegen.factoryMode`` set."""
+        return cls(fixed=spark.sparkContext.getConf().contains(FACTORY_MODE))
+
+    def mode_for(self, records: int) -> str:
+        """The factory mode for a batch of ``records`` records."""
+        return INTERPRETED if records < self.below else GENERATED
+
+    def choose(self, session: SparkSession, records: int) -> None:
+        """Set the mode for a batch of ``records`` records on ``session``, the query's own
+        (the micro-batch DataFrame's ``sparkSession``): every later job of the batch reads it."""
+        if self.fixed:
+            return
+        mode = self.mode_for(records)
+        if session.conf.get(FACTORY_MODE, None) != mode:
+            session.conf.set(FACTORY_MODE, mode)
