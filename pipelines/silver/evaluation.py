@@ -5,14 +5,15 @@ Spark compiles a projection that whole-stage code generation does not cover to J
 it does so in every task: it caches the compiled class, not the generation of its source.
 Silver's projections (decoded messages as nested structs, frame heads as literals, the
 quarantine's union of reasons) are of that kind, and for a small batch generating their code
-costs more than evaluating them. Measured on 2 cores (JFR samples and
-``bench/freshness_bench.py`` at 1,000 records/s): a third of the silver JVM's CPU went to
-formatting generated source (``CodeFormatter``'s regular expressions) in tasks of a few
-hundred records. Four silver queries of about 500 records each, first run in a fresh JVM:
-75 s and 122 s of JVM CPU with generated code, 55 s and 81 s interpreted; the same again in
-the warm JVM: 58 s and 80 s against 45 s and 60 s. A large batch is the other way round:
-``bench/silver_bench.py`` decodes 300,000 records at 139k records/s with generated code and
-105k interpreted.
+costs more than evaluating them. Measured on 2 cores: in ``bench/freshness_bench.py`` at
+1,000 records/s (batches of a hundred to 30,000 records), a third of the silver JVM's CPU
+samples (JFR) were formatting generated source (``CodeFormatter``'s regular expressions) in
+tasks. Four silver queries of about 500 records each, in a fresh JVM: 75 s of wall time and
+122 s of JVM CPU with generated code, 55 s and 81 s interpreted; the same again in the warm
+JVM: 58 s and 80 s against 45 s and 60 s. A large batch is the other way round. The
+decode alone (``bench/silver_bench.py``, records/s, generated against interpreted): 33k and
+27k for 30,000 records, 72k and 77k for 100,000 (within the runs' noise), 139k and 105k for
+300,000.
 
 So each batch chooses by its record count (known after its first step, the frame heads'
 counts): below :data:`INTERPRET_BELOW_RECORDS` interpreted, else generated code
