@@ -57,3 +57,23 @@ def test_the_suites_jvm_runs_with_the_suites_jvm_options(spark: Any) -> None:
     assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
     assert spark.conf.get("spark.sql.codegen.wholeStage") == "false"
     assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
+
+
+def test_building_a_column_is_one_jvm_call_per_function(spark: Any, monkeypatch: Any) -> None:
+    # pipelines.spark.SESSION_CONF turns PySpark's DataFrame debugging off: with it on, a
+    # column method such as cast also fetches the active session, reads a setting, and sets
+    # and clears its Python call site in the JVM
+    import py4j.java_gateway
+    from pyspark.sql import functions as F  # noqa: N812
+
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    calls: list[str] = []
+    call = py4j.java_gateway.JavaMember.__call__
+
+    def counted(member: Any, *args: Any) -> Any:
+        calls.append(member.name)
+        return call(member, *args)
+
+    monkeypatch.setattr(py4j.java_gateway.JavaMember, "__call__", counted)
+    F.lit(7).cast("int")
+    assert calls == ["lit", "cast"]
