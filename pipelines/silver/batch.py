@@ -104,11 +104,9 @@ class SilverBatch:
         max_depth: recursion depth of message columns (``silver.max_recursion_depth``).
         allow_unknown_fields: keep rows with unknown fields (``silver.keep_unknown_fields``).
         native: decode with the compiled decoder where it applies (``silver.native_decoder``).
-        cache_bronze: keep the micro-batch's bronze rows in executor memory for the passes
-            over it (``silver.cache_bronze``). Off (the default), each pass reads them again:
-            faster when that read is cheap (local disk: ``bench/silver_bench.py``), and
-            Spark's ``numInputRows`` counts every pass (protolake's metrics count records
-            once, see ``pipelines.metrics``). On: one read, one cache.
+        cache_bronze: keep the batch's bronze rows in executor memory for the passes over it
+            (``silver.cache_bronze``); off, each pass reads them again (faster when that read
+            is cheap: ``bench/silver_bench.py``; ``pipelines.metrics`` counts records once).
         databases: the catalog databases to register the tables a batch writes in (silver
             tables with comments and properties from the schema, the quality results);
             None or an empty database: not registered.
@@ -417,10 +415,9 @@ class SilverBatch:
         self._register(plan, counts.topics_of(r.schema_key for r in plan.versions))
 
     def _has_quarantine_table(self) -> bool:
-        """Whether the quarantine table exists (asked until it does; then known). A clean
-        batch's empty append creates it, txn and all, for the readers that expect it
-        (:func:`pipelines.quarantine.ensure_quarantine_table` creates it when a catalog names
-        it, before any batch)."""
+        """Whether the quarantine table exists (asked until it does). A clean batch's empty
+        append creates it for its readers (``pipelines.quarantine.ensure_quarantine_table``
+        does, before any batch, when a catalog names it)."""
         if not self._quarantine_table:
             self._quarantine_table = is_delta_table(self.layout.quarantine, self.spark)
         return self._quarantine_table

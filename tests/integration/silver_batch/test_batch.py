@@ -356,8 +356,9 @@ def test_small_batches_are_interpreted_large_ones_generated_and_both_land_the_sa
     spark: Any, tmp_path: Any, producer: Any, versions: Any, registry: Any
 ) -> None:
     """The batch's record count chooses how its expressions are evaluated, on the query's own
-    session (the micro-batch's), and either way the same rows land. (The suite's sessions are
-    launched interpreted, so the choice is forced open here.)"""
+    session (the micro-batch's), and either way the same rows land; a batch read through the
+    job's own session leaves that session alone. (The suite's sessions are launched
+    interpreted, so the choice is forced open here.)"""
     from pipelines.silver.evaluation import (
         FACTORY_MODE,
         GENERATED,
@@ -368,29 +369,27 @@ def test_small_batches_are_interpreted_large_ones_generated_and_both_land_the_sa
     assert ExpressionEvaluation.for_session(spark).fixed  # tests/spark-conf sets the mode
     v1 = versions["v1"]
     lake = str(tmp_path / "lake")
-    query_session = spark.newSession()
+    query_session = spark.newSession()  # launched interpreted, like the job's
     batch = SilverBatch(
         spark,
         lake,
         "44444444-4444-4444-4444-444444444444",
         SchemaResolver(open_registry(registry.url)),
     )
-    batch.evaluation = ExpressionEvaluation(fixed=False, below=3)
+    batch.evaluation = ExpressionEvaluation(spark, fixed=False, below=3)
+    assert [batch.evaluation.mode_for(n) for n in (2, 3)] == [INTERPRETED, GENERATED]
     modes = []
-    for batch_id, records in enumerate((2, 3)):
+    for batch_id, (records, session) in enumerate([(3, query_session), (2, spark)]):
         bronze = f"{lake}/bronze/ut_eval{batch_id}"
         rows = [
             bronze_row(producer.frame(make_order(v1, 10 * batch_id + i), TOPIC), TOPIC, i)
             for i in range(records)
         ]
         write_bronze(spark, bronze, rows)
-        batch(query_session.read.format("delta").load(bronze), batch_id)
-        modes.append(query_session.conf.get(FACTORY_MODE))
-    assert modes == [INTERPRETED, GENERATED]
-    assert spark.conf.get(FACTORY_MODE) == INTERPRETED  # the job's own session is left alone
-    assert [h.silver for h in batch.history] == [
-        {table_name_for(ORDER): 2},
-        {table_name_for(ORDER): 3},
-    ]
+        batch(session.read.format("delta").load(bronze), batch_id)
+        modes.append((query_session.conf.get(FACTORY_MODE), spark.conf.get(FACTORY_MODE)))
+    assert modes == [(GENERATED, INTERPRETED), (GENERATED, INTERPRETED)]
+    assert [h.silver for h in batch.history] == [{table_name_for(ORDER): n} for n in (3, 2)]
     silver = spark.read.format("delta").load(Layout(lake).silver_table(table_name_for(ORDER)))
-    assert sorted(r[0] for r in silver.select("_kafka_offset").collect()) == [0, 0, 1, 1, 2]
+    offsets = sorted(r[0] for r in silver.select("_kafka_offset").collect())
+    assert offsets == [0, 0, 1, 1, 2]
