@@ -52,7 +52,7 @@ from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import SchemaKey, SchemaResolver
-from lakehouse.catalog import CatalogDatabases, register_table
+from lakehouse.catalog import CatalogDatabases
 from lakehouse.delta import append_idempotent, is_delta_table
 from lakehouse.layout import Layout
 from lakehouse.streaming import run_together
@@ -69,6 +69,7 @@ from .framing import (
 )
 from .plan import TablePlan, plan_tables, table_rows, table_schema
 from .record_framing import python_framed
+from .registration import SilverRegistration
 from .rejects import (
     quarantine_bad_frames,
     quarantine_conflicts,
@@ -78,14 +79,7 @@ from .rejects import (
 )
 from .resolution import KeyCounts, Resolution, Resolved, resolve_schema_keys
 from .stats import BatchStats
-from .tables import (
-    describe_silver_table,
-    ensure_table,
-    existing_schema,
-    message_part,
-    registered_sources,
-    union_all,
-)
+from .tables import ensure_table, existing_schema, message_part, union_all
 
 log = logging.getLogger("pipelines.silver")
 # Table creation, catalog registration and resolver calls of concurrent queries (processing-time
@@ -143,18 +137,17 @@ class SilverBatch:
         self.allow_unknown_fields = allow_unknown_fields
         self.native = native
         self.cache_bronze = cache_bronze
-        self.databases = databases or CatalogDatabases("", "", "", "")
         self.checker = checker
         self.history: list[BatchStats] = []
-        # what each table was last registered with (schema versions, Kafka topics): registered
-        # again when a version or a topic arrives
-        self._registered: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         # message columns of each table as this query last wrote it: saves reading the Delta
         # log every batch; dropped when a batch fails (another writer may have changed it)
         self._schemas: dict[str, T.StructType] = {}
         self._quarantine_table = False  # the quarantine table is known to exist
         self._lock = _DRIVER_LOCK
         self.evaluation = ExpressionEvaluation.for_session(spark)
+        self.registration = SilverRegistration(
+            spark, databases or CatalogDatabases("", "", "", ""), self._lock
+        )
 
     def __call__(self, bronze: DataFrame, batch_id: int) -> None:
         t0 = time.monotonic()
@@ -412,7 +405,7 @@ class SilverBatch:
                 ensure_table(self.spark, plan.path, table_schema(plan.merged), plan.message_type)
         append_idempotent(df, plan.path, self.app_id, batch_id, merge_schema=True, logger=log)
         self._schemas[plan.path] = plan.merged
-        self._register(plan, counts.topics_of(r.schema_key for r in plan.versions))
+        self.registration.silver_table(plan, counts.topics_of(r.schema_key for r in plan.versions))
 
     def _has_quarantine_table(self) -> bool:
         """Whether the quarantine table exists (asked until it does). A clean batch's empty
@@ -428,30 +421,4 @@ class SilverBatch:
 
     def _write_results(self, results: list[Any], batch_id: int) -> None:
         self.checker.write_results(results, batch_id, source=self.app_id)
-        if self.databases.quality and "" not in self._registered:
-            with self._lock:
-                register_table(self.spark, self.databases.quality, self.layout.quality_results)
-            self._registered[""] = ((), ())
-
-    def _register(self, plan: TablePlan, topics: list[str]) -> None:
-        """Register a silver table (once a run, with the versions and topics an earlier run
-        recorded); again when a schema version or a Kafka topic it did not have arrives."""
-        if not self.databases.silver:
-            return
-        first = plan.table not in self._registered
-        if first:
-            self._registered[plan.table] = registered_sources(self.spark, plan.path)
-        versions = {r.version for r in plan.versions}
-        known_versions, known_topics = self._registered[plan.table]
-        if not first and versions <= set(known_versions) and set(topics) <= set(known_topics):
-            return
-        all_versions = tuple(sorted({*versions, *known_versions}))
-        all_topics = tuple(sorted({*topics, *known_topics}))
-        comment, properties = describe_silver_table(
-            plan.message_type, plan.versions, all_versions, all_topics
-        )
-        with self._lock:
-            register_table(
-                self.spark, self.databases.silver, plan.path, comment=comment, properties=properties
-            )
-        self._registered[plan.table] = (all_versions, all_topics)
+        self.registration.quality_results(self.layout.quality_results)

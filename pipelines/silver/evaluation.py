@@ -13,11 +13,8 @@ tasks. Four silver queries of about 500 records each, in a fresh JVM: 75 s of wa
 JVM: 58 s and 80 s against 45 s and 60 s. A large batch is the other way round. The
 decode alone (``bench/silver_bench.py``, records/s, generated against interpreted): 33k and
 27k for 30,000 records, 72k and 77k for 100,000 (within the runs' noise), 139k and 105k for
-300,000.
-
-The decode alone is within the runs' noise up to 100,000 records; a whole small batch (its
-checks, quarantine and appends add projections per record) is where interpreted evaluation
-wins, and it is what a stream runs.
+300,000; a whole small batch (its checks, quarantine and appends add projections per record)
+is where interpreted evaluation wins, and it is what a stream runs.
 
 So each batch chooses by its record count (known after its first step, the frame heads'
 counts): below :data:`INTERPRET_BELOW_RECORDS` interpreted, else generated code. The choice
