@@ -19,6 +19,7 @@ a caller without Spark imports this module too.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -184,11 +185,13 @@ def table_metadata(spark: SparkSession, path: str) -> TableMetadata | None:
         return None
     # forPath brings the table's log up to date: its latest snapshot is the one just read
     snapshot = DeltaTable.forPath(spark, path)._jdt.deltaLog().unsafeVolatileSnapshot()
-    metadata = snapshot.metadata()
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    configuration = jvm.scala.jdk.javaapi.CollectionConverters.asJava(metadata.configuration())
-    return TableMetadata(metadata.description() or "", dict(configuration))
+    # The metadata action as the log writes it, in one JVM call. Iterating the JVM's map from
+    # Python instead ends each iteration with a Java exception that PySpark classifies through
+    # fourteen class look-ups, each a search of every jar (about 40 ms per table).
+    metadata = json.loads(snapshot.metadata().json())["metaData"]
+    return TableMetadata(
+        metadata.get("description") or "", dict(metadata.get("configuration") or {})
+    )
 
 
 def is_delta_table(
