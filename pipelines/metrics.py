@@ -48,6 +48,7 @@ Metrics never fail a batch: an exception while recording is logged and swallowed
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -290,8 +291,46 @@ def _listener_base() -> type:
     return StreamingQueryListener
 
 
+@functools.cache
+def _json_progress_bridge() -> type:
+    """PySpark's bridge from the JVM's listener bus to a Python listener, except that each
+    progress event is read as its JSON, in one JVM call.
+
+    PySpark's own bridge copies a progress field by field (about thirty JVM calls), and each
+    map it copies ends with a Java exception that PySpark then classifies through fourteen
+    class look-ups, each a search of every jar: tens of milliseconds of the driver per event,
+    and there is an event per micro-batch of every query. The JSON is what Spark Connect
+    sends its listeners, read with the same ``StreamingQueryProgress.fromJson``.
+    """
+    from pyspark.sql.streaming.listener import (
+        JStreamingQueryListener,
+        QueryProgressEvent,
+        StreamingQueryProgress,
+    )
+
+    class JsonProgressBridge(JStreamingQueryListener):  # type: ignore[misc]
+        def onQueryProgress(self, jevent: Any) -> None:  # noqa: N802 - Spark's callback names
+            progress = StreamingQueryProgress.fromJson(json.loads(jevent.progress().json()))
+            self.pylistener.onQueryProgress(QueryProgressEvent(progress))
+
+    return JsonProgressBridge
+
+
 class MetricsListener(_listener_base()):  # type: ignore[misc]
     """Feeds :func:`record_progress` and logs one JSON line per batch and per query end."""
+
+    @property
+    def _jlistener(self) -> Any:
+        """The JVM's side of this listener (what ``spark.streams.addListener`` registers):
+        PySpark's, with progress events read as JSON (:func:`_json_progress_bridge`)."""
+        if not hasattr(self, "_jlistenerobj"):
+            from pyspark import SparkContext
+
+            jvm: Any = SparkContext._jvm
+            self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(
+                _json_progress_bridge()(self)
+            )
+        return self._jlistenerobj
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's callback names
         with _lock:
