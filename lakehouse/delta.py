@@ -185,9 +185,9 @@ def table_metadata(spark: SparkSession, path: str) -> TableMetadata | None:
         return None
     # forPath brings the table's log up to date: its latest snapshot is the one just read
     snapshot = DeltaTable.forPath(spark, path)._jdt.deltaLog().unsafeVolatileSnapshot()
-    # The metadata action as the log writes it, in one JVM call. Iterating the JVM's map from
-    # Python instead ends each iteration with a Java exception that PySpark classifies through
-    # fourteen class look-ups, each a search of every jar (about 40 ms per table).
+    # The metadata action as the log writes it, as one string. Iterating the JVM's map from
+    # Python instead would end with a Java exception that PySpark classifies through fourteen
+    # class look-ups, each a search of every jar (tens of milliseconds per table).
     metadata = json.loads(snapshot.metadata().json())["metaData"]
     return TableMetadata(
         metadata.get("description") or "", dict(metadata.get("configuration") or {})

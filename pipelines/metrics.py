@@ -296,11 +296,13 @@ def _json_progress_bridge() -> type:
     """PySpark's bridge from the JVM's listener bus to a Python listener, except that each
     progress event is read as its JSON, in one JVM call.
 
-    PySpark's own bridge copies a progress field by field (about thirty JVM calls), and each
-    map it copies ends with a Java exception that PySpark then classifies through fourteen
-    class look-ups, each a search of every jar: tens of milliseconds of the driver per event,
-    and there is an event per micro-batch of every query. The JSON is what Spark Connect
-    sends its listeners, read with the same ``StreamingQueryProgress.fromJson``.
+    PySpark's own bridge copies a progress field by field (dozens of JVM calls), and the
+    iteration of each JVM map it copies ends with a Java exception that PySpark classifies
+    through fourteen class look-ups, each a search of every jar: tens of milliseconds of the
+    driver per event, and there is an event per micro-batch of every query. The JSON is what
+    Spark Connect sends its listeners, read with the same ``StreamingQueryProgress.fromJson``.
+    A progress whose JSON that function cannot read (Spark leaves a source's rates out when
+    they are not finite) is copied field by field, as PySpark does.
     """
     from pyspark.sql.streaming.listener import (
         JStreamingQueryListener,
@@ -310,8 +312,13 @@ def _json_progress_bridge() -> type:
 
     class JsonProgressBridge(JStreamingQueryListener):  # type: ignore[misc]
         def onQueryProgress(self, jevent: Any) -> None:  # noqa: N802 - Spark's callback names
-            progress = StreamingQueryProgress.fromJson(json.loads(jevent.progress().json()))
-            self.pylistener.onQueryProgress(QueryProgressEvent(progress))
+            try:
+                progress = StreamingQueryProgress.fromJson(json.loads(jevent.progress().json()))
+                event = QueryProgressEvent(progress)
+            except Exception:  # noqa: BLE001 - e.g. a source's rate left out as NaN
+                log.warning("metrics: progress JSON not readable, copied field by field")
+                event = QueryProgressEvent.fromJObject(jevent)
+            self.pylistener.onQueryProgress(event)
 
     return JsonProgressBridge
 

@@ -17,8 +17,10 @@ def _detail(spark: Any, path: str) -> tuple[str, dict[str, str]]:
 def test_comment_and_properties_are_the_logs(spark: Any, tmp_path: Path) -> None:
     path = str(tmp_path / "orders")
     spark.range(3).write.format("delta").save(path)
-    assert table_metadata(spark, path) is not None
-    assert table_metadata(spark, path).description == ""  # none set: the log has no field
+    bare = table_metadata(spark, path)
+    assert bare is not None
+    assert (bare.description, bare.properties) == _detail(spark, path)
+    assert bare.description == ""  # none set: the log has no such field
 
     spark.sql(
         f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('comment' = 'Orders, one per row', "

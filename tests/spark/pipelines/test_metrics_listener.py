@@ -42,13 +42,17 @@ def test_progress_events_arrive_as_pyspark_reads_them(spark: Any, tmp_path: Path
         )
         query.awaitTermination(120)
         jprogress = query._jsq.lastProgress()
+
+        def ours() -> list[Any]:
+            return [p for p in seen if str(p.runId) == str(query.runId)]
+
         deadline = time.monotonic() + 60  # the listener bus delivers events asynchronously
-        while not seen and time.monotonic() < deadline:
+        while not ours() and time.monotonic() < deadline:
             time.sleep(0.1)
     finally:
         spark.streams.removeListener(listener)
-    assert seen, "no progress event reached the listener"
-    got = seen[-1]
+    assert ours(), "no progress event of the query reached the listener"
+    got = ours()[-1]
     assert got["batchId"] == jprogress.batchId() == 0
     # read from the JSON: PySpark's own bridge would have kept the JVM's object
     assert got._jprogress is None
@@ -64,3 +68,46 @@ def test_progress_events_arrive_as_pyspark_reads_them(spark: Any, tmp_path: Path
     ]
     assert got.sink.description == theirs.sink.description
     assert got.numInputRows == 5 and got.name == "metrics_bridge_probe"
+
+
+def test_a_progress_json_fromjson_cannot_read_is_copied_field_by_field(monkeypatch: Any) -> None:
+    """Spark leaves a source's rates out of the JSON when they are not finite; PySpark's
+    ``fromJson`` needs them. The listener then gets PySpark's field-by-field copy."""
+    from pyspark.sql.streaming.listener import QueryProgressEvent
+
+    source = {"description": "probe", "numInputRows": 0}
+    source.update(startOffset=None, endOffset=None, latestOffset=None)
+    progress = {
+        "id": "00000000-0000-0000-0000-000000000001",
+        "runId": "00000000-0000-0000-0000-000000000002",
+        "name": "nan_rates",
+        "timestamp": "2026-11-27T00:00:00.000Z",
+        "batchId": 3,
+        "batchDuration": 0,
+        "durationMs": {"triggerExecution": 0},
+        "stateOperators": [],
+        "sources": [source],
+        "sink": {"description": "probe", "numOutputRows": -1},
+        "numInputRows": 0,
+    }
+
+    class JEvent:  # what the JVM hands the bridge, as far as the bridge reads it
+        def progress(self) -> Any:
+            return self
+
+        def json(self) -> str:
+            return json.dumps(progress)
+
+    copied = object()  # stands for PySpark's copy of the JVM's object, which JEvent is not
+    monkeypatch.setattr(QueryProgressEvent, "fromJObject", classmethod(lambda cls, j: copied))
+    got: list[Any] = []
+    listener, _ = _recording_listener()
+    monkeypatch.setattr(listener, "onQueryProgress", got.append)
+    bridge = metrics._json_progress_bridge()(listener)
+
+    bridge.onQueryProgress(JEvent())
+    assert got == [copied]
+
+    source.update(inputRowsPerSecond=0.0, processedRowsPerSecond=0.0)  # finite rates: JSON
+    bridge.onQueryProgress(JEvent())
+    assert got[1] is not copied and got[1].progress.name == "nan_rates"
