@@ -9,6 +9,10 @@ from their checkpoints and write idempotently):
   publishes one asset event ``protolake://silver/<table>`` per silver table it changed,
   through the asset alias ``protolake-silver`` (the tables are per message type, known only
   when data arrives). Downstream DAGs schedule on ``Asset("protolake://silver/<table>")``.
+  Neither is submitted when its checkpoints say it is caught up (bronze: no record in its
+  topics beyond its last batch; silver: no bronze version beyond its last batches, no
+  bronze table it has not read; a batch left uncommitted counts as work): a run with
+  nothing new starts no Spark application.
 - ``summary``: row counts of bronze, silver and quarantine from the Delta logs (quarantine:
   the records still quarantined; replayed ones count in silver, as in ``protolake status``).
 
@@ -52,6 +56,7 @@ with DAG(
         subcommand="bronze",
         subcommand_args=["--trigger", "available-now"],
         refuse_when_streaming=True,
+        skip_when_caught_up=True,
         execution_timeout=TIMEOUT,
     )
     silver = ProtolakeSparkSubmitOperator(
@@ -59,6 +64,7 @@ with DAG(
         subcommand="silver",
         subcommand_args=["--trigger", "available-now"],
         refuse_when_streaming=True,
+        skip_when_caught_up=True,
         publish_silver=True,
         outlets=[AssetAlias(SILVER_ALIAS)],
         execution_timeout=TIMEOUT,

@@ -6,6 +6,8 @@ versions), and the verdict on a job from its process and its queries (:func:`jud
 A checkpoint is a Structured Streaming checkpoint folder (``offsets/<n>``, ``commits/<n>``);
 its location is :meth:`lakehouse.layout.Layout.checkpoint`, where the jobs write it, and it is
 read through the lakehouse's :class:`lakehouse.store.Store` (a local folder or ``s3a://``).
+:func:`pending_work` says, from the same reading, whether an available-now run of a job would
+find anything to do (the ingest DAG submits none when it would not).
 ``confluent_kafka``, ``lakehouse`` and ``deltalake`` are imported inside the functions.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -74,9 +77,18 @@ def _numbered(store: Store, folder: str) -> list[tuple[int, StoredFile]]:
     return sorted((int(f.name), f) for f in store.files(folder) if f.name.isdigit())
 
 
-def bronze_lag(progress: CheckpointProgress, bootstrap: str, options: Mapping[str, str]) -> int:
+def bronze_lag(
+    progress: CheckpointProgress,
+    bootstrap: str,
+    options: Mapping[str, str],
+    topics: Sequence[str] = (),
+    topic_pattern: str = "",
+) -> int:
     """Records in Kafka beyond the bronze checkpoint's last planned offsets.
 
+    The topics measured are the checkpoint's and the subscription's: ``topics``, or every
+    topic whose whole name matches ``topic_pattern`` (internal ``__`` topics aside, as Kafka's
+    own pattern subscription does), so that a topic the stream has not read yet counts too.
     Partitions the checkpoint does not know yet count from their start offset.
     """
     from confluent_kafka import Consumer, TopicPartition
@@ -86,12 +98,17 @@ def bronze_lag(progress: CheckpointProgress, bootstrap: str, options: Mapping[st
         for topic, parts in source.items():
             for part, offset in parts.items():
                 planned[(topic, int(part))] = int(offset)
-    topics = sorted({t for t, _ in planned})
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "protolake-health", **options})
     try:
         meta = consumer.list_topics(timeout=10)
+        subscribed = set(topics)
+        if topic_pattern:
+            pattern = re.compile(topic_pattern)
+            subscribed |= {
+                t for t in meta.topics if not t.startswith("__") and pattern.fullmatch(t)
+            }
         lag = 0
-        for topic in topics:
+        for topic in sorted(subscribed | {t for t, _ in planned}):
             info = meta.topics.get(topic)
             if info is None:
                 continue
@@ -225,7 +242,35 @@ def _bronze_part(cfg: Any, layout: Layout, store: Store) -> Part:
     lag: int | None = None
     if progress is not None:
         try:
-            lag = bronze_lag(progress, cfg.kafka.bootstrap_servers, kafka_client_options(cfg))
+            lag = bronze_lag(
+                progress,
+                cfg.kafka.bootstrap_servers,
+                kafka_client_options(cfg),
+                cfg.kafka.topics,
+                cfg.kafka.topic_pattern,
+            )
         except Exception as exc:  # a health probe must not fail the check
             log.warning("bronze lag not measurable: %s", type(exc).__name__)
     return (name, progress, lag)
+
+
+def pending_work(parts: Sequence[Part]) -> str | None:
+    """Why an available-now run of the job whose queries are ``parts`` has work, or None
+    when it has none: every query ran before, has no batch in flight, and is 0 behind.
+
+    Anything not known for sure counts as work: no parts (checkpoints not readable; for
+    silver, no bronze table yet), a query that never ran, a batch planned and not committed
+    (a run that died mid-batch: the next one finishes it), a lag that was not measurable.
+    """
+    if not parts:
+        return "no query found (no checkpoint readable; for silver, no bronze table)"
+    for name, progress, lag in parts:
+        if progress is None:
+            return f"{name}: never ran"
+        if progress.in_flight:
+            return f"{name}: batch {progress.last_offsets_batch} not committed"
+        if lag is None:
+            return f"{name}: lag not measurable"
+        if lag > 0:
+            return f"{name}: {lag} behind"
+    return None

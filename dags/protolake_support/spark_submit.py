@@ -44,6 +44,11 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
     ``refuse_when_streaming``: fail before submitting while the continuous streams of the
     ``protolake_streaming`` DAG run (they would share the checkpoints).
 
+    ``skip_when_caught_up`` (bronze and silver with ``--trigger available-now``): submit
+    nothing when the job's checkpoints say it has nothing to do
+    (:func:`protolake_support.progress.pending_work`: every query ran, none has a batch in
+    flight or is behind its source); the task then succeeds at once, without a Spark start.
+
     ``publish_silver`` (silver only): after the job, an asset event
     ``protolake://silver/<table>`` is added to the ``protolake-silver`` asset alias for every
     silver table whose Delta version changed during the run.
@@ -58,6 +63,7 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
         subcommand_args: Sequence[str] = (),
         publish_silver: bool = False,
         refuse_when_streaming: bool = False,
+        skip_when_caught_up: bool = False,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("conn_id", SPARK_CONN_ID)
@@ -67,6 +73,7 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
         self.subcommand_args = list(subcommand_args)
         self.publish_silver = publish_silver
         self.refuse_when_streaming = refuse_when_streaming
+        self.skip_when_caught_up = skip_when_caught_up
 
     def execute(self, context: Any) -> None:
         from pipelines.jobs import RUN_SCRIPT, build_py_files
@@ -76,6 +83,10 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
         config = config_path()
         if self.refuse_when_streaming:
             self._refuse_when_streaming()
+        if self.skip_when_caught_up and self._caught_up(config):
+            if self.publish_silver:
+                self._publish(context, {}, {})
+            return
         master = str(self._get_hook()._connection["master"])  # the connection's master URL
         local = is_local_master(master)
         python = os.environ.get("PYSPARK_PYTHON") or (sys.executable if local else "")
@@ -125,6 +136,17 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
                 "protolake_streaming DAG): an available-now run would share their "
                 "checkpoints. Stop them or pause this DAG."
             )
+
+    def _caught_up(self, config: str) -> bool:
+        """Whether the job has nothing to do (logged either way, with the reason)."""
+        from protolake_support.progress import pending_work, stream_parts
+
+        pending = pending_work(stream_parts(self.subcommand, config))
+        if pending is None:
+            self.log.info("%s is caught up with its sources: nothing submitted", self.subcommand)
+            return True
+        self.log.info("%s has work (%s): submitting", self.subcommand, pending)
+        return False
 
     def _publish(self, context: Any, before: dict[str, int], after: dict[str, int]) -> None:
         from airflow.sdk import Asset, AssetAlias

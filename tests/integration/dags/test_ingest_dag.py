@@ -1,8 +1,8 @@
 """``airflow dags test protolake_ingest`` against the real broker and registry: a fresh Airflow
 (SQLite) runs bronze and silver through SparkSubmitOperator (local[2]) on a small demo stream;
 the silver tables hold what the stream holds, bronze = silver + quarantine record by record,
-the silver tables are published as assets, and running the same date again changes nothing.
-The Delta-log and checkpoint readers of the DAGs are checked against what Spark reads."""
+the silver tables are published as assets, and running the same date again changes nothing
+and submits no Spark job (both are caught up). The Delta-log and checkpoint readers of the DAGs are checked against what Spark reads."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def spark_counts(spark: Any, lake: Path) -> dict[str, dict[str, int]]:
     return out
 
 
-@pytest.mark.timeout(3000)  # two DAG runs of two Spark jobs each on a busy 2-core machine
+@pytest.mark.timeout(3000)  # a DAG run of two Spark jobs, a maintenance task, on 2 busy cores
 def test_ingest_dag_lands_the_stream_and_a_second_run_changes_nothing(
     bootstrap: str, registry_url: str, topic_prefix: str, spark: Any, tmp_path: Path
 ) -> None:
@@ -179,6 +179,13 @@ def test_ingest_dag_lands_the_stream_and_a_second_run_changes_nothing(
     assert silver_asset_events(airflow.home) == events1
     assert check_invariant(spark, str(lake)).bronze_records == RECORDS
     assert "silver tables changed in this run: none" in out2
+    # nothing new: neither job was submitted (the first run was)
+    assert out1.count("Spark-Submit cmd") == 2, out1[-6000:]
+    assert "Spark-Submit cmd" not in out2, out2[-6000:]
+    assert "bronze has work (per_topic: never ran): submitting" in out1
+    assert re.search(r"silver has work \([^:]+: never ran\): submitting", out1), out1[-6000:]
+    for job in ("bronze", "silver"):
+        assert f"{job} is caught up with its sources: nothing submitted" in out2, out2[-6000:]
 
     # a task of the maintenance DAG on the same lakehouse, through its SparkSubmitOperator:
     # OPTIMIZE compacts the quarantine table, VACUUM keeps a week; nothing is lost. (The whole

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyspark
 import pytest
 from protolake_support.environment import config_path, env_int
-from protolake_support.progress import CheckpointProgress, judge_stream
+from protolake_support.progress import CheckpointProgress, judge_stream, pending_work
 from protolake_support.supervision import stop_stream, stream_pid
 
 FAKE_SPARK_SUBMIT = """#!{python}
@@ -235,6 +235,19 @@ def test_health_verdicts():
     assert never.verdict == "stale" and "new: lag 3, last batch never" in never.reason
     unknown = judge_stream("bronze", 42, [("t", progress(9999), None)], 600, 9999)
     assert unknown.verdict == "healthy" and unknown.lag is None
+
+
+def test_a_job_is_caught_up_only_when_every_query_is_known_committed_and_not_behind():
+    done = CheckpointProgress("cp", 3, 3, 10.0)
+    assert pending_work([("a", done, 0), ("b", done, 0)]) is None
+    assert (
+        pending_work([]) == "no query found (no checkpoint readable; for silver, no bronze table)"
+    )
+    assert pending_work([("a", done, 0), ("new", None, 4)]) == "new: never ran"
+    died = CheckpointProgress("cp", 4, 3, 10.0)  # batch 4 planned, not committed
+    assert pending_work([("a", died, 0)]) == "a: batch 4 not committed"
+    assert pending_work([("a", done, None)]) == "a: lag not measurable"
+    assert pending_work([("a", done, 0), ("b", done, 12)]) == "b: 12 behind"
 
 
 # Spark's own default (SECRET_REDACTION_PATTERN): what a job without our setting gets
