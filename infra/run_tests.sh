@@ -96,6 +96,9 @@ done
 workers="${PROTOLAKE_TEST_WORKERS:-2}"
 parallel=()
 [ "$workers" = "0" ] || parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
+# The report lists the 30 slowest tests and the 30 that used the most CPU time: the suite is
+# CPU-bound, and a test's CPU time (its processes') is what it costs the run.
+report=(--durations=30 -p tests.support.cpu_report --cpu-report=30)
 echo "== pytest ${targets[*]} ${parallel[*]} $*"
-"$venv/bin/python" -m pytest "${targets[@]}" -q --durations=30 "${parallel[@]}" "$@"
+"$venv/bin/python" -m pytest "${targets[@]}" -q "${report[@]}" "${parallel[@]}" "$@"
 exit $?
