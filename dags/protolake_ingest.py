@@ -12,7 +12,9 @@ from their checkpoints and write idempotently):
   Neither is submitted when its checkpoints say it is caught up (bronze: no record in its
   topics beyond its last batch; silver: no bronze version beyond its last batches, no
   bronze table it has not read; a batch left uncommitted counts as work): a run with
-  nothing new starts no Spark application.
+  nothing new starts no Spark application, and does none of the job's start-up work either
+  (registering the tables in the catalog: the next run with work does). A bronze commit
+  without data (OPTIMIZE) counts as work for silver once, until silver has read past it.
 - ``summary``: row counts of bronze, silver and quarantine from the Delta logs (quarantine:
   the records still quarantined; replayed ones count in silver, as in ``protolake status``).
 

@@ -59,7 +59,7 @@ from lakehouse.streaming import (
 )
 from pipelines import progress
 from pipelines.bronze_routing import TopicRouter
-from pipelines.naming import KAFKA_TOPICS_PROPERTY, bronze_table_of_topic
+from pipelines.naming import KAFKA_TOPICS_PROPERTY, bronze_query_name, bronze_table_of_topic
 from pipelines.settings import ConfigError, ProtolakeConfig, load_config
 from pipelines.settings.clients import (
     kafka_source_options,
@@ -99,12 +99,9 @@ def bronze_table_for(cfg: ProtolakeConfig, topic: str) -> str:
 
 
 def bronze_checkpoint(cfg: ProtolakeConfig) -> str:
-    """The bronze query's checkpoint (``<lakehouse>/_checkpoints/bronze/<name>``).
-
-    The name depends on the table mode so that switching modes starts a fresh query instead
-    of resuming offsets that were written to other tables.
-    """
-    name = "per_topic" if cfg.bronze.table_mode == "per_topic" else cfg.bronze.single_table
+    """The bronze query's checkpoint (``<lakehouse>/_checkpoints/bronze/<name>``, the name by
+    :func:`pipelines.naming.bronze_query_name`)."""
+    name = bronze_query_name(cfg.bronze.table_mode, cfg.bronze.single_table)
     return Layout(cfg.lakehouse_path).checkpoint(JOB, name)
 
 

@@ -56,3 +56,9 @@ def table_name_for(full_name: str) -> str:
 def bronze_table_of_topic(topic: str) -> str:
     """The bronze table a topic lands in (per-topic mode), as docs/contracts.md defines it."""
     return re.sub(r"[^A-Za-z0-9_]", "_", topic).lower()
+
+
+def bronze_query_name(table_mode: str, single_table: str) -> str:
+    """The name of bronze's query (and of its checkpoint folder) for a table mode: switching
+    modes starts a fresh query instead of resuming offsets written to other tables."""
+    return "per_topic" if table_mode == "per_topic" else single_table

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from protolake_support.environment import kafka_client_options, load_job_config, open_lakehouse
@@ -77,19 +77,27 @@ def _numbered(store: Store, folder: str) -> list[tuple[int, StoredFile]]:
     return sorted((int(f.name), f) for f in store.files(folder) if f.name.isdigit())
 
 
+class LagUnknownError(ValueError):
+    """Kafka's offsets do not continue the checkpoint's (a topic or its records are gone)."""
+
+
 def bronze_lag(
     progress: CheckpointProgress,
     bootstrap: str,
     options: Mapping[str, str],
-    topics: Sequence[str] = (),
-    topic_pattern: str = "",
+    subscribed: Callable[[Iterable[str]], Iterable[str]] | None = None,
 ) -> int:
     """Records in Kafka beyond the bronze checkpoint's last planned offsets.
 
-    The topics measured are the checkpoint's and the subscription's: ``topics``, or every
-    topic whose whole name matches ``topic_pattern`` (internal ``__`` topics aside, as Kafka's
-    own pattern subscription does), so that a topic the stream has not read yet counts too.
-    Partitions the checkpoint does not know yet count from their start offset.
+    The topics measured are the job's subscription when ``subscribed`` is given (the
+    cluster's topic names -> the ones bronze reads: ``subscribed_topics`` of the job's
+    configuration), so that a topic the stream has not read yet counts too; else the
+    checkpoint's. Partitions the checkpoint does not know yet count from their start offset.
+
+    Raises:
+        LagUnknownError: a topic of the checkpoint is gone or unreadable, or a partition ends
+            before the checkpoint's offset (recreated, truncated): Spark decides what that
+            means (``failOnDataLoss``), no lag says it.
     """
     from confluent_kafka import Consumer, TopicPartition
 
@@ -101,20 +109,21 @@ def bronze_lag(
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "protolake-health", **options})
     try:
         meta = consumer.list_topics(timeout=10)
-        subscribed = set(topics)
-        if topic_pattern:
-            pattern = re.compile(topic_pattern)
-            subscribed |= {
-                t for t in meta.topics if not t.startswith("__") and pattern.fullmatch(t)
-            }
+        read = {t for t, _ in planned}
+        topics = set(subscribed(meta.topics)) if subscribed else read
         lag = 0
-        for topic in sorted(subscribed | {t for t, _ in planned}):
+        for topic in sorted(topics):
             info = meta.topics.get(topic)
-            if info is None:
-                continue
+            if info is None or info.error is not None:
+                if topic in read:
+                    raise LagUnknownError(f"topic {topic} of the checkpoint is not readable")
+                continue  # a subscribed topic that does not exist yet
             for part in info.partitions:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=10)
-                lag += max(0, high - max(low, planned.get((topic, part), low)))
+                start = planned.get((topic, part), low)
+                if high < start:
+                    raise LagUnknownError(f"{topic}[{part}] ends at {high}, before {start}")
+                lag += high - max(low, start)
         return lag
     finally:
         consumer.close()
@@ -128,11 +137,14 @@ def silver_lag(progress: CheckpointProgress, bronze_table: str, store: Store) ->
     sources = (progress.offsets or {}).get("sources", [])
     if not sources:
         return latest + 1
-    planned = int(sources[0].get("reservoirVersion", -1))
-    # index -1: version reservoirVersion is the next one to read; otherwise the offset points
-    # inside that version, which counts as read once its last file was (the usual end state)
-    unread_from = planned if int(sources[0].get("index", -1)) == -1 else planned + 1
+    # Delta's source offset: with index -1, version reservoirVersion is the next one to read
+    # (a version read to its last file is saved so); with an index, that version was read
+    # in part (a first read of a large table, or a rate limit): it still counts as unread.
+    unread_from = int(sources[0].get("reservoirVersion", -1))
     return max(0, latest - unread_from + 1)
+
+
+Part = tuple[str, CheckpointProgress | None, int | None]  # query name, progress, lag
 
 
 @dataclass
@@ -150,7 +162,7 @@ class StreamHealth:
 def judge_stream(
     job: str,
     pid: int | None,
-    parts: Sequence[tuple[str, CheckpointProgress | None, int | None]],
+    parts: Sequence[Part],
     stale_after_seconds: float,
     running_seconds: float | None = None,
 ) -> StreamHealth:
@@ -186,9 +198,6 @@ def judge_stream(
                     job, pid, "stale", f"{name}: lag {lag}, last batch {when}", total_lag, newest
                 )
     return StreamHealth(job, pid, "healthy", f"lag {total_lag}", total_lag, newest)
-
-
-Part = tuple[str, CheckpointProgress | None, int | None]  # query name, progress, lag
 
 
 def stream_parts(job: str, config: str) -> list[Part]:
@@ -236,7 +245,10 @@ def _silver_parts(layout: Layout, store: Store) -> list[Part]:
 
 
 def _bronze_part(cfg: Any, layout: Layout, store: Store) -> Part:
-    name = "per_topic" if cfg.bronze.table_mode == "per_topic" else cfg.bronze.single_table
+    from pipelines.naming import bronze_query_name
+    from pipelines.settings.clients import subscribed_topics
+
+    name = bronze_query_name(cfg.bronze.table_mode, cfg.bronze.single_table)
     checkpoint = layout.checkpoint("bronze", name)
     progress = read_checkpoint(checkpoint, store) if store.is_dir(checkpoint) else None
     lag: int | None = None
@@ -246,9 +258,10 @@ def _bronze_part(cfg: Any, layout: Layout, store: Store) -> Part:
                 progress,
                 cfg.kafka.bootstrap_servers,
                 kafka_client_options(cfg),
-                cfg.kafka.topics,
-                cfg.kafka.topic_pattern,
+                partial(subscribed_topics, cfg),
             )
+        except LagUnknownError as exc:
+            log.warning("bronze lag not measurable: %s", exc)
         except Exception as exc:  # a health probe must not fail the check
             log.warning("bronze lag not measurable: %s", type(exc).__name__)
     return (name, progress, lag)

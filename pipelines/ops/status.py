@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -41,7 +40,7 @@ from pipelines.ops.common import (
 )
 from pipelines.quarantine import still_quarantined
 from pipelines.settings import ProtolakeConfig, load_config
-from pipelines.settings.clients import kafka_client_conf, open_session
+from pipelines.settings.clients import kafka_client_conf, open_session, subscribed_topics
 
 log = logging.getLogger("pipelines.ops.status")
 
@@ -65,10 +64,7 @@ def kafka_offsets(
             raise RuntimeError(
                 f"Kafka at {cfg.kafka.bootstrap_servers} did not answer: {exc}"
             ) from exc
-        wanted = set(topics) | set(cfg.kafka.topics)
-        if cfg.kafka.topic_pattern:
-            pattern = re.compile(cfg.kafka.topic_pattern)
-            wanted |= {t for t in meta.topics if pattern.fullmatch(t)}
+        wanted = set(topics) | subscribed_topics(cfg, meta.topics)
         out: dict[tuple[str, int], tuple[int, int]] = {}
         for t in sorted(wanted):
             tm = meta.topics.get(t)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.catalog import CatalogDatabases
@@ -60,7 +60,12 @@ _PASSTHROUGH = {
     "ssl.key.password",
     "ssl.endpoint.identification.algorithm",
     "client.id",
+    "isolation.level",  # the watermarks a client reads are those bronze reads up to
 }
+# Kafka's own topics: a pattern subscription leaves them out (exclude.internal.topics)
+KAFKA_INTERNAL_TOPICS = frozenset(
+    {"__consumer_offsets", "__transaction_state", "__share_group_state"}
+)
 _JAAS_FIELD = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -85,6 +90,17 @@ def kafka_source_options(cfg: ProtolakeConfig) -> dict[str, str]:
     for key, value in k.options.items():
         opts[f"kafka.{key}"] = value
     return opts
+
+
+def subscribed_topics(cfg: ProtolakeConfig, existing: Iterable[str]) -> set[str]:
+    """The topics bronze reads: ``kafka.topics`` (whether they exist yet or not), or the topics
+    of ``existing`` whose whole name matches ``kafka.topic_pattern``, Kafka's internal topics
+    aside."""
+    k = cfg.kafka
+    if k.topics:
+        return set(k.topics)
+    pattern = re.compile(k.topic_pattern)
+    return {t for t in existing if t not in KAFKA_INTERNAL_TOPICS and pattern.fullmatch(t)}
 
 
 def kafka_client_conf(cfg: ProtolakeConfig) -> dict[str, Any]:

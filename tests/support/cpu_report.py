@@ -3,11 +3,13 @@
 The suite is CPU-bound on two cores: what a test costs the run is the CPU its processes use
 (the test process and every process it started: Spark JVMs, jobs run as subprocesses,
 ``spark-submit``, Airflow), while its duration also holds its waiting and the other test
-process's load. A test's CPU time covers its setup, call and teardown: the test process's
-resource usage with the children it waited for, plus the CPU time of its live descendants
-(the session's Spark JVM), read from ``/proc`` (psutil). Module fixtures count in the test
-that first needs them. Not counted: processes a test leaves running, and processes that are
-not its descendants (the stack's services).
+process's load. A test's CPU time is what the test process and its descendants used from
+the start of its setup to the end of its teardown: the test process's resource usage with
+the children it waited for, plus the CPU time of its live descendants (the session's Spark
+JVM), read from ``/proc`` (psutil). So a module or session fixture counts in the test that
+sets it up and in the one whose teardown ends it, and a process a test leaves running counts
+in the tests that run while it works. Processes that are not descendants of the test
+process (the stack's services) are not counted.
 
 Loaded with ``-p tests.support.cpu_report`` (``infra/run_tests.sh`` does); with pytest-xdist
 each test process measures its own tests and the figures reach the report through each

@@ -1,6 +1,7 @@
 """``--cpu-report`` (tests/support/cpu_report.py) on a small suite run in a fresh pytest, with
-two xdist processes as ``make test`` runs: a test whose subprocess burns CPU comes first with
-that CPU time, a test that only sleeps uses next to none."""
+two xdist processes as ``make test`` runs: a test whose subprocess burns CPU is charged that
+subprocess's own CPU time, whether the test waited for it or left it running (idle); a test
+that only sleeps uses next to none."""
 
 from __future__ import annotations
 
@@ -12,11 +13,41 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SMALL_SUITE = """
+# Each burner writes the CPU seconds it used (its own count) to a file named after its test.
+BURN = (
+    "import resource, sys\n"
+    "sum(i * i for i in range(3_000_000))\n"
+    "u = resource.getrusage(resource.RUSAGE_SELF)\n"
+    "open(sys.argv[1], 'w').write(str(u.ru_utime + u.ru_stime))\n"
+    "sys.stdin.read()\n"  # then waits for its stdin to close
+)
+
+SMALL_SUITE = f"""
 import subprocess, sys, time
 
-def test_burns_cpu_in_a_subprocess():
-    subprocess.run([sys.executable, "-c", "sum(i * i for i in range(4_000_000))"], check=True)
+BURN = {BURN!r}
+
+def burner(name):
+    proc = subprocess.Popen([sys.executable, "-c", BURN, name], stdin=subprocess.PIPE)
+    while True:  # burnt when the file is written
+        try:
+            if open(name).read():
+                return proc
+        except OSError:
+            pass
+        time.sleep(0.05)
+
+def finish(proc):
+    proc.stdin.close()
+    proc.wait()
+
+def test_burns_cpu_in_a_subprocess_it_waits_for():
+    finish(burner("waited"))
+
+LEFT_RUNNING = []  # idle until the test process ends and closes their stdin
+
+def test_burns_cpu_in_a_subprocess_alive_at_its_end():
+    LEFT_RUNNING.append(burner("alive"))
 
 def test_sleeps():
     time.sleep(1.0)
@@ -37,13 +68,16 @@ def test_the_report_ranks_tests_by_the_cpu_of_their_processes(tmp_path: Path) ->
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
-    assert "most CPU time, 2 of 2 tests" in out, out[-3000:]
+    assert "most CPU time, 3 of 3 tests" in out, out[-3000:]
     rows = re.findall(r"^\s*([\d.]+)s cpu  (\S+)$", out, re.MULTILINE)
-    assert [name for _, name in rows] == [
-        "test_small.py::test_burns_cpu_in_a_subprocess",
-        "test_small.py::test_sleeps",
-    ], out[-3000:]
-    burns, sleeps = (float(seconds) for seconds, _ in rows)
-    assert burns > 0.2 and sleeps < 0.1
+    cpu = {name.split("::")[1]: float(seconds) for seconds, name in rows}
+    assert list(cpu)[-1] == "test_sleeps" and cpu["test_sleeps"] < 0.1, out[-3000:]
+    # each burner's test counts the burner's own CPU time, and little more (the test process)
+    for test, burner in (
+        ("test_burns_cpu_in_a_subprocess_it_waits_for", "waited"),
+        ("test_burns_cpu_in_a_subprocess_alive_at_its_end", "alive"),
+    ):
+        own = float((tmp_path / burner).read_text())
+        assert own - 0.05 < cpu[test] < own + 0.25, (test, own, out[-3000:])
     total = re.search(r"^\s*([\d.]+)s cpu  all tests together$", out, re.MULTILINE)
-    assert total and abs(float(total.group(1)) - (burns + sleeps)) < 0.15, out[-3000:]
+    assert total and abs(float(total.group(1)) - sum(cpu.values())) < 0.15, out[-3000:]

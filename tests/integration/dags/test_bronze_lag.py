@@ -1,17 +1,32 @@
 """The bronze lag of the DAGs' probe and of the ingest DAG's "caught up" check, against the
-real broker: records beyond the checkpoint's offsets, in its topics and in the subscribed
-ones it has not read yet (a topic list, or a pattern matched against whole names)."""
+real broker: records beyond the checkpoint's offsets, in its topics and in the subscribed ones
+it has not read yet; offsets that went back are no lag; transactions are seen as bronze
+reads them (read_committed unless the configuration says otherwise)."""
 
 from __future__ import annotations
 
 import re
+from functools import partial
 
 import pytest
-from protolake_support.progress import CheckpointProgress, bronze_lag
+from confluent_kafka import Producer
+from protolake_support.progress import CheckpointProgress, LagUnknownError, bronze_lag
 
+from pipelines.settings import parse_config
+from pipelines.settings.clients import subscribed_topics
 from tests.support.bronze_itkit import Kafka
 
 pytestmark = pytest.mark.integration
+
+
+def checkpoint(offsets: dict[str, dict[str, int]]) -> CheckpointProgress:
+    """A checkpoint whose last batch (committed) planned ``offsets``."""
+    return CheckpointProgress("cp", 0, 0, 1.0, {"sources": [offsets]})
+
+
+def subscription(bootstrap: str, **kafka: object) -> partial[set[str]]:
+    cfg = parse_config({"kafka": {"bootstrap_servers": bootstrap, **kafka}})
+    return partial(subscribed_topics, cfg)
 
 
 def test_topics_the_checkpoint_has_not_read_count_from_their_start(
@@ -22,18 +37,58 @@ def test_topics_the_checkpoint_has_not_read_count_from_their_start(
     kafka.create_topics(read, unread, partitions=1)
     kafka.produce(read, 5)
     kafka.produce(unread, 3)
-    # the checkpoint's last batch planned the 5 records of one topic
-    progress = CheckpointProgress("cp", 0, 0, 1.0, {"sources": [{read: {"0": 5}}]})
+    progress = checkpoint({read: {"0": 5}})  # its last batch took the 5 records of one topic
 
-    def lag(**subscription: object) -> int:
-        return bronze_lag(progress, bootstrap, {}, **subscription)  # type: ignore[arg-type]
+    def lag(**kafka_settings: object) -> int:
+        subscribed = subscription(bootstrap, **kafka_settings) if kafka_settings else None
+        return bronze_lag(progress, bootstrap, {}, subscribed)
 
-    assert lag() == 0
+    assert lag() == 0  # the checkpoint's topics only
     assert lag(topics=[read]) == 0
     assert lag(topics=[read, unread]) == 3
+    assert lag(topics=[read, unread, f"{topic_prefix}not-yet"]) == 3
     assert lag(topic_pattern=re.escape(topic_prefix) + ".*") == 3
-    assert lag(topic_pattern=re.escape(unread)) == 3
-    assert lag(topic_pattern=re.escape(topic_prefix)) == 0  # a prefix is not a whole name
+    assert lag(topic_pattern=re.escape(topic_prefix)) == 0  # no whole name matches
     kafka.produce(read, 2, start=5)
     assert lag() == 2
     assert lag(topics=[read, unread]) == 5
+
+
+def test_offsets_that_went_back_or_a_topic_that_is_gone_are_no_lag(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    kafka = Kafka(bootstrap)
+    topic = f"{topic_prefix}short"
+    kafka.create_topics(topic, partitions=1)
+    kafka.produce(topic, 2)
+    beyond = checkpoint({topic: {"0": 9}})  # read up to 9 of a topic that now ends at 2
+    with pytest.raises(LagUnknownError, match=r"\[0\] ends at 2, before 9"):
+        bronze_lag(beyond, bootstrap, {})
+    gone = checkpoint({f"{topic_prefix}deleted": {"0": 4}})
+    with pytest.raises(LagUnknownError, match="deleted of the checkpoint is not readable"):
+        bronze_lag(gone, bootstrap, {})
+
+
+def test_transactions_count_as_bronze_reads_them(bootstrap: str, topic_prefix: str) -> None:
+    topic = f"{topic_prefix}txn"
+    Kafka(bootstrap).create_topics(topic, partitions=1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": topic})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, value=b"%d" % i)
+    producer.commit_transaction(30)  # offsets 0-2, and the commit marker at 3
+    caught_up = checkpoint({topic: {"0": 4}})  # where Spark's read_committed read ends
+    assert bronze_lag(caught_up, bootstrap, {}) == 0
+    assert bronze_lag(checkpoint({topic: {"0": 0}}), bootstrap, {}) == 4
+
+    producer.begin_transaction()
+    for i in range(2):
+        producer.produce(topic, value=b"open %d" % i)
+    producer.flush(30)  # written, not committed: read_committed stops before them
+    try:
+        assert bronze_lag(caught_up, bootstrap, {}) == 0
+        uncommitted = {"isolation.level": "read_uncommitted"}
+        assert bronze_lag(caught_up, bootstrap, uncommitted) == 2
+    finally:
+        producer.abort_transaction(30)

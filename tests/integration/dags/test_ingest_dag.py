@@ -2,7 +2,8 @@
 (SQLite) runs bronze and silver through SparkSubmitOperator (local[2]) on a small demo stream;
 the silver tables hold what the stream holds, bronze = silver + quarantine record by record,
 the silver tables are published as assets, and running the same date again changes nothing
-and submits no Spark job (both are caught up). The Delta-log and checkpoint readers of the DAGs are checked against what Spark reads."""
+and submits no Spark job (both are caught up). The Delta-log and checkpoint readers of the
+DAGs are checked against what Spark reads."""
 
 from __future__ import annotations
 

@@ -59,9 +59,20 @@ def fake_spark(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def run_execute(airflow_env, extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+EXECUTE_SILVER_IF_BEHIND = """
+from protolake_support.spark_submit import ProtolakeSparkSubmitOperator
+op = ProtolakeSparkSubmitOperator(task_id="t", subcommand="silver",
+                                  subcommand_args=["--trigger", "available-now"],
+                                  skip_when_caught_up=True)
+op.execute({})
+"""
+
+
+def run_execute(
+    airflow_env, extra: dict[str, str], code: str = EXECUTE
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", EXECUTE],
+        [sys.executable, "-c", code],
         env={**airflow_env, **extra},
         capture_output=True,
         text=True,
@@ -158,6 +169,69 @@ def test_ingest_refuses_to_run_while_a_continuous_stream_is_up(airflow_env, fake
     assert not Path(fake_spark["FAKE_OUT"]).exists(), "nothing was submitted"
 
 
+def write_silver_checkpoint(checkpoint: Path, batch: int, next_version: int) -> None:
+    """offsets/<batch> and commits/<batch> as Spark writes them for a Delta source."""
+    source = {"sourceVersion": 1, "reservoirId": "r", "reservoirVersion": next_version}
+    source |= {"index": -1, "isStartingVersion": False}
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "commits").mkdir(exist_ok=True)
+    meta = {"batchWatermarkMs": 0, "batchTimestampMs": 0, "conf": {}}
+    (checkpoint / "offsets" / str(batch)).write_text(
+        f"v1\n{json.dumps(meta)}\n{json.dumps(source)}\n"
+    )
+    (checkpoint / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+
+
+def test_silver_is_submitted_only_when_its_checkpoints_say_it_has_work(
+    airflow_env, fake_spark, tmp_path
+):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from lakehouse.layout import Layout
+
+    layout = Layout(str(tmp_path / "lake"))
+    bronze = layout.bronze_table("t")
+    write_deltalake(bronze, pa.table({"value": [b"x"]}))  # version 0
+    conns = {
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "PROTOLAKE_REGISTRY_URL": "http://127.0.0.1:8081",
+    }
+    submitted = Path(fake_spark["FAKE_OUT"])
+
+    proc = run_execute(airflow_env, {**fake_spark, **conns}, EXECUTE_SILVER_IF_BEHIND)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "silver has work (t: never ran): submitting" in proc.stdout + proc.stderr
+    assert submitted.exists()
+
+    submitted.unlink()
+    write_silver_checkpoint(Path(layout.checkpoint("silver", "t")), 0, next_version=1)
+    proc = run_execute(airflow_env, {**fake_spark, **conns}, EXECUTE_SILVER_IF_BEHIND)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "silver is caught up with its sources: nothing submitted" in proc.stdout + proc.stderr
+    assert not submitted.exists()
+
+    write_deltalake(bronze, pa.table({"value": [b"y"]}), mode="append")  # version 1
+    proc = run_execute(airflow_env, {**fake_spark, **conns}, EXECUTE_SILVER_IF_BEHIND)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "silver has work (t: 1 behind): submitting" in proc.stdout + proc.stderr
+    assert submitted.exists()
+
+
+def test_skipping_when_caught_up_is_for_available_now_bronze_and_silver_only():
+    from protolake_support.spark_submit import ProtolakeSparkSubmitOperator
+
+    with pytest.raises(ValueError, match="available-now only"):
+        ProtolakeSparkSubmitOperator(task_id="t", subcommand="maintain", skip_when_caught_up=True)
+    with pytest.raises(ValueError, match="available-now only"):
+        ProtolakeSparkSubmitOperator(
+            task_id="t",
+            subcommand="silver",
+            subcommand_args=["--trigger", "processing-time"],
+            skip_when_caught_up=True,
+        )
+
+
 def test_a_missing_configuration_is_a_clear_error(tmp_path):
     with pytest.raises(RuntimeError, match="PROTOLAKE_CONFIG is not set"):
         config_path({})
@@ -235,6 +309,23 @@ def test_health_verdicts():
     assert never.verdict == "stale" and "new: lag 3, last batch never" in never.reason
     unknown = judge_stream("bronze", 42, [("t", progress(9999), None)], 600, 9999)
     assert unknown.verdict == "healthy" and unknown.lag is None
+
+
+def test_the_silver_lag_counts_a_version_read_in_part_as_unread(monkeypatch):
+    from protolake_support import progress as progress_mod
+
+    monkeypatch.setattr(progress_mod, "delta_version", lambda table, store: 7)
+
+    def lag(**offset: object) -> int | None:
+        source = {"sourceVersion": 1, "reservoirId": "r", **offset}
+        done = CheckpointProgress("cp", 3, 3, 1.0, {"sources": [source]})
+        return progress_mod.silver_lag(done, "bronze/t", store=None)  # type: ignore[arg-type]
+
+    assert lag(reservoirVersion=8, index=-1, isStartingVersion=False) == 0  # read to its end
+    assert lag(reservoirVersion=7, index=-1, isStartingVersion=False) == 1
+    assert lag(reservoirVersion=7, index=5, isStartingVersion=False) == 1  # files of 7 unread
+    assert lag(reservoirVersion=7, index=5, isStartingVersion=True) == 1  # first read, in part
+    assert lag(reservoirVersion=5, index=-1, isStartingVersion=False) == 3
 
 
 def test_a_job_is_caught_up_only_when_every_query_is_known_committed_and_not_behind():

@@ -17,7 +17,7 @@ from pipelines.ops.common import parse_time, to_jsonable
 from pipelines.ops.replay import filter_from_args
 from pipelines.ops.replay_state import ReplayFilter, selection_id
 from pipelines.settings import parse_config
-from pipelines.settings.clients import kafka_client_conf
+from pipelines.settings.clients import kafka_client_conf, subscribed_topics
 
 
 def _cfg(**options: str) -> Any:
@@ -44,6 +44,23 @@ def test_kafka_client_conf_translates_jaas_and_drops_java_only_keys() -> None:
         "sasl.username": "u1",
         "sasl.password": 'p"w',
     }
+
+
+def test_kafka_clients_read_at_bronzes_isolation_level() -> None:
+    assert "isolation.level" not in kafka_client_conf(_cfg())  # librdkafka's: read_committed
+    conf = kafka_client_conf(_cfg(**{"isolation.level": "read_uncommitted"}))
+    assert conf["isolation.level"] == "read_uncommitted"
+
+
+def test_subscribed_topics_are_the_list_or_whole_names_matching_the_pattern() -> None:
+    existing = ["shop.orders", "shop.orders.dlq", "xshop.orders", "__consumer_offsets", "t"]
+    assert subscribed_topics(_cfg(), existing) == {"t"}
+    listed = parse_config({"kafka": {"bootstrap_servers": "b", "topics": ["a", "t"]}})
+    assert subscribed_topics(listed, existing) == {"a", "t"}  # "a" does not exist yet
+    pattern = parse_config({"kafka": {"bootstrap_servers": "b", "topic_pattern": r"shop\..*"}})
+    assert subscribed_topics(pattern, existing) == {"shop.orders", "shop.orders.dlq"}
+    everything = parse_config({"kafka": {"bootstrap_servers": "b", "topic_pattern": ".*"}})
+    assert subscribed_topics(everything, existing) == set(existing) - {"__consumer_offsets"}
 
 
 def test_parse_time_naive_is_utc_and_bad_text_is_an_error() -> None:
