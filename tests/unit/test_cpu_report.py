@@ -1,7 +1,8 @@
 """``--cpu-report`` (tests/support/cpu_report.py) on a small suite run in a fresh pytest, with
 two xdist processes as ``make test`` runs: a test whose subprocess burns CPU is charged that
-subprocess's own CPU time, whether the test waited for it or left it running (idle); a test
-that only sleeps uses next to none."""
+subprocess's own CPU time, whether the test waited for it, left it running (idle), or started
+it through a process that ended without waiting for it; a test that only sleeps uses next to
+none."""
 
 from __future__ import annotations
 
@@ -15,11 +16,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Each burner writes the CPU seconds it used (its own count) to a file named after its test.
 BURN = (
-    "import resource, sys\n"
+    "import resource, sys, time\n"
     "sum(i * i for i in range(3_000_000))\n"
     "u = resource.getrusage(resource.RUSAGE_SELF)\n"
     "open(sys.argv[1], 'w').write(str(u.ru_utime + u.ru_stime))\n"
-    "sys.stdin.read()\n"  # then waits for its stdin to close
+    # then waits for its stdin to close, or lingers a while
+    "time.sleep(1.5) if sys.argv[2:] == ['linger'] else sys.stdin.read()\n"
+)
+# A process that starts a burner and ends when it has burnt, without waiting for it: the
+# burner's CPU time never reaches the test process's count of waited-for children (as a
+# Spark job's JVM, whose launcher, PySpark, does not wait for it).
+ORPHAN = (
+    "import os, subprocess, sys, time\n"
+    "subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2], 'linger'])\n"
+    "while not (os.path.exists(sys.argv[2]) and open(sys.argv[2]).read()):\n"
+    "    time.sleep(0.05)\n"
+    "time.sleep(1.2)\n"  # the report reads processes every 0.5 s
 )
 
 SMALL_SUITE = f"""
@@ -42,7 +54,12 @@ def finish(proc):
     proc.wait()
 
 def test_burns_cpu_in_a_subprocess_it_waits_for():
-    finish(burner("waited"))
+    proc = burner("waited")
+    time.sleep(1.2)  # the report reads processes every 0.5 s: let it see this one's total
+    finish(proc)
+
+def test_burns_cpu_in_a_subprocess_of_a_subprocess_it_does_not_wait_for():
+    subprocess.run([sys.executable, "-c", {ORPHAN!r}, BURN, "orphan"], check=True)
 
 LEFT_RUNNING = []  # idle until the test process ends and closes their stdin
 
@@ -68,7 +85,7 @@ def test_the_report_ranks_tests_by_the_cpu_of_their_processes(tmp_path: Path) ->
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
-    assert "most CPU time, 3 of 3 tests" in out, out[-3000:]
+    assert "most CPU time, 4 of 4 tests" in out, out[-3000:]
     rows = re.findall(r"^\s*([\d.]+)s cpu  (\S+)$", out, re.MULTILINE)
     cpu = {name.split("::")[1]: float(seconds) for seconds, name in rows}
     assert list(cpu)[-1] == "test_sleeps" and cpu["test_sleeps"] < 0.1, out[-3000:]
@@ -76,6 +93,7 @@ def test_the_report_ranks_tests_by_the_cpu_of_their_processes(tmp_path: Path) ->
     for test, burner in (
         ("test_burns_cpu_in_a_subprocess_it_waits_for", "waited"),
         ("test_burns_cpu_in_a_subprocess_alive_at_its_end", "alive"),
+        ("test_burns_cpu_in_a_subprocess_of_a_subprocess_it_does_not_wait_for", "orphan"),
     ):
         own = float((tmp_path / burner).read_text())
         assert own - 0.05 < cpu[test] < own + 0.25, (test, own, out[-3000:])
