@@ -95,9 +95,10 @@ def bronze_lag(
     checkpoint's. Partitions the checkpoint does not know yet count from their start offset.
 
     Raises:
-        LagUnknownError: a topic of the checkpoint is gone or unreadable, or a partition ends
-            before the checkpoint's offset (recreated, truncated): Spark decides what that
-            means (``failOnDataLoss``), no lag says it.
+        LagUnknownError: a topic of the checkpoint is gone, a topic's metadata has an error
+            (no leader yet, not authorized), or a partition ends before the checkpoint's
+            offset (recreated, truncated): Spark decides what that means
+            (``failOnDataLoss``), no lag says it.
     """
     from confluent_kafka import Consumer, TopicPartition
 
@@ -110,14 +111,15 @@ def bronze_lag(
     try:
         meta = consumer.list_topics(timeout=10)
         read = {t for t, _ in planned}
-        topics = set(subscribed(meta.topics)) if subscribed else read
+        # a topic of the checkpoint that is gone still matches the subscription's pattern
+        topics = set(subscribed(set(meta.topics) | read)) if subscribed else read
         lag = 0
         for topic in sorted(topics):
             info = meta.topics.get(topic)
-            if info is None or info.error is not None:
-                if topic in read:
-                    raise LagUnknownError(f"topic {topic} of the checkpoint is not readable")
+            if info is None and topic not in read:
                 continue  # a subscribed topic that does not exist yet
+            if info is None or info.error is not None:
+                raise LagUnknownError(f"topic {topic} is not readable")
             for part in info.partitions:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=10)
                 start = planned.get((topic, part), low)
@@ -141,7 +143,9 @@ def silver_lag(progress: CheckpointProgress, bronze_table: str, store: Store) ->
     # (a version read to its last file is saved so); with an index, that version was read
     # in part (a first read of a large table, or a rate limit): it still counts as unread.
     unread_from = int(sources[0].get("reservoirVersion", -1))
-    return max(0, latest - unread_from + 1)
+    if latest < unread_from - 1:
+        return None  # the table is behind what silver read: recreated, Spark will say
+    return latest - unread_from + 1
 
 
 Part = tuple[str, CheckpointProgress | None, int | None]  # query name, progress, lag

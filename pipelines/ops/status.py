@@ -4,13 +4,14 @@
 
 Sections (also the keys of the ``--json`` document):
 
-- ``partitions``: per topic partition, Kafka's end offset (high watermark, from a
-  confluent-kafka consumer's ``get_watermark_offsets``), bronze's latest offset and record
+- ``partitions``: per topic partition, Kafka's end offset (from a confluent-kafka consumer's
+  ``get_watermark_offsets``, at bronze's isolation level: under ``read_committed`` the last
+  stable offset), bronze's latest offset and record
   count, ``kafka_lag = end offset - (bronze latest + 1)`` (a transactional topic shows 1 when
   caught up: the commit marker takes an offset), and silver progress: records of that partition
   in silver or (not replayed) in quarantine, and ``silver_pending = bronze - that``.
-  Topics are those in bronze plus the configured ones (``kafka.topics`` or the topics matching
-  ``kafka.topic_pattern``).
+  Topics are those in bronze plus the ones bronze subscribes to
+  (:func:`pipelines.settings.clients.subscribed_topics`).
 - ``quarantine``: records per current reason (``replay_outcome`` of a failed replay, else
   ``reason_code``), and how many were replayed into silver.
 - ``quality``: :func:`quality.results.summarize` (per table: batches, rows checked, passed,

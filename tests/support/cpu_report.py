@@ -10,8 +10,9 @@ How: a thread of the test process reads the CPU time of each of its descendants 
 ``/proc`` (psutil) every :data:`POLL_SECONDS` and keeps the last figure of every process it
 saw, including those that ended since; a test is charged the growth of those figures over
 its window (read once more at each end) and the test process's own. Polling rather than the
-resource usage of waited-for children: a job's JVM is a grandchild whose parent (PySpark's
-launcher) does not wait for it, so its CPU time never reaches the test process's count.
+resource usage of waited-for children: the JVM of a job run as ``python -m pipelines...``
+is a grandchild whose parent (PySpark's launcher) does not wait for it, so its CPU time never
+reaches the test process's count.
 So a module or session fixture counts in the test that sets it up and in the one whose
 teardown ends it, a process a test leaves running counts in the tests that run while it
 works, a process that lives less than :data:`POLL_SECONDS` may not count, nor the last
@@ -52,6 +53,7 @@ class DescendantsCpu:
 
     def stop(self) -> None:
         self._stop.set()
+        self._thread.join(timeout=2)
 
     def total(self) -> float:
         """CPU seconds of this process and of every descendant seen so far, read now."""
@@ -95,7 +97,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     global _cpu
-    controller = config.getoption("numprocesses", None) and not hasattr(config, "workerinput")
+    # with pytest-xdist, the test processes measure; the one that hands out tests does not
+    distributing = getattr(config.option, "dist", "no") != "no" or bool(
+        getattr(config.option, "numprocesses", None)
+    )
+    controller = distributing and not hasattr(config, "workerinput")
     if config.getoption("cpu_report") and not controller:
         _cpu = DescendantsCpu()
         _cpu.start()
@@ -134,5 +140,5 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     heaviest = sorted(_measured.items(), key=lambda kv: -kv[1])[:count]
     terminalreporter.write_sep("=", f"most CPU time, {len(heaviest)} of {len(_measured)} tests")
     for nodeid, seconds in heaviest:
-        terminalreporter.write_line(f"{seconds:8.1f}s cpu  {nodeid}")
-    terminalreporter.write_line(f"{total:8.1f}s cpu  all tests together")
+        terminalreporter.write_line(f"{seconds:9.2f}s cpu  {nodeid}")
+    terminalreporter.write_line(f"{total:9.2f}s cpu  all tests together")

@@ -96,6 +96,6 @@ def test_the_report_ranks_tests_by_the_cpu_of_their_processes(tmp_path: Path) ->
         ("test_burns_cpu_in_a_subprocess_of_a_subprocess_it_does_not_wait_for", "orphan"),
     ):
         own = float((tmp_path / burner).read_text())
-        assert own - 0.05 < cpu[test] < own + 0.25, (test, own, out[-3000:])
+        assert own - 0.1 < cpu[test] < own + 0.25, (test, own, out[-3000:])
     total = re.search(r"^\s*([\d.]+)s cpu  all tests together$", out, re.MULTILINE)
-    assert total and abs(float(total.group(1)) - sum(cpu.values())) < 0.15, out[-3000:]
+    assert total and abs(float(total.group(1)) - sum(cpu.values())) < 0.03, out[-3000:]

@@ -326,6 +326,7 @@ def test_the_silver_lag_counts_a_version_read_in_part_as_unread(monkeypatch):
     assert lag(reservoirVersion=7, index=5, isStartingVersion=False) == 1  # files of 7 unread
     assert lag(reservoirVersion=7, index=5, isStartingVersion=True) == 1  # first read, in part
     assert lag(reservoirVersion=5, index=-1, isStartingVersion=False) == 3
+    assert lag(reservoirVersion=10, index=-1, isStartingVersion=False) is None  # table went back
 
 
 def test_a_job_is_caught_up_only_when_every_query_is_known_committed_and_not_behind():
