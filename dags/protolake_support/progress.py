@@ -100,7 +100,9 @@ def bronze_lag(
             offset (recreated, truncated): Spark decides what that means
             (``failOnDataLoss``), no lag says it.
     """
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
+
+    from pipelines.settings.clients import partition_watermarks
 
     planned: dict[tuple[str, int], int] = {}
     for source in (progress.offsets or {}).get("sources", []):
@@ -113,19 +115,18 @@ def bronze_lag(
         read = {t for t, _ in planned}
         # a topic of the checkpoint that is gone still matches the subscription's pattern
         topics = set(subscribed(set(meta.topics) | read)) if subscribed else read
-        lag = 0
         for topic in sorted(topics):
             info = meta.topics.get(topic)
             if info is None and topic not in read:
                 continue  # a subscribed topic that does not exist yet
             if info is None or info.error is not None:
                 raise LagUnknownError(f"topic {topic} is not readable")
-            for part in info.partitions:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=10)
-                start = planned.get((topic, part), low)
-                if high < start:
-                    raise LagUnknownError(f"{topic}[{part}] ends at {high}, before {start}")
-                lag += high - max(low, start)
+        lag = 0
+        for (topic, part), (low, high) in partition_watermarks(consumer, meta, topics).items():
+            start = planned.get((topic, part), low)
+            if high < start:
+                raise LagUnknownError(f"{topic}[{part}] ends at {high}, before {start}")
+            lag += high - max(low, start)
         return lag
     finally:
         consumer.close()

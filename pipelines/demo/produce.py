@@ -24,6 +24,7 @@ from pipelines.demo.generate import DemoStream
 from pipelines.demo.schemas import load_schema_versions
 from pipelines.demo.stream import PARTITIONS, DemoStreamError, DemoStreamSummary, demo_topics
 from pipelines.settings import ProtolakeConfig
+from pipelines.settings.clients import partition_watermarks
 
 
 def check_stack(cfg: ProtolakeConfig, timeout: float = 5.0) -> list[str]:
@@ -93,7 +94,7 @@ def first_line(exc: BaseException) -> str:
 
 def count_topic_records(bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
     """Records each topic holds (high minus low watermark, summed over partitions; 0 if absent)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
 
     consumer = Consumer(
         {
@@ -103,18 +104,10 @@ def count_topic_records(bootstrap: str, topics: Sequence[str]) -> dict[str, int]
         }
     )
     try:
-        metadata = consumer.list_topics(timeout=10)
-        counts = {}
-        for topic in topics:
-            meta = metadata.topics.get(topic)
-            total = 0
-            if meta is not None and meta.error is None:
-                for partition in meta.partitions:
-                    low, high = consumer.get_watermark_offsets(
-                        TopicPartition(topic, partition), timeout=10, cached=False
-                    )
-                    total += max(high - low, 0)
-            counts[topic] = total
+        marks = partition_watermarks(consumer, consumer.list_topics(timeout=10), topics)
+        counts = dict.fromkeys(topics, 0)
+        for (topic, _), (low, high) in marks.items():
+            counts[topic] += max(high - low, 0)
         return counts
     finally:
         consumer.close()

@@ -41,7 +41,12 @@ from pipelines.ops.common import (
 )
 from pipelines.quarantine import still_quarantined
 from pipelines.settings import ProtolakeConfig, load_config
-from pipelines.settings.clients import kafka_client_conf, open_session, subscribed_topics
+from pipelines.settings.clients import (
+    kafka_client_conf,
+    open_session,
+    partition_watermarks,
+    subscribed_topics,
+)
 
 log = logging.getLogger("pipelines.ops.status")
 
@@ -54,7 +59,7 @@ def kafka_offsets(
     Raises:
         RuntimeError: Kafka did not answer.
     """
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, KafkaException
 
     conf = kafka_client_conf(cfg)
     consumer = Consumer({**conf, "group.id": f"protolake-status-{uuid.uuid4()}"})
@@ -66,15 +71,7 @@ def kafka_offsets(
                 f"Kafka at {cfg.kafka.bootstrap_servers} did not answer: {exc}"
             ) from exc
         wanted = set(topics) | subscribed_topics(cfg, meta.topics)
-        out: dict[tuple[str, int], tuple[int, int]] = {}
-        for t in sorted(wanted):
-            tm = meta.topics.get(t)
-            if tm is None or tm.error is not None:
-                continue
-            for p in sorted(tm.partitions):
-                low, high = consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout)
-                out[(t, p)] = (int(low), int(high))
-        return out
+        return partition_watermarks(consumer, meta, wanted, timeout)
     finally:
         consumer.close()
 

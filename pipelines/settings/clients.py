@@ -103,6 +103,30 @@ def subscribed_topics(cfg: ProtolakeConfig, existing: Iterable[str]) -> set[str]
     return {t for t in existing if t not in KAFKA_INTERNAL_TOPICS and pattern.fullmatch(t)}
 
 
+def partition_watermarks(
+    consumer: Any, metadata: Any, topics: Iterable[str], timeout: float = 10.0
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """The (low, high) offsets of every partition of ``topics``, by (topic, partition).
+
+    Args:
+        consumer: a confluent-kafka ``Consumer``; its ``isolation.level`` decides the high
+            offset (under ``read_committed``, the last stable offset).
+        metadata: the consumer's ``list_topics()``; a topic it lacks, or lists with an
+            error, is left out (the caller decides what that means).
+    """
+    from confluent_kafka import TopicPartition
+
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    for topic in sorted(set(topics)):
+        info = metadata.topics.get(topic)
+        if info is None or info.error is not None:
+            continue
+        for part in sorted(info.partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=timeout)
+            out[(topic, part)] = (int(low), int(high))
+    return out
+
+
 def kafka_client_conf(cfg: ProtolakeConfig) -> dict[str, Any]:
     """Settings for confluent-kafka clients talking to the configured cluster."""
     conf: dict[str, Any] = {"bootstrap.servers": cfg.kafka.bootstrap_servers}

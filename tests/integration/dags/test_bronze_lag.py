@@ -1,7 +1,8 @@
 """The bronze lag of the DAGs' probe and of the ingest DAG's "caught up" check, against the
 real broker: records beyond the checkpoint's offsets, in its topics and in the subscribed ones
 it has not read yet; offsets that went back are no lag; transactions are seen as bronze
-reads them (read_committed unless the configuration says otherwise)."""
+reads them (read_committed unless the configuration says otherwise). And the partition
+watermarks that the lag, ``protolake status`` and the demo's topic counts are read from."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from protolake_support.progress import CheckpointProgress, LagUnknownError, bronze_lag
 
 from pipelines.settings import parse_config
-from pipelines.settings.clients import subscribed_topics
+from pipelines.settings.clients import partition_watermarks, subscribed_topics
 from tests.support.bronze_itkit import Kafka
 
 pytestmark = pytest.mark.integration
@@ -104,3 +105,24 @@ def test_transactions_count_as_bronze_reads_them(bootstrap: str, topic_prefix: s
         assert bronze_lag(caught_up, bootstrap, uncommitted) == 2
     finally:
         producer.abort_transaction(30)
+
+
+def test_partition_watermarks_cover_every_partition_of_the_readable_topics(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    kafka = Kafka(bootstrap)
+    two, one = f"{topic_prefix}two", f"{topic_prefix}one"
+    kafka.create_topics(two, partitions=2)
+    kafka.create_topics(one, partitions=1)
+    kafka.produce(one, 4)
+    kafka.produce(two, 6)  # acknowledged: both partitions have a leader
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic_prefix}marks"})
+    try:
+        meta = consumer.list_topics(timeout=10)
+        marks = partition_watermarks(consumer, meta, [two, one, f"{topic_prefix}absent"])
+    finally:
+        consumer.close()
+    assert sorted(marks) == [(one, 0), (two, 0), (two, 1)]  # the absent topic is left out
+    assert marks[(one, 0)] == (0, 4)
+    assert marks[(two, 0)][0] == marks[(two, 1)][0] == 0
+    assert marks[(two, 0)][1] + marks[(two, 1)][1] == 6

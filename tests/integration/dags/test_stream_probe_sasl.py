@@ -6,7 +6,6 @@ must log in and measure the bronze lag; an unknown lag would never make a hung s
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -14,7 +13,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from lakehouse.layout import Layout
 from tests.support.airflow_kit import make_airflow
+from tests.support.checkpoints import write_checkpoint_batch
 from tests.support.stack import BOOTSTRAP
 
 pytestmark = pytest.mark.integration
@@ -49,11 +50,8 @@ def test_the_bronze_lag_is_measured_through_sasl_with_jaas_credentials(
     # a bronze checkpoint whose last planned batch starts at offset 2 (Spark's offset log:
     # version, metadata, one JSON line per source): 5 records are waiting
     lake = tmp_path / "lake"
-    offsets = lake / "_checkpoints" / "bronze" / "per_topic" / "offsets"
-    offsets.mkdir(parents=True)
-    (offsets / "0").write_text(
-        'v1\n{"batchWatermarkMs":0,"batchTimestampMs":0}\n' + json.dumps({topic: {"0": 2}})
-    )
+    checkpoint = Path(Layout(str(lake)).checkpoint("bronze", "per_topic"))
+    write_checkpoint_batch(checkpoint, 0, {topic: {"0": 2}}, committed=False)
     config = tmp_path / "protolake.toml"
     config.write_text(
         f'[lakehouse]\npath = "{lake}"\n'

@@ -25,6 +25,7 @@ from pipelines.settings import parse_config
 from pipelines.settings.clients import delta_storage_options
 from pipelines.settings.preflight import StoreError
 from tests.support.airflow_kit import make_airflow
+from tests.support.checkpoints import checkpoint_batch_files, delta_source_offset
 from tests.support.s3 import S3Store
 from tests.support.stack import BOOTSTRAP, free_port
 
@@ -69,13 +70,6 @@ def rows(n: int, start: int = 0, **extra: list[Any]) -> pa.Table:
     return pa.table({"id": list(range(start, start + n)), **extra})
 
 
-def offset_log(*sources: dict[str, Any]) -> bytes:
-    """An ``offsets/<n>`` file as Spark's OffsetSeqLog writes it."""
-    meta = {"batchWatermarkMs": 0, "batchTimestampMs": int(time.time() * 1000), "conf": {}}
-    lines = ["v1", json.dumps(meta), *(json.dumps(s) for s in sources)]
-    return "\n".join(lines).encode()
-
-
 @pytest.fixture(scope="module")
 def lake(s3_store: S3Store, bucket: str) -> dict[str, Any]:
     """The written lakehouse and what it holds."""
@@ -101,20 +95,22 @@ def lake(s3_store: S3Store, bucket: str) -> dict[str, Any]:
         out.write(b"not a table")
     bronze_ck = layout.checkpoint("bronze", "per_topic").removeprefix("s3a://")
     silver_ck = layout.checkpoint("silver", BRONZE).removeprefix("s3a://")
-    files = {
-        f"{bronze_ck}/metadata": b'{"id":"b"}',
-        f"{bronze_ck}/offsets/0": offset_log({TOPIC: {"0": 5, "1": 2}}),
-        f"{bronze_ck}/offsets/1": offset_log({TOPIC: {"0": 9, "1": 4}}),
-        f"{bronze_ck}/commits/0": b'v1\n{"nextBatchWatermarkMs":0}',
-        # silver planned bronze version 0 (index -1: version 0 is the next to read)
-        f"{silver_ck}/offsets/0": offset_log(
-            {"sourceVersion": 1, "reservoirVersion": 0, "index": -1, "isStartingVersion": True}
+    now_ms = int(time.time() * 1000)
+    bronze_files = {
+        "metadata": b'{"id":"b"}',
+        **checkpoint_batch_files(0, {TOPIC: {"0": 5, "1": 2}}, timestamp_ms=now_ms),
+        **checkpoint_batch_files(
+            1, {TOPIC: {"0": 9, "1": 4}}, committed=False, timestamp_ms=now_ms
         ),
-        f"{silver_ck}/commits/0": b'v1\n{"nextBatchWatermarkMs":0}',
     }
-    for path, body in files.items():
-        with fs.open_output_stream(path) as out:
-            out.write(body)
+    # silver planned bronze version 0 (index -1: version 0 is the next to read)
+    silver_files = checkpoint_batch_files(
+        0, delta_source_offset(0, starting=True), timestamp_ms=now_ms
+    )
+    for folder, files in ((bronze_ck, bronze_files), (silver_ck, silver_files)):
+        for name, body in files.items():
+            with fs.open_output_stream(f"{folder}/{name}") as out:
+                out.write(body)
     return {"root": root, "cfg": cfg, "layout": layout, "written_at": time.time()}
 
 

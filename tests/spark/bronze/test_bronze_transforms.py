@@ -27,6 +27,7 @@ from lakehouse.streaming import load_app_id
 from pipelines.bronze import BRONZE_COLUMNS, read_kafka, to_bronze_rows
 from pipelines.bronze_routing import TopicRouter, topics_in_batch
 from pipelines.settings import parse_config
+from tests.support.checkpoints import write_checkpoint_batch
 
 HEADERS = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])
@@ -170,14 +171,6 @@ def test_app_id_is_kept_in_the_checkpoint(spark: Any, tmp_path: Path) -> None:
         load_app_id(spark, str(tmp_path / "ck3"))
 
 
-def write_offset_log(checkpoint: Path, batch_id: int, offsets: dict) -> None:
-    """A file as Spark writes it: version, batch metadata, one line per source."""
-    folder = checkpoint / "offsets"
-    folder.mkdir(parents=True, exist_ok=True)
-    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
-    (folder / str(batch_id)).write_text(f"v1\n{meta}\n{json.dumps(offsets)}")
-
-
 def write_initial_offsets(checkpoint: Path, offsets: dict) -> None:
     # Spark's Kafka source writes a 0 byte before the version line.
     folder = checkpoint / "sources" / "0"
@@ -188,9 +181,13 @@ def write_initial_offsets(checkpoint: Path, offsets: dict) -> None:
 def test_topics_in_batch_from_the_offset_log(spark: Any, tmp_path: Path) -> None:
     ck = tmp_path / "ck"
     write_initial_offsets(ck, {"a": {"0": 0, "1": 0}, "b": {"0": 5}})
-    write_offset_log(ck, 0, {"a": {"0": 3, "1": 0}, "b": {"0": 5}})
-    write_offset_log(ck, 1, {"a": {"0": 3, "1": 0}, "b": {"0": 9}, "new": {"0": 0}})
-    write_offset_log(ck, 2, {"a": {"0": 3, "1": 2}, "b": {"0": 9}, "new": {"0": 0, "1": 4}})
+    write_checkpoint_batch(ck, 0, {"a": {"0": 3, "1": 0}, "b": {"0": 5}}, committed=False)
+    write_checkpoint_batch(
+        ck, 1, {"a": {"0": 3, "1": 0}, "b": {"0": 9}, "new": {"0": 0}}, committed=False
+    )
+    write_checkpoint_batch(
+        ck, 2, {"a": {"0": 3, "1": 2}, "b": {"0": 9}, "new": {"0": 0, "1": 4}}, committed=False
+    )
     assert topics_in_batch(spark, str(ck), 0) == {"a"}
     assert topics_in_batch(spark, str(ck), 1) == {"b", "new"}  # a new topic always counts
     assert topics_in_batch(spark, str(ck), 2) == {"a", "new"}
@@ -204,7 +201,7 @@ def test_topics_in_batch_from_the_offset_log(spark: Any, tmp_path: Path) -> None
 def test_router_uses_the_offset_log_and_refuses_stray_topics(spark: Any, tmp_path: Path) -> None:
     ck = tmp_path / "ck"
     write_initial_offsets(ck, {"x.one": {"0": 0}, "x.two": {"0": 0}})
-    write_offset_log(ck, 0, {"x.one": {"0": 3}, "x.two": {"0": 0}})
+    write_checkpoint_batch(ck, 0, {"x.one": {"0": 3}, "x.two": {"0": 0}}, committed=False)
     written: list[dict[str, list[str]]] = []  # what on_tables heard (bronze registers those)
     router = TopicRouter(
         table_path=in_folder(tmp_path / "t"),
@@ -218,12 +215,12 @@ def test_router_uses_the_offset_log_and_refuses_stray_topics(spark: Any, tmp_pat
     assert not (tmp_path / "t" / "x_two").exists()
     assert written == [{"x_one": ["x.one"]}]
 
-    write_offset_log(ck, 1, {"x.one": {"0": 6}, "x.two": {"0": 0}})
+    write_checkpoint_batch(ck, 1, {"x.one": {"0": 6}, "x.two": {"0": 0}}, committed=False)
     with pytest.raises(Exception, match="outside this batch's offset ranges"):
         router(to_bronze_rows(kafka_rows(spark, ["x.one", "x.two"])), 1)
     assert len(table(spark, tmp_path / "t" / "x_one")) == 3  # nothing half-written
 
-    write_offset_log(ck, 2, {"x.one": {"0": 9}, "x.two": {"0": 3}})
+    write_checkpoint_batch(ck, 2, {"x.one": {"0": 9}, "x.two": {"0": 3}}, committed=False)
     router(to_bronze_rows(kafka_rows(spark, ["x.one", "x.two"])), 2)
     assert len(table(spark, tmp_path / "t" / "x_one")) == 6
     assert len(table(spark, tmp_path / "t" / "x_two")) == 3

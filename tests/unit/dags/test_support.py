@@ -18,6 +18,8 @@ from protolake_support.environment import config_path, env_int
 from protolake_support.progress import CheckpointProgress, judge_stream, pending_work
 from protolake_support.supervision import stop_stream, stream_pid
 
+from tests.support.checkpoints import delta_source_offset, write_checkpoint_batch
+
 FAKE_SPARK_SUBMIT = """#!{python}
 import json, os, sys
 keys = ("SPARK_HOME", "PYSPARK_PYTHON", "SPARK_LOCAL_IP", "PROTOLAKE_REGISTRY_URL",
@@ -169,19 +171,6 @@ def test_ingest_refuses_to_run_while_a_continuous_stream_is_up(airflow_env, fake
     assert not Path(fake_spark["FAKE_OUT"]).exists(), "nothing was submitted"
 
 
-def write_silver_checkpoint(checkpoint: Path, batch: int, next_version: int) -> None:
-    """offsets/<batch> and commits/<batch> as Spark writes them for a Delta source."""
-    source = {"sourceVersion": 1, "reservoirId": "r", "reservoirVersion": next_version}
-    source |= {"index": -1, "isStartingVersion": False}
-    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
-    (checkpoint / "commits").mkdir(exist_ok=True)
-    meta = {"batchWatermarkMs": 0, "batchTimestampMs": 0, "conf": {}}
-    (checkpoint / "offsets" / str(batch)).write_text(
-        f"v1\n{json.dumps(meta)}\n{json.dumps(source)}\n"
-    )
-    (checkpoint / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
-
-
 def test_silver_is_submitted_only_when_its_checkpoints_say_it_has_work(
     airflow_env, fake_spark, tmp_path
 ):
@@ -205,7 +194,7 @@ def test_silver_is_submitted_only_when_its_checkpoints_say_it_has_work(
     assert submitted.exists()
 
     submitted.unlink()
-    write_silver_checkpoint(Path(layout.checkpoint("silver", "t")), 0, next_version=1)
+    write_checkpoint_batch(Path(layout.checkpoint("silver", "t")), 0, delta_source_offset(1))
     proc = run_execute(airflow_env, {**fake_spark, **conns}, EXECUTE_SILVER_IF_BEHIND)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "silver is caught up with its sources: nothing submitted" in proc.stdout + proc.stderr
