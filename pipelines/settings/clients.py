@@ -9,6 +9,9 @@ them to the client and log only :func:`loggable_config`.
 - :func:`kafka_client_conf`: confluent-kafka's clients (``protolake status|audit``, the DAGs'
   probe, the demo's producer). Java-only properties are translated where librdkafka has an
   equivalent (SASL/PLAIN and SCRAM credentials from ``sasl.jaas.config``), else left out.
+- :func:`subscribed_topics` and :func:`partition_watermarks`: the topics bronze reads, and
+  the (low, high) offsets of their partitions (the DAGs' bronze lag, ``protolake status``,
+  the demo's topic counts).
 - :func:`registry_client_conf`: confluent-kafka's ``SchemaRegistryClient`` (the demo).
 - :func:`open_resolver`: the codec's schema resolver on the configured registry (silver,
   replay).
