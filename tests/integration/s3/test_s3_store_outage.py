@@ -49,11 +49,20 @@ FAIL_FAST = {
 }
 
 
+# SeaweedFS listens on base..base+3 and on each of those + 10000 (gRPC). All eight stay below
+# the kernel's ephemeral range (32768 and up here): a port in it can be the local end of any
+# client connection at the moment the store starts, or restarts, and the bind then fails.
+BASE_PORTS = range(20000, 32768 - 10000 - 3)
+
+
 def _ports_free(base: int) -> bool:
+    """Whether nothing holds any of the store's ports (a listener, or any socket bound there)."""
     for port in (base, base + 1, base + 2, base + 3):
         for p in (port, port + 10000):
             with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", p)) == 0:
+                try:
+                    s.bind(("127.0.0.1", p))
+                except OSError:
                     return False
     return True
 
@@ -62,9 +71,7 @@ class PrivateStore:
     """A SeaweedFS of this test's own, started and stopped through ``infra/stack.sh``."""
 
     def __init__(self, run: Path) -> None:
-        base = next(
-            b for b in (random.randrange(20000, 29000) for _ in range(50)) if _ports_free(b)
-        )
+        base = next(b for b in (random.choice(BASE_PORTS) for _ in range(50)) if _ports_free(b))
         # A bucket of its own: the session's S3A file systems are cached per bucket, and one
         # made for an earlier test's store (another port, stopped) must not be reused.
         self.bucket = f"outage-{uuid.uuid4().hex[:8]}"
