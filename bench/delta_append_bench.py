@@ -4,14 +4,17 @@ a plain append of the same rows, one run, one Spark session.
     .venv/bin/python bench/delta_append_bench.py [--appends 12] [--rows 500]
 
 Bronze (one append per topic table) and silver (one per message type, and the quarantine)
-append every micro-batch with Delta's ``txnAppId``/``txnVersion`` (``lakehouse.delta``), so
-that a batch replayed after a crash is skipped. Delta answers "has this table this app's
-batch?" from the state of the table's snapshot (``Snapshot.transactions``), which it computes
-by reading the log (checkpoint and commits) in a Spark job of its own, for each new
-snapshot, so for every append. This bench appends ``--rows`` rows to two tables of the same
-schema, alternating plain and idempotent appends, and prints the median seconds of each kind,
-the Spark jobs each ran, and the ratio. The first append of each kind and the appends that
-write a Delta checkpoint (every tenth commit) are left out: they measure something else.
+append every micro-batch with ``lakehouse.delta.append_idempotent``: the commit names the
+stream and the batch (its ``userMetadata``), and only a batch that an earlier run may have
+written (the first of a restarted query) is looked up first, in the table's recent history,
+and written with Delta's ``txnAppId``/``txnVersion``. Delta answers those from the state of
+the table's snapshot (``Snapshot.transactions``), which it computes by reading the log in a
+Spark job of its own for each new snapshot. This bench appends ``--rows`` rows to three
+tables of the same schema, in turn: a plain append, a fresh batch's append (what a running
+stream pays per table and batch) and a checked one (what a replay pays, once per table and
+restart). It prints the median seconds of each kind, the Spark jobs each ran, and the ratios
+to the plain append. The first append of each kind and the appends that write a Delta
+checkpoint (every tenth commit) are left out: they measure something else.
 
 The session is the jobs' own (``pipelines.spark.build_session``, ``local[2]`` with
 ``pipelines.spark.LOCAL_CONF``: Delta builds a snapshot's state in 2 partitions), the JVM's
@@ -26,18 +29,25 @@ import tempfile
 import time
 from typing import Any
 
+KINDS = {
+    "plain": "plain append:",
+    "fresh": "fresh batch (a running stream):",
+    "checked": "checked batch (a replay):",
+}
 
-def timed_append(spark: Any, df: Any, path: str, batch_id: int | None) -> tuple[float, int]:
-    """Seconds and Spark jobs of one append (idempotent when ``batch_id`` is given)."""
-    from lakehouse.delta import append_idempotent
+
+def timed_append(spark: Any, df: Any, path: str, batch_id: int, kind: str) -> tuple[float, int]:
+    """Seconds and Spark jobs of one append of ``kind``: plain, fresh or checked."""
+    from lakehouse.delta import ANY_BATCH_MAY_BE_REPLAYED, Replays, append_idempotent
 
     group = f"append-{path}-{batch_id}-{time.monotonic_ns()}"
     spark.sparkContext.setJobGroup(group, group)
     start = time.perf_counter()
-    if batch_id is None:
+    if kind == "plain":
         df.write.format("delta").mode("append").save(path)
     else:
-        append_idempotent(df, path, "bench-app", batch_id)
+        replays = Replays(fresh_from=0) if kind == "fresh" else ANY_BATCH_MAY_BE_REPLAYED
+        append_idempotent(df, path, "bench-app", batch_id, replays=replays)
     seconds = time.perf_counter() - start
     jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
     return seconds, jobs
@@ -60,22 +70,21 @@ def main() -> None:
 
     spark = build_session("delta-append-bench")
     root = tempfile.mkdtemp(prefix="delta-append-bench-")
-    plain_path, idempotent_path = f"{root}/plain", f"{root}/idempotent"
     df = spark.range(args.rows).selectExpr("id", "cast(id as string) as value").persist()
     df.count()
-    plain: list[tuple[float, int]] = []
-    idempotent: list[tuple[float, int]] = []
+    timings: dict[str, list[tuple[float, int]]] = {kind: [] for kind in KINDS}
     for i in range(args.appends):
-        plain.append(timed_append(spark, df, plain_path, None))
-        idempotent.append(timed_append(spark, df, idempotent_path, i))
+        for kind in KINDS:
+            timings[kind].append(timed_append(spark, df, f"{root}/{kind}", i, kind))
     # commit i is version i; version 10, 20, ... writes a checkpoint
     kept = [i for i in range(1, args.appends) if i % 10 != 0]
-    p = statistics.median(plain[i][0] for i in kept)
-    q = statistics.median(idempotent[i][0] for i in kept)
+    medians = {kind: statistics.median(timings[kind][i][0] for i in kept) for kind in KINDS}
     print(f"appends of {args.rows} rows, {len(kept)} of each kind measured (median)")
-    print(f"  plain append:      {p:.3f} s, {usual_jobs(plain, kept)} Spark job(s)")
-    print(f"  idempotent append: {q:.3f} s, {usual_jobs(idempotent, kept)} Spark job(s)")
-    print(f"  idempotent / plain: {q / p:.2f}x")
+    for kind, label in KINDS.items():
+        jobs = usual_jobs(timings[kind], kept)
+        print(f"  {label:<38} {medians[kind]:.3f} s, {jobs} Spark job(s)")
+    for kind in ("fresh", "checked"):
+        print(f"  {KINDS[kind]} / plain: {medians[kind] / medians['plain']:.2f}x")
     spark.stop()
 
 

@@ -1,8 +1,11 @@
 """Delta tables of the lakehouse: idempotent appends, conflict retries, finding and versioning.
 
-- :func:`append_idempotent` appends with Delta's ``txnAppId``/``txnVersion = batch_id``
-  ("Idempotent table writes in foreachBatch" in Delta's docs): a batch the table already has
-  is skipped, so a replayed micro-batch never duplicates.
+- :func:`append_idempotent` appends a micro-batch with its (app id, batch id) in the
+  commit's ``userMetadata``; a batch an earlier run may have written (:class:`Replays`: only
+  the first of a restarted query) is first looked up in the table's history
+  (:func:`batch_landed`) and skipped when there, so a replayed micro-batch never duplicates.
+  Looking costs a read of the newest commits, and only a replay pays it (Delta's
+  ``txnAppId``/``txnVersion`` alone would reconstruct the table's state on every append).
 - :func:`retry_conflicts` runs an idempotent commit again when it lost a race with a
   concurrent commit (:func:`is_delta_conflict`), with a jittered backoff; any other error, and
   the last attempt's, is raised as it came.
@@ -25,7 +28,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakehouse.hadoop import hadoop_path
 from lakehouse.layout import Layout
@@ -58,6 +61,9 @@ RETRYABLE_CONDITIONS = (
 )
 WRITE_ATTEMPTS = 10
 APPEND_ATTEMPTS = 5
+BATCH_MARKER = "protolake.batch"  # the key of a micro-batch's commit in its userMetadata
+HISTORY_PAGE = 32  # commits read per look into a table's history, then four times as many
+CLOCK_MARGIN_MS = 15 * 60 * 1000  # clocks of the commits and of the batch's plan may differ
 
 
 # -- commits -------------------------------------------------------------------------------
@@ -116,12 +122,57 @@ def retry_conflicts(
             time.sleep(random.uniform(0.1, min(4.0, 0.25 * 2**attempt)))
 
 
+@dataclass(frozen=True)
+class Replays:
+    """Which micro-batches of a query an earlier run may have written already.
+
+    Spark runs a batch again after a restart only when an earlier run planned it
+    (``offsets/<id>`` in the checkpoint) and did not commit it (no ``commits/<id>``): the
+    first batch of the new run, at most. Every later batch is planned by this run, and no
+    one has written it. :func:`lakehouse.streaming.replays_of` reads this from a checkpoint.
+
+    Args:
+        fresh_from: batch ids from this one on are planned by this run; None: any batch may
+            be a replay (a caller that read no checkpoint: the safe default).
+        planned_ms: when the replayed batch was planned (epoch ms, the driver's clock): its
+            commits cannot be older, which bounds the look into a table's history.
+    """
+
+    fresh_from: int | None = None
+    planned_ms: int | None = None
+
+    def may_be_written(self, batch_id: int) -> bool:
+        """Whether an earlier run may have appended batch ``batch_id`` already."""
+        return self.fresh_from is None or batch_id < self.fresh_from
+
+
+# the default of callers that read no checkpoint: any batch may be a replay, so each is looked up
+ANY_BATCH_MAY_BE_REPLAYED = Replays()
+
+
+def batch_marker(app_id: str, batch_id: int) -> str:
+    """The ``userMetadata`` of a micro-batch's commit: which stream (app id) and batch."""
+    return json.dumps({BATCH_MARKER: {"app": app_id, "batch": int(batch_id)}})
+
+
+def read_batch_marker(user_metadata: str | None) -> tuple[str, int] | None:
+    """(app id, batch id) of a commit's ``userMetadata`` written by :func:`batch_marker`."""
+    if not user_metadata:
+        return None
+    try:
+        marker = json.loads(user_metadata)[BATCH_MARKER]
+        return str(marker["app"]), int(marker["batch"])
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
 def append_idempotent(
     df: DataFrame,
     path: str,
     app_id: str,
     batch_id: int,
     *,
+    replays: Replays = ANY_BATCH_MAY_BE_REPLAYED,
     partition_by: Sequence[str] = (),
     merge_schema: bool = False,
     attempts: int = APPEND_ATTEMPTS,
@@ -129,21 +180,34 @@ def append_idempotent(
 ) -> None:
     """Append ``df`` to the Delta table at ``path`` unless it already has (app_id, batch_id).
 
+    Every commit carries its (app id, batch id) in its ``userMetadata``
+    (:func:`batch_marker`). A batch that ``replays`` says no earlier run wrote is appended
+    as it is: no look at the table's state. A batch that may be a replay is first looked up
+    in the table's history (:func:`batch_landed`) and skipped when it is there; its append
+    also carries Delta's ``txnAppId``/``txnVersion`` (Delta then refuses a concurrent
+    writer of the same batch, and skips a batch recorded with those ids alone).
+
     Args:
+        replays: which batches may be replays (default: any).
         partition_by: the table's partition columns (used when the append creates it).
         merge_schema: let the append add the frame's new columns to the table.
-        attempts: runs of the commit when a concurrent one conflicts (retrying is safe: the
-            write is idempotent).
-        logger: where retries are logged.
+        attempts: runs of the commit when a concurrent one conflicts (a conflict means the
+            commit did not land, so running it again is safe).
+        logger: where retries and skipped batches are logged.
     """
+    checked = replays.may_be_written(batch_id)
+    if checked and batch_landed(df.sparkSession, path, app_id, batch_id, replays.planned_ms):
+        (logger or log).info("%s has batch %d of %s already; skipped", path, batch_id, app_id)
+        return
 
     def commit() -> None:
         writer = (
             df.write.format("delta")
             .mode("append")
-            .option("txnAppId", app_id)
-            .option("txnVersion", batch_id)
+            .option("userMetadata", batch_marker(app_id, batch_id))
         )
+        if checked:
+            writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
         if merge_schema:
             writer = writer.option("mergeSchema", "true")
         if partition_by:
@@ -151,6 +215,71 @@ def append_idempotent(
         writer.save(path)
 
     retry_conflicts(commit, f"the append to {path}", attempts, logger=logger)
+
+
+class HistoryCleanedError(RuntimeError):
+    """A table's history no longer reaches back far enough to tell whether a batch landed."""
+
+
+def batch_landed(
+    spark: SparkSession,
+    path: str,
+    app_id: str,
+    batch_id: int,
+    planned_ms: int | None = None,
+) -> bool:
+    """Whether the Delta table at ``path`` has batch ``batch_id`` of stream ``app_id``.
+
+    The table's history is read from its newest commit back to the newest one of this
+    stream (a stream's batches reach a table in order): the batch landed when that commit's
+    batch id is ``batch_id`` or later. Commits older than ``planned_ms`` (less a margin for
+    clocks) end the look: the batch did not land. Without a commit of this stream, Delta's
+    own transaction ids (``txnAppId``) answer, for batches written with those alone.
+
+    Raises:
+        HistoryCleanedError: the history was cleaned up past the batch's start, so neither
+            answer can be proven; the message says what to do.
+    """
+    from delta.tables import DeltaTable
+
+    if not is_delta_table(path, spark):
+        return False
+    table = DeltaTable.forPath(spark, path)
+    since = None if planned_ms is None else planned_ms - CLOCK_MARGIN_MS
+    limit = HISTORY_PAGE
+    while True:
+        commits = _newest_commits(table, limit)
+        for commit in commits:  # newest first
+            marker = read_batch_marker(commit["userMetadata"])
+            if marker is not None and marker[0] == app_id:
+                return marker[1] >= batch_id
+            if since is not None and commit["ms"] < since:
+                return _txn_version(table, app_id) >= batch_id
+        if len(commits) == limit:
+            limit *= 4
+            continue
+        if not commits or commits[-1]["version"] == 0:
+            return _txn_version(table, app_id) >= batch_id
+        raise HistoryCleanedError(
+            f"{path}: its history starts at version {commits[-1]['version']} and shows no "
+            f"commit of stream {app_id} from before batch {batch_id} began, so whether that "
+            "batch landed cannot be told; restore the table's log, or start the stream from "
+            "a new checkpoint"
+        )
+
+
+def _newest_commits(table: Any, limit: int) -> list[Any]:
+    """The table's newest ``limit`` commits, newest first: version, ms (epoch), userMetadata."""
+    history = table.history(limit)
+    return history.selectExpr("version", "unix_millis(timestamp) AS ms", "userMetadata").collect()
+
+
+def _txn_version(table: Any, app_id: str) -> int:
+    """The batch id Delta's transaction ids record for ``app_id`` in the table (-1: none)."""
+    # DeltaTable.forPath brought the log up to date: its latest snapshot is the current one
+    snapshot = table._jdt.deltaLog().unsafeVolatileSnapshot()
+    version = snapshot.transactions().get(app_id)
+    return int(version.get()) if version.isDefined() else -1
 
 
 # -- finding tables ------------------------------------------------------------------------

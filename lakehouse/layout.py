@@ -12,6 +12,7 @@ A lakehouse is one root (a local folder, ``file://...``, or an object-store URI 
                                            for an object-store root)
     <root>/_checkpoints/<job>/<name>       a streaming query's checkpoint
     <root>/_checkpoints/<job>/<name>/_protolake_app_id   its idempotent-write app id
+    <root>/_checkpoints/<job>/<name>/_protolake_running  locked while a process runs it (local)
     <root>/_writers/<name>                 a writer lease (object-store roots: lakehouse.lease)
 
 A table's name is its folder name under its layer. Every module asks :class:`Layout` for a
@@ -32,6 +33,7 @@ QUARANTINE_TABLE = "records"
 QUALITY_RESULTS_TABLE = "results"
 CHECKPOINTS = "_checkpoints"
 APP_ID_FILE = "_protolake_app_id"
+RUNNING_FILE = "_protolake_running"
 WRITERS = "_writers"
 DOCS = "docs"
 
@@ -103,6 +105,10 @@ class Layout:
         """The folder holding every streaming checkpoint, one folder per job."""
         return f"{self.root}/{CHECKPOINTS}"
 
+    def job_checkpoints(self, job: str) -> str:
+        """The folder of a job's checkpoints: ``_checkpoints/<job>``."""
+        return f"{self.checkpoints}/{_segment(job)}"
+
     def checkpoint(self, job: str, name: str) -> str:
         """A streaming query's checkpoint: ``_checkpoints/<job>/<name>``."""
         return f"{self.checkpoints}/{_segment(job)}/{_segment(name)}"
@@ -115,6 +121,24 @@ class Layout:
     def app_id_file(checkpoint: str) -> str:
         """The file that keeps a checkpoint's idempotent-write app id."""
         return f"{checkpoint.rstrip('/')}/{APP_ID_FILE}"
+
+    @staticmethod
+    def running_file(checkpoint: str) -> str:
+        """The file locked while a process runs a local checkpoint's query
+        (:mod:`lakehouse.checkpoint_guard`)."""
+        return f"{checkpoint.rstrip('/')}/{RUNNING_FILE}"
+
+    @staticmethod
+    def offset_log(checkpoint: str) -> str:
+        """Spark's offset log of a checkpoint: ``offsets/<batch id>``, written as a batch is
+        planned."""
+        return f"{checkpoint.rstrip('/')}/offsets"
+
+    @staticmethod
+    def commit_log(checkpoint: str) -> str:
+        """Spark's commit log of a checkpoint: ``commits/<batch id>``, written once a batch
+        is done."""
+        return f"{checkpoint.rstrip('/')}/commits"
 
     # -- local folders -----------------------------------------------------------------
     @property

@@ -19,7 +19,9 @@ A driver that loses its lease (another driver's lease is in its place, or the st
 every renewal until the lease was about to expire) stops writing: the lease calls its
 ``on_lost`` hook once (the streaming jobs stop their queries there) and
 :meth:`WriterLease.raise_if_lost` raises :class:`WriterLeaseError` naming why. Local
-lakehouses take no lease (a local folder has one driver by nature).
+lakehouses take no lease: one machine's Delta log store serializes commits by itself, and
+each streaming query's checkpoint is locked by the process that runs it
+(:mod:`lakehouse.checkpoint_guard`).
 """
 
 from __future__ import annotations

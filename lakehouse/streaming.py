@@ -2,8 +2,11 @@
 
 - :func:`load_app_id`: the idempotent-write app id of a checkpoint, a UUID created once and
   kept inside the checkpoint folder (:meth:`lakehouse.layout.Layout.app_id_file`). A new
-  checkpoint means a new app id: reusing an old one would make Delta skip the new query's
-  first batches.
+  checkpoint means a new app id: reusing an old one would skip the new query's first batch
+  when it is a replay.
+- :func:`replays_of`: which batches of a query about to start may be replays (the one an
+  earlier run planned and did not commit), so that only those are looked up before their
+  appends (:func:`lakehouse.delta.append_idempotent`).
 - :func:`with_trigger`: ``available-now`` (take what is there, then stop) or
   ``processing-time`` (every ``interval``, until stopped).
 - :func:`await_queries` waits in short polls, so Python signal handlers run meanwhile;
@@ -28,6 +31,7 @@ Files are read and written through Hadoop's file system of the session: any URI 
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import threading
@@ -37,7 +41,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.delta import list_delta_tables
+from lakehouse.delta import Replays, list_delta_tables
 from lakehouse.hadoop import hadoop_path
 from lakehouse.layout import Layout, table_name
 
@@ -77,6 +81,38 @@ def load_app_id(spark: SparkSession, checkpoint: str) -> str:
     except ValueError as exc:
         raise RuntimeError(f"{location}: not a UUID; the checkpoint is damaged") from exc
     return app_id
+
+
+def replays_of(spark: SparkSession, checkpoint: str) -> Replays:
+    """Which batches of the query about to start on ``checkpoint`` an earlier run may have
+    written (read before the query starts: see :class:`lakehouse.delta.Replays`).
+
+    The newest planned batch (``offsets/<id>``) without a commit (``commits/<id>``) is run
+    again by Spark: it may be a replay, planned at its offset log's ``batchTimestampMs``.
+    Every batch after the newest planned one is fresh.
+    """
+    planned = _batch_ids(spark, Layout.offset_log(checkpoint))
+    if not planned:
+        return Replays(fresh_from=0)
+    newest = planned[-1]
+    committed = _batch_ids(spark, Layout.commit_log(checkpoint))
+    if committed and committed[-1] >= newest:
+        return Replays(fresh_from=newest + 1)
+    lines = read_text_lines(spark, f"{Layout.offset_log(checkpoint)}/{newest}") or []
+    try:
+        planned_ms = int(json.loads(lines[1])["batchTimestampMs"])
+    except (IndexError, ValueError, KeyError, TypeError):
+        planned_ms = None  # an offset log we cannot read: the whole history answers
+    return Replays(fresh_from=newest + 1, planned_ms=planned_ms)
+
+
+def _batch_ids(spark: SparkSession, folder: str) -> list[int]:
+    """The batch ids named by the files of a checkpoint log folder, in order."""
+    _, path, fs = hadoop_path(spark, folder)
+    if not fs.exists(path):
+        return []
+    names = (status.getPath().getName() for status in fs.listStatus(path))
+    return sorted(int(name) for name in names if name.isdigit())
 
 
 def read_text_lines(spark: SparkSession, location: str) -> list[str] | None:

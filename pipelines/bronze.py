@@ -22,12 +22,12 @@ Contract (docs/contracts.md, "Lakehouse layout"):
   ``bronze.partition_by`` (default ``_ingest_date``).
 - Exactly once: one streaming query, one checkpoint (:func:`bronze_checkpoint`). Per-topic
   mode routes rows inside one ``foreachBatch`` (:class:`pipelines.bronze_routing.TopicRouter`;
-  with a topic pattern, topics appear at run time) and appends to each table with Delta's
-  ``txnAppId``/``txnVersion = batch_id``, so a batch replayed after a crash is skipped by
-  every table that already has it. The app id is a UUID kept inside the checkpoint folder: a
-  new checkpoint means a new app id (reusing an old one would make Delta skip the new query's
-  first batches). Single mode is Delta's own streaming sink, which does the same with the
-  query id.
+  with a topic pattern, topics appear at run time) and appends to each table with the app id
+  and ``batch_id`` in the commit (``lakehouse.delta.append_idempotent``), so a batch replayed
+  after a crash is skipped by every table that already has it. The app id is a UUID kept
+  inside the checkpoint folder: a new checkpoint means a new app id (reusing an old one
+  would skip the new query's first batch when it is a replay). Single mode is Delta's own
+  streaming sink, which does the same with the query id.
 - Triggers: ``available-now`` (take what is there, in one or more batches, stop) and
   ``processing-time`` (``bronze.processing_interval``; runs until stopped).
 """
@@ -47,6 +47,7 @@ from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark rea
 from pyspark.sql.streaming import StreamingQuery
 
 from lakehouse.catalog import layer_tables, register_table
+from lakehouse.checkpoint_guard import guard_checkpoint, release_checkpoints
 from lakehouse.delta import is_delta_table, table_properties
 from lakehouse.layout import BRONZE, Layout, table_name
 from lakehouse.lease import stop_streams_on_loss
@@ -54,6 +55,7 @@ from lakehouse.streaming import (
     TRIGGERS,
     await_queries,
     load_app_id,
+    replays_of,
     stop_on_signals,
     with_trigger,
 )
@@ -175,12 +177,14 @@ def write_bronze(df: DataFrame, cfg: ProtolakeConfig, trigger: str) -> list[Stre
     layout = Layout(cfg.lakehouse_path)
     from pipelines.metrics import bronze_batch_hook
 
+    guard_checkpoint(checkpoint)  # before reading which batch may be a replay
     router = TopicRouter(
         table_path=layout.bronze_table,
         app_id=load_app_id(spark, checkpoint),
         partition_by=partition_by,
         known_topic=cfg.kafka.topics[0] if len(cfg.kafka.topics) == 1 else None,
         checkpoint=checkpoint,
+        replays=replays_of(spark, checkpoint),
         on_batch=bronze_batch_hook(query_name),
         on_tables=BronzeRegistrar(spark, cfg) if cfg.catalog.bronze_database else None,
     )
@@ -235,8 +239,10 @@ def run(
                 lease.raise_if_lost()  # the streams were stopped because the lease was lost
             register_bronze(spark, cfg)  # the tables this run created
     finally:
-        if lease is not None and await_termination:
-            lease.release()
+        if await_termination:
+            release_checkpoints(bronze_checkpoint(cfg))
+            if lease is not None:
+                lease.release()
     return queries
 
 

@@ -1,7 +1,7 @@
 """Bronze's per-topic routing: which topics a micro-batch holds, and each topic's rows to its
 own Delta table (:class:`TopicRouter`, the ``foreachBatch`` function of per-topic mode).
 
-Contract: every append is idempotent (``txnAppId``/``txnVersion = batch_id``, via
+Contract: every append is idempotent (its commit names the app id and batch id, via
 :func:`lakehouse.delta.append_idempotent`), so a batch replayed after a crash is skipped by
 each table that already has it; rows of a topic outside the batch's offset ranges fail the
 batch instead of landing in a wrong table. See :mod:`pipelines.bronze` for the job.
@@ -19,7 +19,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark reader knows
 
-from lakehouse.delta import append_idempotent
+from lakehouse.delta import ANY_BATCH_MAY_BE_REPLAYED, Replays, append_idempotent
 from lakehouse.streaming import read_text_lines, run_together
 from pipelines.naming import bronze_table_of_topic
 
@@ -95,6 +95,8 @@ class TopicRouter:
     on_batch: Callable[[int, list[str]], None] | None = None  # (batch id, tables appended to)
     # the tables a batch appended to, each with its topics in the batch (after the appends)
     on_tables: Callable[[dict[str, list[str]]], None] | None = None
+    # which batches an earlier run may have written (read from the checkpoint at start)
+    replays: Replays = ANY_BATCH_MAY_BE_REPLAYED
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         topics: set[str] | None
@@ -121,7 +123,7 @@ class TopicRouter:
             if len(tables) > 1:
                 kept.count()  # one read from Kafka, before the appends read the kept rows
             # One append per table, even when several topics share it: a second append with
-            # the same (app id, batch id) would be skipped by Delta as a duplicate.
+            # the same (app id, batch id) would be skipped as a duplicate in a replay.
             self._append_all(
                 [
                     (table, kept if len(tables) == 1 else kept.where(_topic_in(members)))
@@ -152,6 +154,7 @@ class TopicRouter:
             self.table_path(table),
             self.app_id,
             batch_id,
+            replays=self.replays,
             partition_by=self.partition_by,
             logger=log,
         )

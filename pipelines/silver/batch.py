@@ -16,11 +16,12 @@
 6. check quality (the default suite plus the configured rules): failed rows go to quarantine
    (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
 7. write the silver tables, the quarantine (when it has rows) and the quality results, the
-   commits at the same time (``txnAppId``/``txnVersion``);
+   commits at the same time, each naming the app id and batch id
+   (``lakehouse.delta.append_idempotent``);
 8. count, for the summary and the metrics (:class:`pipelines.silver.stats.BatchStats`).
 
 A batch that fails after some of its writes committed is run again with the same batch id and
-the same bronze rows (Spark's offset log), and Delta skips the writes already committed. That
+the same bronze rows (Spark's offset log), and the writes already committed are skipped. That
 is only safe because every step decides the same way on a retry: in particular the quality
 rules' "now" is the batch's reference time, the latest ``_ingested_at`` of its bronze rows
 (:func:`framing.batch_reference_time`), never the wall clock. With the wall clock, a record quarantined
@@ -53,7 +54,12 @@ from pyspark.sql import types as T  # noqa: N812
 
 from codec import SchemaKey, SchemaResolver
 from lakehouse.catalog import CatalogDatabases
-from lakehouse.delta import append_idempotent, is_delta_table
+from lakehouse.delta import (
+    ANY_BATCH_MAY_BE_REPLAYED,
+    Replays,
+    append_idempotent,
+    is_delta_table,
+)
 from lakehouse.layout import Layout
 from lakehouse.streaming import run_together
 
@@ -108,6 +114,8 @@ class SilverBatch:
             (no checks: the quality extra is not installed).
         quarantine_writer: writes the batch's quarantine rows instead of appending them to the
             quarantine table (replay updates the rows it re-decoded).
+        replays: which batches an earlier run of the query may have written
+            (:func:`lakehouse.streaming.replays_of`); default: any, so each append looks.
     """
 
     def __init__(
@@ -124,6 +132,7 @@ class SilverBatch:
         databases: CatalogDatabases | None = None,
         checker: Any = None,
         quarantine_writer: Callable[[DataFrame, int], None] | None = None,
+        replays: Replays = ANY_BATCH_MAY_BE_REPLAYED,
     ) -> None:
         self.spark = spark
         # replay (pipelines/ops/replay.py) updates the quarantine rows it re-decoded instead of
@@ -132,6 +141,7 @@ class SilverBatch:
         self.on_batch: Callable[[BatchStats], None] | None = None
         self.layout = Layout(lakehouse_path)
         self.app_id = app_id
+        self.replays = replays
         self.resolver = resolver
         self.max_depth = max_depth
         self.allow_unknown_fields = allow_unknown_fields
@@ -403,7 +413,15 @@ class SilverBatch:
         if plan.path not in self._schemas:
             with self._lock:
                 ensure_table(self.spark, plan.path, table_schema(plan.merged), plan.message_type)
-        append_idempotent(df, plan.path, self.app_id, batch_id, merge_schema=True, logger=log)
+        append_idempotent(
+            df,
+            plan.path,
+            self.app_id,
+            batch_id,
+            replays=self.replays,
+            merge_schema=True,
+            logger=log,
+        )
         self._schemas[plan.path] = plan.merged
         self.registration.silver_table(plan, counts.topics_of(r.schema_key for r in plan.versions))
 
@@ -416,7 +434,14 @@ class SilverBatch:
         return self._quarantine_table
 
     def _append_quarantine(self, quarantine: DataFrame, batch_id: int) -> None:
-        append_idempotent(quarantine, self.layout.quarantine, self.app_id, batch_id, logger=log)
+        append_idempotent(
+            quarantine,
+            self.layout.quarantine,
+            self.app_id,
+            batch_id,
+            replays=self.replays,
+            logger=log,
+        )
         self._quarantine_table = True
 
     def _write_results(self, results: list[Any], batch_id: int) -> None:

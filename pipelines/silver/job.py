@@ -33,6 +33,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from codec import SchemaResolver
 from lakehouse.catalog import register_lakehouse
+from lakehouse.checkpoint_guard import guard_checkpoint, release_checkpoints
 from lakehouse.delta import is_delta_table, list_delta_tables
 from lakehouse.layout import Layout, table_name
 from lakehouse.lease import (
@@ -46,6 +47,7 @@ from lakehouse.streaming import (
     TableWatcher,
     await_queries,
     load_app_id,
+    replays_of,
     stop_on_signals,
     with_trigger,
 )
@@ -90,11 +92,13 @@ def start_query(
     name = table_name(bronze_path)
     layout = Layout(cfg.lakehouse_path)
     checkpoint = layout.checkpoint(JOB, name)
+    guard_checkpoint(checkpoint)  # before reading which batch may be a replay
     batch = SilverBatch(
         spark,
         cfg.lakehouse_path,
         load_app_id(spark, checkpoint),
         resolver,
+        replays=replays_of(spark, checkpoint),
         max_depth=cfg.silver.max_recursion_depth,
         allow_unknown_fields=cfg.silver.keep_unknown_fields,
         native=cfg.silver.native_decoder,
@@ -233,6 +237,8 @@ def run(
             handle_signals,
         )
     finally:
+        if await_termination:
+            release_checkpoints(Layout(cfg.lakehouse_path).job_checkpoints(JOB))
         if lease is not None and await_termination:
             lease.release()
             lease.raise_if_lost()  # the streams were stopped because the lease was lost

@@ -9,8 +9,9 @@
   quarantine with ``SCHEMA_CONFLICT``; the table is left as it was.
 - Each table records its message type in the table property ``protolake.message_type``;
   writing another type there raises (it would take a hash collision, see naming.py).
-- Writes (``lakehouse.delta.append_idempotent``) carry ``txnAppId``/``txnVersion = batch_id``:
-  Delta skips a batch a table already has, so a retried micro-batch never duplicates.
+- Writes (``lakehouse.delta.append_idempotent``) name the query's app id and batch id in the
+  commit: a replayed batch that a table already has is skipped, so a retried micro-batch
+  never duplicates.
   Concurrent commits from another query (two bronze tables holding one message type) are
   retried a few times: the write is idempotent.
 - The batch registers each table in the catalog as ``<silver database>.<table>``

@@ -47,10 +47,15 @@ def checkpoint_batch_files(
 
 
 def write_checkpoint_batch(
-    checkpoint: Path, batch: int, *sources: dict[str, Any], committed: bool = True
+    checkpoint: Path,
+    batch: int,
+    *sources: dict[str, Any],
+    committed: bool = True,
+    timestamp_ms: int = 0,
 ) -> None:
     """Write one batch's files into the local checkpoint folder (made when missing)."""
-    for relative, body in checkpoint_batch_files(batch, *sources, committed=committed).items():
+    files = checkpoint_batch_files(batch, *sources, committed=committed, timestamp_ms=timestamp_ms)
+    for relative, body in files.items():
         path = checkpoint / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(body)

@@ -1,0 +1,78 @@
+"""One running query per local checkpoint: an exclusive lock on a file inside it.
+
+Spark refuses a second query on a checkpoint within one JVM, not in another process. Two
+processes on one checkpoint would both run the batch the checkpoint left unfinished, and
+only the first batch of a run is looked up before its appends
+(:func:`lakehouse.delta.append_idempotent`): the second process's fresh batches would be
+written blind beside the first's replay of them. So a streaming job guards each local
+checkpoint it runs (:func:`guard_checkpoint`) before reading which batches may be replays;
+a second process is refused with :class:`CheckpointInUseError`, before it writes anything.
+
+The lock is the operating system's (``flock``) on ``_protolake_running`` inside the
+checkpoint: it ends with the process that holds it, however that process ends, so a killed
+job never blocks its restart. A process holds it until its run ends
+(:func:`release_checkpoints`) or it exits; guarding again from the same process is a no-op
+(Spark keeps one process from running a query twice). An object-store checkpoint takes no
+lock here: one driver writes an object-store lakehouse, under the job's writer lease
+(:mod:`lakehouse.lease`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import threading
+from typing import IO
+
+from lakehouse.layout import Layout, local_path
+from lakehouse.lease import WriterLeaseError
+
+_held: dict[str, IO[str]] = {}  # checkpoint -> its open, locked file
+_registry_lock = threading.Lock()
+
+
+class CheckpointInUseError(WriterLeaseError):
+    """Another process runs a query on this checkpoint; the message names it."""
+
+
+def guard_checkpoint(checkpoint: str) -> None:
+    """Lock the local ``checkpoint`` for this process (no-op for an object store or when held).
+
+    Raises:
+        CheckpointInUseError: another process holds it.
+    """
+    running = local_path(Layout.running_file(checkpoint))
+    if running is None:
+        return
+    key = str(running.parent)
+    with _registry_lock:
+        if key in _held:
+            return
+        running.parent.mkdir(parents=True, exist_ok=True)
+        file = running.open("a+", encoding="utf-8")
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            file.seek(0)
+            holder = file.read().strip() or "a process"
+            file.close()
+            raise CheckpointInUseError(
+                f"{checkpoint}: {holder} runs this query already; stop it before starting "
+                "another (two runs would write the same batches)"
+            ) from None
+        file.seek(0)
+        file.truncate()
+        file.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        file.flush()
+        _held[key] = file
+
+
+def release_checkpoints(under: str) -> None:
+    """Unlock every checkpoint this process holds at or below the local folder ``under``."""
+    folder = local_path(under)
+    if folder is None:
+        return
+    with _registry_lock:
+        for key in [k for k in _held if k == str(folder) or k.startswith(f"{folder}/")]:
+            _held.pop(key).close()  # closing the file drops its lock

@@ -1,0 +1,121 @@
+"""Idempotent micro-batch appends on real Delta tables: only a batch that an earlier run may
+have written is looked up (in the table's history), every commit names its stream and batch,
+and a history that no longer reaches the batch is an error, never a guess."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakehouse.delta import (
+    HistoryCleanedError,
+    Replays,
+    append_idempotent,
+    batch_landed,
+    read_batch_marker,
+)
+from lakehouse.streaming import replays_of
+from tests.support.checkpoints import write_checkpoint_batch
+
+SOURCE = {"topic": {"0": 5}}
+
+
+def rows(spark: Any, n: int) -> Any:
+    return spark.range(n).selectExpr("id")
+
+
+def commits(path: Path) -> list[dict[str, Any]]:
+    """Each commit's actions by kind, oldest first (the log's own JSON, as Delta wrote it)."""
+    out = []
+    for file in sorted((path / "_delta_log").glob("*.json")):
+        actions = [json.loads(line) for line in file.read_text().splitlines() if line]
+        out.append({kind: action[kind] for action in actions for kind in action})
+    return out
+
+
+def test_a_fresh_batch_is_appended_blind_and_a_replay_of_it_is_skipped(
+    spark: Any, tmp_path: Path
+) -> None:
+    path = tmp_path / "t"
+    fresh = Replays(fresh_from=0)
+    append_idempotent(rows(spark, 3), str(path), "app-1", 0, replays=fresh)
+    append_idempotent(rows(spark, 2), str(path), "app-1", 1, replays=fresh)
+    log = commits(path)
+    markers = [read_batch_marker(c["commitInfo"].get("userMetadata")) for c in log]
+    assert markers == [("app-1", 0), ("app-1", 1)]
+    assert not any("txn" in c for c in log)  # no Delta transaction ids: nothing to reconstruct
+
+    # the restarted query replays batch 1 (planned, not committed): the table has it
+    replayed = Replays(fresh_from=2, planned_ms=int(time.time() * 1000))
+    append_idempotent(rows(spark, 2), str(path), "app-1", 1, replays=replayed)
+    assert spark.read.format("delta").load(str(path)).count() == 5
+    assert len(commits(path)) == 2
+
+    # another stream's batch 1 is not this one's; the replay's append carries Delta's ids
+    append_idempotent(rows(spark, 4), str(path), "app-2", 1, replays=replayed)
+    assert spark.read.format("delta").load(str(path)).count() == 9
+    last = commits(path)[-1]
+    assert last["txn"]["appId"] == "app-2" and last["txn"]["version"] == 1
+    assert read_batch_marker(last["commitInfo"]["userMetadata"]) == ("app-2", 1)
+
+
+def test_the_newest_commit_of_the_stream_answers_whatever_came_after_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "t")
+    fresh = Replays(fresh_from=0)
+    append_idempotent(rows(spark, 1), path, "app-1", 4, replays=fresh)
+    for batch in range(3):  # other streams commit after it
+        append_idempotent(rows(spark, 1), path, f"other-{batch}", batch, replays=fresh)
+    assert batch_landed(spark, path, "app-1", 4)
+    assert batch_landed(spark, path, "app-1", 3)
+    assert not batch_landed(spark, path, "app-1", 5)
+    assert not batch_landed(spark, path, "app-9", 0)  # never wrote here: the whole history says
+    assert not batch_landed(spark, str(tmp_path / "missing"), "app-1", 0)
+
+
+def test_commits_older_than_the_batch_end_the_look(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    append_idempotent(rows(spark, 1), str(path), "app-1", 0, replays=Replays(0))
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = 1)")
+    for batch in (1, 2):
+        append_idempotent(rows(spark, 1), str(path), "app-1", batch, replays=Replays(0))
+    assert list((path / "_delta_log").glob("*.checkpoint.parquet"))
+    # log clean-up removed the first commit (a checkpoint keeps the table readable): only the
+    # commits' age can end the look now
+    (path / "_delta_log" / f"{0:020d}.json").unlink()
+    planned = int(time.time() * 1000) + 60 * 60 * 1000  # an hour after every commit
+    assert not batch_landed(spark, str(path), "app-7", 3, planned_ms=planned)
+    with pytest.raises(
+        HistoryCleanedError, match="history starts at version 1 and shows no commit of stream app-7"
+    ):
+        batch_landed(spark, str(path), "app-7", 3)
+
+
+def test_a_batch_recorded_with_delta_transaction_ids_alone_is_found(
+    spark: Any, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "t")
+    writer = rows(spark, 2).write.format("delta").mode("append")
+    writer.option("txnAppId", "app-1").option("txnVersion", 6).save(path)
+    assert batch_landed(spark, path, "app-1", 6)
+    assert not batch_landed(spark, path, "app-1", 7)
+    append_idempotent(rows(spark, 2), path, "app-1", 6)
+    assert spark.read.format("delta").load(path).count() == 2
+
+
+def test_replays_of_a_checkpoint(spark: Any, tmp_path: Path) -> None:
+    checkpoint = tmp_path / "cp"
+    assert replays_of(spark, str(checkpoint)) == Replays(fresh_from=0)
+    write_checkpoint_batch(checkpoint, 0, SOURCE)
+    write_checkpoint_batch(checkpoint, 1, SOURCE)
+    assert replays_of(spark, str(checkpoint)) == Replays(fresh_from=2)
+    write_checkpoint_batch(checkpoint, 2, SOURCE, committed=False, timestamp_ms=1_700_000_000_000)
+    replays = replays_of(spark, str(checkpoint))
+    assert replays == Replays(fresh_from=3, planned_ms=1_700_000_000_000)
+    assert [replays.may_be_written(b) for b in (2, 3, 4)] == [True, False, False]
+    assert Replays().may_be_written(10**6)
