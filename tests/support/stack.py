@@ -10,6 +10,7 @@ metastore and the SQL endpoint are ``PROTOLAKE_METASTORE_PORT`` (9083) and
 from __future__ import annotations
 
 import os
+import random
 import socket
 import urllib.request
 
@@ -23,11 +24,28 @@ SQL_HOST = os.environ.get("PROTOLAKE_SQL_HOST", "127.0.0.1")
 SQL_PORT = int(os.environ.get("PROTOLAKE_SQL_PORT", "10000"))
 
 
+# Ports for servers a test starts: below the kernel's ephemeral range (32768-60999 here), so a
+# client connection's local end never takes one between a test's choice and its server's
+# start (or a restart on the same port). Between the stack's (up to 10000, and SeaweedFS's
+# gRPC ports 18333-18336) and the store-outage test's private ones (20000 and up).
+TEST_PORTS = range(11000, 18000)
+_handed_out: set[int] = set()  # never the same port twice in a process (several picked at once)
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing holds right now, outside the ephemeral range."""
+    tries = min(200, len(TEST_PORTS))
+    for port in random.sample(TEST_PORTS, tries):
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free port in {TEST_PORTS} after {tries} tries")
 
 
 def check_kafka(bootstrap: str = BOOTSTRAP) -> str:
