@@ -11,8 +11,9 @@ a second process is refused with :class:`CheckpointInUseError`, before it writes
 The lock is the operating system's (``flock``) on ``_protolake_running`` inside the
 checkpoint: it ends with the process that holds it, however that process ends, so a killed
 job never blocks its restart. A process holds it until its run ends
-(:func:`release_checkpoints`) or it exits; guarding again from the same process is a no-op
-(Spark keeps one process from running a query twice). An object-store checkpoint takes no
+(:class:`CheckpointLocks`: the checkpoints one run took, released once its queries have
+ended; a run that does not await its queries keeps them until the process exits); guarding
+again from the same process is a no-op (Spark keeps one process from running a query twice). An object-store checkpoint takes no
 lock here: one driver writes an object-store lakehouse, under the job's writer lease
 (:mod:`lakehouse.lease`).
 """
@@ -36,19 +37,23 @@ class CheckpointInUseError(WriterLeaseError):
     """Another process runs a query on this checkpoint; the message names it."""
 
 
-def guard_checkpoint(checkpoint: str) -> None:
-    """Lock the local ``checkpoint`` for this process (no-op for an object store or when held).
+def guard_checkpoint(checkpoint: str) -> bool:
+    """Lock the local ``checkpoint`` for this process.
+
+    Returns:
+        True when this call took the lock; False when this process held it already, or the
+        checkpoint is on an object store (nothing to lock).
 
     Raises:
         CheckpointInUseError: another process holds it.
     """
     running = local_path(Layout.running_file(checkpoint))
     if running is None:
-        return
+        return False
     key = str(running.parent)
     with _registry_lock:
         if key in _held:
-            return
+            return False
         running.parent.mkdir(parents=True, exist_ok=True)
         file = running.open("a+", encoding="utf-8")
         try:
@@ -66,13 +71,38 @@ def guard_checkpoint(checkpoint: str) -> None:
         file.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
         file.flush()
         _held[key] = file
+        return True
 
 
-def release_checkpoints(under: str) -> None:
-    """Unlock every checkpoint this process holds at or below the local folder ``under``."""
-    folder = local_path(under)
-    if folder is None:
+def release_checkpoint(checkpoint: str) -> None:
+    """Unlock ``checkpoint`` if this process holds it."""
+    running = local_path(Layout.running_file(checkpoint))
+    if running is None:
         return
     with _registry_lock:
-        for key in [k for k in _held if k == str(folder) or k.startswith(f"{folder}/")]:
-            _held.pop(key).close()  # closing the file drops its lock
+        file = _held.pop(str(running.parent), None)
+    if file is not None:
+        file.close()  # closing the file drops its lock
+
+
+class CheckpointLocks:
+    """The local checkpoints one run of a job locked: each taken before its query starts,
+    released together once the run's queries have ended (a lock this process held before
+    the run stays with its taker)."""
+
+    def __init__(self) -> None:
+        self._taken: list[str] = []
+        self._lock = threading.Lock()
+
+    def take(self, checkpoint: str) -> None:
+        """Lock ``checkpoint`` (see :func:`guard_checkpoint`)."""
+        if guard_checkpoint(checkpoint):
+            with self._lock:
+                self._taken.append(checkpoint)
+
+    def release(self) -> None:
+        """Unlock every checkpoint this run took."""
+        with self._lock:
+            taken, self._taken = self._taken, []
+        for checkpoint in taken:
+            release_checkpoint(checkpoint)

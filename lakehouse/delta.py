@@ -97,7 +97,9 @@ def retry_conflicts(
     """Run an idempotent Delta commit, again after a conflict with a concurrent commit.
 
     Args:
-        commit: the commit; running it twice must leave the table as running it once.
+        commit: the commit; running it twice must leave the table as running it once (a
+            conflict is read from the error's text, which could also come after a commit
+            that landed).
         what: what is committed, for the log.
         attempts: at most this many runs.
         logger: where retries are logged (default: this module's).
@@ -187,20 +189,29 @@ def append_idempotent(
     also carries Delta's ``txnAppId``/``txnVersion`` (Delta then refuses a concurrent
     writer of the same batch, and skips a batch recorded with those ids alone).
 
+    A commit that lost a race with a concurrent one is run again; a blind append is looked
+    up first then (an error read as a conflict could come after the commit landed).
+
     Args:
         replays: which batches may be replays (default: any).
         partition_by: the table's partition columns (used when the append creates it).
         merge_schema: let the append add the frame's new columns to the table.
-        attempts: runs of the commit when a concurrent one conflicts (a conflict means the
-            commit did not land, so running it again is safe).
+        attempts: runs of the commit when a concurrent one conflicts.
         logger: where retries and skipped batches are logged.
     """
+    spark = df.sparkSession
     checked = replays.may_be_written(batch_id)
-    if checked and batch_landed(df.sparkSession, path, app_id, batch_id, replays.planned_ms):
+    if checked and batch_landed(spark, path, app_id, batch_id, replays.planned_ms):
         (logger or log).info("%s has batch %d of %s already; skipped", path, batch_id, app_id)
         return
+    started_ms = int(time.time() * 1000)
+    runs = 0
 
     def commit() -> None:
+        nonlocal runs
+        runs += 1
+        if runs > 1 and not checked and batch_landed(spark, path, app_id, batch_id, started_ms):
+            return  # Delta's transaction ids make a checked append's retry a no-op by itself
         writer = (
             df.write.format("delta")
             .mode("append")
@@ -230,11 +241,13 @@ def batch_landed(
 ) -> bool:
     """Whether the Delta table at ``path`` has batch ``batch_id`` of stream ``app_id``.
 
-    The table's history is read from its newest commit back to the newest one of this
-    stream (a stream's batches reach a table in order): the batch landed when that commit's
-    batch id is ``batch_id`` or later. Commits older than ``planned_ms`` (less a margin for
-    clocks) end the look: the batch did not land. Without a commit of this stream, Delta's
-    own transaction ids (``txnAppId``) answer, for batches written with those alone.
+    With ``planned_ms`` (when the batch was planned: a stream's replay), the table's
+    history is read from its newest commit back to the newest one of this stream (a
+    stream's batches reach a table in order): the batch landed when that commit's batch id
+    is ``batch_id`` or later. Commits older than ``planned_ms`` (less a margin for clocks)
+    end the look: the batch did not land. Without ``planned_ms`` (callers that read no
+    checkpoint, whose every append carries them), and without a commit of this stream,
+    Delta's own transaction ids (``txnAppId``) answer.
 
     Raises:
         HistoryCleanedError: the history was cleaned up past the batch's start, so neither
@@ -245,15 +258,16 @@ def batch_landed(
     if not is_delta_table(path, spark):
         return False
     table = DeltaTable.forPath(spark, path)
-    since = None if planned_ms is None else planned_ms - CLOCK_MARGIN_MS
-    limit = HISTORY_PAGE
+    if planned_ms is None:
+        return _txn_version(table, app_id) >= batch_id
+    since, limit = planned_ms - CLOCK_MARGIN_MS, HISTORY_PAGE
     while True:
         commits = _newest_commits(table, limit)
         for commit in commits:  # newest first
             marker = read_batch_marker(commit["userMetadata"])
             if marker is not None and marker[0] == app_id:
                 return marker[1] >= batch_id
-            if since is not None and commit["ms"] < since:
+            if commit["ms"] < since:
                 return _txn_version(table, app_id) >= batch_id
         if len(commits) == limit:
             limit *= 4
@@ -261,10 +275,10 @@ def batch_landed(
         if not commits or commits[-1]["version"] == 0:
             return _txn_version(table, app_id) >= batch_id
         raise HistoryCleanedError(
-            f"{path}: its history starts at version {commits[-1]['version']} and shows no "
-            f"commit of stream {app_id} from before batch {batch_id} began, so whether that "
-            "batch landed cannot be told; restore the table's log, or start the stream from "
-            "a new checkpoint"
+            f"{path}: its history starts at version {commits[-1]['version']}, after batch "
+            f"{batch_id} of stream {app_id} began, so whether that batch landed cannot be "
+            "told. Restore the table's log, or compare the table with the batch's source "
+            "offsets by hand; a new checkpoint would read the source again from its start."
         )
 
 

@@ -105,10 +105,6 @@ class Layout:
         """The folder holding every streaming checkpoint, one folder per job."""
         return f"{self.root}/{CHECKPOINTS}"
 
-    def job_checkpoints(self, job: str) -> str:
-        """The folder of a job's checkpoints: ``_checkpoints/<job>``."""
-        return f"{self.checkpoints}/{_segment(job)}"
-
     def checkpoint(self, job: str, name: str) -> str:
         """A streaming query's checkpoint: ``_checkpoints/<job>/<name>``."""
         return f"{self.checkpoints}/{_segment(job)}/{_segment(name)}"

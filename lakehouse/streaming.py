@@ -88,8 +88,9 @@ def replays_of(spark: SparkSession, checkpoint: str) -> Replays:
     written (read before the query starts: see :class:`lakehouse.delta.Replays`).
 
     The newest planned batch (``offsets/<id>``) without a commit (``commits/<id>``) is run
-    again by Spark: it may be a replay, planned at its offset log's ``batchTimestampMs``.
-    Every batch after the newest planned one is fresh.
+    again by Spark: it may be a replay, planned at its offset log's ``batchTimestampMs`` (or,
+    when that cannot be read, its file's modification time). Every batch after the newest
+    planned one is fresh.
     """
     planned = _batch_ids(spark, Layout.offset_log(checkpoint))
     if not planned:
@@ -98,11 +99,13 @@ def replays_of(spark: SparkSession, checkpoint: str) -> Replays:
     committed = _batch_ids(spark, Layout.commit_log(checkpoint))
     if committed and committed[-1] >= newest:
         return Replays(fresh_from=newest + 1)
-    lines = read_text_lines(spark, f"{Layout.offset_log(checkpoint)}/{newest}") or []
+    entry = f"{Layout.offset_log(checkpoint)}/{newest}"
+    lines = read_text_lines(spark, entry) or []
     try:
         planned_ms = int(json.loads(lines[1])["batchTimestampMs"])
     except (IndexError, ValueError, KeyError, TypeError):
-        planned_ms = None  # an offset log we cannot read: the whole history answers
+        _, path, fs = hadoop_path(spark, entry)
+        planned_ms = int(fs.getFileStatus(path).getModificationTime())
     return Replays(fresh_from=newest + 1, planned_ms=planned_ms)
 
 

@@ -47,7 +47,7 @@ from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark rea
 from pyspark.sql.streaming import StreamingQuery
 
 from lakehouse.catalog import layer_tables, register_table
-from lakehouse.checkpoint_guard import guard_checkpoint, release_checkpoints
+from lakehouse.checkpoint_guard import CheckpointLocks
 from lakehouse.delta import is_delta_table, table_properties
 from lakehouse.layout import BRONZE, Layout, table_name
 from lakehouse.lease import stop_streams_on_loss
@@ -133,13 +133,17 @@ def to_bronze_rows(df: DataFrame) -> DataFrame:
     ).withColumn("_ingest_date", F.to_date(F.col("_ingested_at")))
 
 
-def write_bronze(df: DataFrame, cfg: ProtolakeConfig, trigger: str) -> list[StreamingQuery]:
+def write_bronze(
+    df: DataFrame, cfg: ProtolakeConfig, trigger: str, locks: CheckpointLocks | None = None
+) -> list[StreamingQuery]:
     """Start the bronze streaming query (see the module docstring for modes and guarantees).
 
     Args:
         df: bronze rows (:func:`to_bronze_rows` of :func:`read_kafka`), streaming.
         cfg: the configuration.
         trigger: ``available-now`` or ``processing-time``.
+        locks: where the run keeps its lock of a local checkpoint (per-topic mode; default: a
+            lock held until the process exits).
 
     Returns:
         The started queries (one).
@@ -177,7 +181,7 @@ def write_bronze(df: DataFrame, cfg: ProtolakeConfig, trigger: str) -> list[Stre
     layout = Layout(cfg.lakehouse_path)
     from pipelines.metrics import bronze_batch_hook
 
-    guard_checkpoint(checkpoint)  # before reading which batch may be a replay
+    (locks or CheckpointLocks()).take(checkpoint)  # before reading which batch may be a replay
     router = TopicRouter(
         table_path=layout.bronze_table,
         app_id=load_app_id(spark, checkpoint),
@@ -215,7 +219,9 @@ def run(
 
     Raises:
         pyspark.errors.StreamingQueryException: a query failed.
-        lakehouse.lease.WriterLeaseError: another driver holds (or took) the writer lease.
+        lakehouse.lease.WriterLeaseError: another driver holds (or took) the writer lease, or
+            another process runs the query's local checkpoint
+            (``lakehouse.checkpoint_guard.CheckpointInUseError``).
     """
     trigger = trigger or cfg.bronze.trigger
     log.debug("bronze: configuration %s", json.dumps(loggable_config(cfg), sort_keys=True))
@@ -230,9 +236,11 @@ def run(
     # their catalog comments included; a lease of queries left running is renewed until this
     # process ends.
     lease = writer_lease(spark, cfg, JOB, on_lost=stop_streams_on_loss(spark))
+    locks = CheckpointLocks()
     try:
         register_bronze(spark, cfg)
-        queries = write_bronze(read_kafka(spark, cfg).transform(to_bronze_rows), cfg, trigger)
+        rows = read_kafka(spark, cfg).transform(to_bronze_rows)
+        queries = write_bronze(rows, cfg, trigger, locks)
         if await_termination:
             _await(queries, handle_signals)
             if lease is not None:
@@ -240,7 +248,7 @@ def run(
             register_bronze(spark, cfg)  # the tables this run created
     finally:
         if await_termination:
-            release_checkpoints(bronze_checkpoint(cfg))
+            locks.release()
             if lease is not None:
                 lease.release()
     return queries

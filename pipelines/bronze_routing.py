@@ -20,6 +20,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark reader knows
 
 from lakehouse.delta import ANY_BATCH_MAY_BE_REPLAYED, Replays, append_idempotent
+from lakehouse.layout import Layout
 from lakehouse.streaming import read_text_lines, run_together
 from pipelines.naming import bronze_table_of_topic
 
@@ -52,7 +53,7 @@ def topics_in_batch(spark: SparkSession, checkpoint: str, batch_id: int) -> set[
     """
     root = checkpoint.rstrip("/")
     try:
-        end_log = read_text_lines(spark, f"{root}/offsets/{batch_id}")
+        end_log = read_text_lines(spark, f"{Layout.offset_log(root)}/{batch_id}")
         if end_log is None or len(end_log) != 3 or end_log[0].strip() != "v1":
             return None
         end = parse_kafka_offsets(end_log[2])
@@ -60,7 +61,7 @@ def topics_in_batch(spark: SparkSession, checkpoint: str, batch_id: int) -> set[
             initial = read_text_lines(spark, f"{root}/sources/0/0")
             start = parse_kafka_offsets(initial[-1]) if initial else {}
         else:
-            prev_log = read_text_lines(spark, f"{root}/offsets/{batch_id - 1}")
+            prev_log = read_text_lines(spark, f"{Layout.offset_log(root)}/{batch_id - 1}")
             if prev_log is None or len(prev_log) != 3 or prev_log[0].strip() != "v1":
                 return None
             start = parse_kafka_offsets(prev_log[2])

@@ -172,7 +172,7 @@ def stream_ages(spark: Any, layout: Layout, now: float | None = None) -> list[di
         if not job.isDirectory():
             continue
         for cp in fs.listStatus(job.getPath()):
-            commits = path_cls(cp.getPath(), "commits")
+            commits = path_cls(Layout.commit_log(cp.getPath().toString()))
             if not cp.isDirectory() or not fs.exists(commits):
                 continue
             last_id, mtime = -1, None

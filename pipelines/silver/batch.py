@@ -16,8 +16,9 @@
 6. check quality (the default suite plus the configured rules): failed rows go to quarantine
    (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
 7. write the silver tables, the quarantine (when it has rows) and the quality results, the
-   commits at the same time, each naming the app id and batch id
-   (``lakehouse.delta.append_idempotent``);
+   commits at the same time: the appends name the app id and batch id
+   (``lakehouse.delta.append_idempotent``), the quality results replace those of the same
+   (app id, batch id);
 8. count, for the summary and the metrics (:class:`pipelines.silver.stats.BatchStats`).
 
 A batch that fails after some of its writes committed is run again with the same batch id and

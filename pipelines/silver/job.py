@@ -33,7 +33,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from codec import SchemaResolver
 from lakehouse.catalog import register_lakehouse
-from lakehouse.checkpoint_guard import guard_checkpoint, release_checkpoints
+from lakehouse.checkpoint_guard import CheckpointLocks
 from lakehouse.delta import is_delta_table, list_delta_tables
 from lakehouse.layout import Layout, table_name
 from lakehouse.lease import (
@@ -87,12 +87,14 @@ def start_query(
     trigger: str,
     resolver: SchemaResolver,
     checker: Any = None,
+    locks: CheckpointLocks | None = None,
 ) -> tuple[StreamingQuery, SilverBatch]:
-    """Start the silver query of one bronze table."""
+    """Start the silver query of one bronze table (its local checkpoint locked in ``locks``;
+    default: a lock held until the process exits)."""
     name = table_name(bronze_path)
     layout = Layout(cfg.lakehouse_path)
     checkpoint = layout.checkpoint(JOB, name)
-    guard_checkpoint(checkpoint)  # before reading which batch may be a replay
+    (locks or CheckpointLocks()).take(checkpoint)  # before reading which batch may be a replay
     batch = SilverBatch(
         spark,
         cfg.lakehouse_path,
@@ -205,11 +207,14 @@ def run(
         handle_signals: SIGTERM/SIGINT stop a processing-time run, which then ends without
             an error (the command line's choice).
 
-    Only an awaited run releases its writer lease; a run that lost it raises
+    Only an awaited run releases its writer lease and its checkpoints' locks
+    (:mod:`lakehouse.checkpoint_guard`); a run that lost the lease raises
     :class:`lakehouse.lease.WriterLeaseError` (the queries were stopped).
 
     Raises:
         pyspark.errors.StreamingQueryException: a batch failed (e.g. the registry is down).
+        lakehouse.checkpoint_guard.CheckpointInUseError: another process runs one of the
+            queries' local checkpoints.
     """
     trigger = trigger or cfg.silver.trigger
     if trigger not in TRIGGERS:
@@ -225,6 +230,7 @@ def run(
     # One driver writes silver, quarantine and quality results of an object-store lakehouse
     # (lakehouse.lease); a lease of queries left running is renewed until this process ends.
     lease = writer_lease(spark, cfg, JOB, on_lost=stop_streams_on_loss(spark))
+    locks = CheckpointLocks()
     try:
         return _start_queries(
             spark,
@@ -235,10 +241,11 @@ def run(
             await_termination,
             lease,
             handle_signals,
+            locks,
         )
     finally:
         if await_termination:
-            release_checkpoints(Layout(cfg.lakehouse_path).job_checkpoints(JOB))
+            locks.release()
         if lease is not None and await_termination:
             lease.release()
             lease.raise_if_lost()  # the streams were stopped because the lease was lost
@@ -253,6 +260,7 @@ def _start_queries(
     await_termination: bool,
     lease: WriterLease | None = None,
     handle_signals: bool = False,
+    locks: CheckpointLocks | None = None,
 ) -> SilverRun:
     """Start silver's queries (one per bronze table) and, if asked, wait for them.
 
@@ -268,7 +276,7 @@ def _start_queries(
         ensure_quarantine_table(spark, cfg.lakehouse_path)
     register_lakehouse(spark, Layout(cfg.lakehouse_path), catalog_databases(cfg))
     if trigger == "processing-time":
-        out = follow_bronze(spark, cfg, resolver, checker, bronze_table_names)
+        out = follow_bronze(spark, cfg, resolver, checker, bronze_table_names, locks)
         if lease is not None:
             where = lease.location
             lease.call_on_loss(lambda why: _fail(out.group, WriterLeaseError(f"{where}: {why}")))
@@ -276,7 +284,7 @@ def _start_queries(
             _await_group(out.group, handle_signals)
     else:
         out = take_available(
-            spark, cfg, resolver, checker, bronze_table_names, await_termination, lease
+            spark, cfg, resolver, checker, bronze_table_names, await_termination, lease, locks
         )
     if checker is not None and await_termination:
         checker.build_data_docs()
@@ -291,6 +299,7 @@ def take_available(
     names: Sequence[str] | None,
     await_termination: bool,
     lease: WriterLease | None = None,
+    locks: CheckpointLocks | None = None,
 ) -> SilverRun:
     """Available-now: one query per bronze table there now (one after the other when awaited;
     none after the writer ``lease`` was lost)."""
@@ -311,7 +320,7 @@ def take_available(
     for path in paths:
         if lease is not None:
             lease.raise_if_lost()
-        query, batch = start_query(spark, cfg, path, "available-now", resolver, checker)
+        query, batch = start_query(spark, cfg, path, "available-now", resolver, checker, locks)
         out.group.add(query)
         out.batches.append(batch)
         if await_termination:
@@ -340,11 +349,13 @@ def follow_bronze(
     resolver: SchemaResolver,
     checker: Any,
     names: Sequence[str] | None,
+    locks: CheckpointLocks | None = None,
 ) -> SilverRun:
     """Processing-time: a query per bronze table there now, then per table that appears.
 
     Returns at once; the watcher keeps polling (until every named table has a query, or the
-    group is stopped) and adds each new query to ``out.group``.
+    group is stopped) and adds each new query to ``out.group``. When a first query cannot
+    start, those started already are stopped before the error is raised.
     """
     out = SilverRun(group=QueryGroup(growing=True))
     lock = threading.Lock()
@@ -353,7 +364,9 @@ def follow_bronze(
         with lock:
             if out.group.stopping:
                 return
-            query, batch = start_query(spark, cfg, path, "processing-time", resolver, checker)
+            query, batch = start_query(
+                spark, cfg, path, "processing-time", resolver, checker, locks
+            )
             out.batches.append(batch)
             out.group.add(query)
 
@@ -369,7 +382,11 @@ def follow_bronze(
     )
     out.watcher = watcher
     out.group.on_stop(watcher.stop)
-    started = watcher.poll()
+    try:
+        started = watcher.poll()
+    except BaseException:
+        out.group.stop()
+        raise
     if watcher.complete:
         out.group.done_growing()
         return out

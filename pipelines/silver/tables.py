@@ -13,7 +13,7 @@
   commit: a replayed batch that a table already has is skipped, so a retried micro-batch
   never duplicates.
   Concurrent commits from another query (two bronze tables holding one message type) are
-  retried a few times: the write is idempotent.
+  retried a few times.
 - The batch registers each table in the catalog as ``<silver database>.<table>``
   (``lakehouse.catalog``), with :func:`describe_silver_table`'s comment and properties.
 """

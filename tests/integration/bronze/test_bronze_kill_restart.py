@@ -3,6 +3,7 @@ every (topic, partition, offset) is in bronze exactly once, none missing."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +19,8 @@ from confluent_kafka import Producer
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from lakehouse.checkpoint_guard import CheckpointInUseError, guard_checkpoint
+from lakehouse.delta import read_batch_marker
 from pipelines import bronze
 from pipelines.settings import load_config
 from tests.support.bronze_itkit import ROOT, Kafka, read_bronze, unique_prefix, write_config
@@ -125,6 +128,26 @@ def batch_in_flight(checkpoint: Path) -> int | None:
     return pending[-1] if pending else None
 
 
+def table_of(topic: str) -> str:
+    return bronze.bronze_table_of_topic(topic)
+
+
+def delta_commits(table: Path) -> list[dict[str, Any]]:
+    """Per commit of the table's log: its userMetadata, its ``txn`` batch (or None), and
+    whether it added files (``add``)."""
+    out = []
+    for file in sorted((table / "_delta_log").glob("*.json")):
+        actions = [json.loads(line) for line in file.read_text().splitlines() if line]
+        kinds = {kind: action[kind] for action in actions for kind in action}
+        txn = kinds.get("txn")
+        commit = {"userMetadata": kinds["commitInfo"].get("userMetadata")}
+        commit["txn"] = None if txn is None else txn["version"]
+        if "add" in kinds:
+            commit["add"] = True
+        out.append(commit)
+    return out
+
+
 def count_rows(table: Path) -> int:
     """Rows of a bronze table, 0 before its first commit. delta-rs reads the log: no Spark job
     in this process while the job under test, in its own JVM, needs the two cores."""
@@ -174,6 +197,9 @@ def test_sigkill_mid_stream_then_restart_is_exactly_once(
     # Kill while a batch is planned but not committed (after at least one commit): the
     # hardest moment, its rows may or may not be in some tables already.
     killed_batch = wait_for(lambda: batch_in_flight(checkpoint), 600, "a batch in flight", first)
+    # the running job holds its checkpoint: another process is refused before it writes
+    with pytest.raises(CheckpointInUseError, match=f"pid {first.proc.pid} on "):
+        guard_checkpoint(str(checkpoint))
     first.kill(signal.SIGKILL)
     landed_before = {
         t: count_rows(lake / "bronze" / bronze.bronze_table_of_topic(t)) for t in topics
@@ -213,3 +239,12 @@ def test_sigkill_mid_stream_then_restart_is_exactly_once(
     assert total == len(got), f"{total - len(got)} duplicate rows"
     assert got == expected
     assert killed_batch >= 1
+
+    # Every commit names its batch; only the batch the restart ran again was looked up and
+    # written with Delta's transaction ids, every other one was appended blind.
+    commits = [c for t in topics for c in delta_commits(lake / "bronze" / table_of(t))]
+    appends = [c for c in commits if "add" in c]
+    assert appends and all(read_batch_marker(c["userMetadata"]) for c in appends)
+    checked = {c["txn"] for c in appends if c["txn"] is not None}
+    assert len(checked) <= 1, f"batches written with transaction ids: {sorted(checked)}"
+    assert any(c["txn"] is None for c in appends)

@@ -5,6 +5,7 @@ and a history that no longer reaches the batch is an error, never a guess."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -67,19 +68,23 @@ def test_the_newest_commit_of_the_stream_answers_whatever_came_after_it(
     spark: Any, tmp_path: Path
 ) -> None:
     path = str(tmp_path / "t")
+    planned = int(time.time() * 1000)  # when the batches being looked up were planned
     fresh = Replays(fresh_from=0)
     append_idempotent(rows(spark, 1), path, "app-1", 4, replays=fresh)
     for batch in range(3):  # other streams commit after it
         append_idempotent(rows(spark, 1), path, f"other-{batch}", batch, replays=fresh)
-    assert batch_landed(spark, path, "app-1", 4)
-    assert batch_landed(spark, path, "app-1", 3)
-    assert not batch_landed(spark, path, "app-1", 5)
-    assert not batch_landed(spark, path, "app-9", 0)  # never wrote here: the whole history says
-    assert not batch_landed(spark, str(tmp_path / "missing"), "app-1", 0)
+    assert batch_landed(spark, path, "app-1", 4, planned)
+    assert batch_landed(spark, path, "app-1", 3, planned)
+    assert not batch_landed(spark, path, "app-1", 5, planned)
+    assert not batch_landed(spark, path, "app-9", 0, planned)  # the whole history says so
+    assert not batch_landed(spark, str(tmp_path / "missing"), "app-1", 0, planned)
+    # without a plan time, Delta's transaction ids alone answer: blind appends have none
+    assert not batch_landed(spark, path, "app-1", 4)
 
 
 def test_commits_older_than_the_batch_end_the_look(spark: Any, tmp_path: Path) -> None:
     path = tmp_path / "t"
+    before_every_commit = int(time.time() * 1000) - 60 * 60 * 1000  # an hour before
     append_idempotent(rows(spark, 1), str(path), "app-1", 0, replays=Replays(0))
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = 1)")
     for batch in (1, 2):
@@ -88,12 +93,17 @@ def test_commits_older_than_the_batch_end_the_look(spark: Any, tmp_path: Path) -
     # log clean-up removed the first commit (a checkpoint keeps the table readable): only the
     # commits' age can end the look now
     (path / "_delta_log" / f"{0:020d}.json").unlink()
-    planned = int(time.time() * 1000) + 60 * 60 * 1000  # an hour after every commit
-    assert not batch_landed(spark, str(path), "app-7", 3, planned_ms=planned)
-    with pytest.raises(
-        HistoryCleanedError, match="history starts at version 1 and shows no commit of stream app-7"
-    ):
-        batch_landed(spark, str(path), "app-7", 3)
+    after_every_commit = int(time.time() * 1000) + 60 * 60 * 1000  # an hour after
+    assert not batch_landed(spark, str(path), "app-7", 3, planned_ms=after_every_commit)
+    assert batch_landed(spark, str(path), "app-1", 2, planned_ms=before_every_commit)
+    with pytest.raises(HistoryCleanedError, match="starts at version 1, after batch 3 of stream"):
+        batch_landed(spark, str(path), "app-7", 3, planned_ms=before_every_commit)
+
+    # a caller without a checkpoint (protolake replay) writes with Delta's ids: they answer
+    append_idempotent(rows(spark, 2), str(path), "replay-1", 9)
+    append_idempotent(rows(spark, 2), str(path), "replay-1", 9)
+    assert batch_landed(spark, str(path), "replay-1", 9)
+    assert spark.read.format("delta").load(str(path)).count() == 3 + 2
 
 
 def test_a_batch_recorded_with_delta_transaction_ids_alone_is_found(
@@ -119,3 +129,9 @@ def test_replays_of_a_checkpoint(spark: Any, tmp_path: Path) -> None:
     assert replays == Replays(fresh_from=3, planned_ms=1_700_000_000_000)
     assert [replays.may_be_written(b) for b in (2, 3, 4)] == [True, False, False]
     assert Replays().may_be_written(10**6)
+
+    # an offset log without its metadata line: the file's time says when it was planned
+    entry = checkpoint / "offsets" / "2"
+    entry.write_text("v1\n")
+    os.utime(entry, (1_600_000_000, 1_600_000_000))
+    assert replays_of(spark, str(checkpoint)).planned_ms == 1_600_000_000_000

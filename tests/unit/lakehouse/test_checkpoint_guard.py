@@ -1,5 +1,6 @@
 """lakehouse.checkpoint_guard: one process per local checkpoint, a killed holder never blocks
-its restart, and the same process may guard again (real processes, real ``flock``)."""
+its restart, the same process may guard again, and a run releases only what it took (real
+processes, real ``flock``)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,19 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from lakehouse.checkpoint_guard import (
     CheckpointInUseError,
+    CheckpointLocks,
     guard_checkpoint,
-    release_checkpoints,
+    release_checkpoint,
 )
 
+ROOT = Path(__file__).resolve().parents[3]
 HOLDER = """
 import sys
 from lakehouse.checkpoint_guard import guard_checkpoint
@@ -26,13 +30,22 @@ sys.stdin.read()  # until the test closes it, or kills this process
 """
 
 
+@pytest.fixture
+def checkpoints(tmp_path: Path) -> Iterator[Path]:
+    """A checkpoints folder; whatever this process locked there is unlocked afterwards."""
+    root = tmp_path / "lh" / "_checkpoints"
+    yield root
+    for folder in root.glob("*/*"):
+        release_checkpoint(str(folder))
+
+
 def hold_in_another_process(checkpoint: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(checkpoint)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).resolve().parents[3],
+        cwd=ROOT,
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
     return proc
@@ -48,12 +61,12 @@ def guard_in_another_process(checkpoint: Path) -> subprocess.CompletedProcess[st
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=Path(__file__).resolve().parents[3],
+        cwd=ROOT,
     )
 
 
-def test_a_second_process_is_refused_until_the_first_is_killed(tmp_path: Path) -> None:
-    checkpoint = tmp_path / "lh" / "_checkpoints" / "silver" / "t"
+def test_a_second_process_is_refused_until_the_first_is_killed(checkpoints: Path) -> None:
+    checkpoint = checkpoints / "silver" / "t"
     holder = hold_in_another_process(checkpoint)
     try:
         with pytest.raises(CheckpointInUseError, match=f"pid {holder.pid} on .* runs this query"):
@@ -61,26 +74,29 @@ def test_a_second_process_is_refused_until_the_first_is_killed(tmp_path: Path) -
     finally:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(timeout=30)
-    guard_checkpoint(str(checkpoint))  # the killed holder's lock ended with it
-    guard_checkpoint(str(checkpoint))  # again from the same process: a no-op
+    assert guard_checkpoint(str(checkpoint))  # the killed holder's lock ended with it
+    assert not guard_checkpoint(str(checkpoint))  # again from the same process: a no-op
     assert f"pid {os.getpid()} " in (checkpoint / "_protolake_running").read_text()
-    release_checkpoints(str(tmp_path / "lh" / "_checkpoints" / "silver"))
+    refused = guard_in_another_process(checkpoint)
+    assert refused.returncode == 1
+    assert f"CheckpointInUseError: {checkpoint}: pid {os.getpid()} " in refused.stderr
+    release_checkpoint(str(checkpoint))
     assert guard_in_another_process(checkpoint).returncode == 0  # released: another takes it
 
 
-def test_release_keeps_the_checkpoints_of_other_jobs(tmp_path: Path) -> None:
-    root = tmp_path / "_checkpoints"
-    guard_checkpoint(str(root / "bronze" / "per_topic"))
-    guard_checkpoint(str(root / "silver" / "a"))
-    release_checkpoints(str(root / "silver"))
-    assert guard_in_another_process(root / "silver" / "a").returncode == 0
-    refused = guard_in_another_process(root / "bronze" / "per_topic")
-    assert refused.returncode == 1
-    assert f"CheckpointInUseError: {root}/bronze/per_topic: pid {os.getpid()} " in refused.stderr
-    release_checkpoints(str(root / "bronze" / "per_topic"))
-    assert guard_in_another_process(root / "bronze" / "per_topic").returncode == 0
+def test_a_run_releases_only_the_locks_it_took(checkpoints: Path) -> None:
+    kept, shared, own = (checkpoints / "silver" / n for n in ("kept", "shared", "own"))
+    guard_checkpoint(str(kept))  # taken before the run, by someone else in this process
+    guard_checkpoint(str(shared))
+    run = CheckpointLocks()
+    run.take(str(shared))  # held already: still the first taker's
+    run.take(str(own))
+    run.release()
+    assert guard_in_another_process(own).returncode == 0
+    for still_held in (kept, shared):
+        assert guard_in_another_process(still_held).returncode == 1
 
 
 def test_an_object_store_checkpoint_takes_no_lock() -> None:
-    guard_checkpoint("s3a://bucket/lh/_checkpoints/bronze/per_topic")  # the writer lease guards
-    release_checkpoints("s3a://bucket/lh/_checkpoints")
+    assert not guard_checkpoint("s3a://bucket/lh/_checkpoints/bronze/per_topic")
+    release_checkpoint("s3a://bucket/lh/_checkpoints/bronze/per_topic")
