@@ -13,9 +13,9 @@ checkpoint: it ends with the process that holds it, however that process ends, s
 job never blocks its restart. A process holds it until its run ends
 (:class:`CheckpointLocks`: the checkpoints one run took, released once its queries have
 ended; a run that does not await its queries keeps them until the process exits); guarding
-again from the same process is a no-op (Spark keeps one process from running a query twice). An object-store checkpoint takes no
-lock here: one driver writes an object-store lakehouse, under the job's writer lease
-(:mod:`lakehouse.lease`).
+again from the same process is a no-op (Spark keeps one process from running a query
+twice). An object-store checkpoint takes no lock here: one driver writes an object-store
+lakehouse, under the job's writer lease (:mod:`lakehouse.lease`).
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ def release_checkpoint(checkpoint: str) -> None:
         return
     with _registry_lock:
         file = _held.pop(str(running.parent), None)
-    if file is not None:
-        file.close()  # closing the file drops its lock
+        if file is not None:
+            file.close()  # closing the file drops its lock
 
 
 class CheckpointLocks:

@@ -210,8 +210,12 @@ def append_idempotent(
     def commit() -> None:
         nonlocal runs
         runs += 1
-        if runs > 1 and not checked and batch_landed(spark, path, app_id, batch_id, started_ms):
-            return  # Delta's transaction ids make a checked append's retry a no-op by itself
+        # Delta's transaction ids make a checked append's retry a no-op by themselves
+        if runs > 1 and not checked and _retry_landed(spark, path, app_id, batch_id, started_ms):
+            (logger or log).info(
+                "%s has batch %d of %s after all; not retried", path, batch_id, app_id
+            )
+            return
         writer = (
             df.write.format("delta")
             .mode("append")
@@ -226,6 +230,14 @@ def append_idempotent(
         writer.save(path)
 
     retry_conflicts(commit, f"the append to {path}", attempts, logger=logger)
+
+
+def _retry_landed(spark: SparkSession, path: str, app_id: str, batch_id: int, since: int) -> bool:
+    """Whether a blind append that seemed to fail landed after all (attempted since ``since``)."""
+    try:
+        return batch_landed(spark, path, app_id, batch_id, since)
+    except HistoryCleanedError:
+        return False  # every commit left is newer than the attempt, and none is this batch's
 
 
 class HistoryCleanedError(RuntimeError):

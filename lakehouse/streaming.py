@@ -106,6 +106,9 @@ def replays_of(spark: SparkSession, checkpoint: str) -> Replays:
     except (IndexError, ValueError, KeyError, TypeError):
         _, path, fs = hadoop_path(spark, entry)
         planned_ms = int(fs.getFileStatus(path).getModificationTime())
+        log.warning(
+            "%s: no batchTimestampMs; the file's time (%d) stands for it", entry, planned_ms
+        )
     return Replays(fresh_from=newest + 1, planned_ms=planned_ms)
 
 

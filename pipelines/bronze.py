@@ -181,7 +181,8 @@ def write_bronze(
     layout = Layout(cfg.lakehouse_path)
     from pipelines.metrics import bronze_batch_hook
 
-    (locks or CheckpointLocks()).take(checkpoint)  # before reading which batch may be a replay
+    # locked before reading which batch may be a replay
+    (locks if locks is not None else CheckpointLocks()).take(checkpoint)
     router = TopicRouter(
         table_path=layout.bronze_table,
         app_id=load_app_id(spark, checkpoint),
@@ -246,6 +247,10 @@ def run(
             if lease is not None:
                 lease.raise_if_lost()  # the streams were stopped because the lease was lost
             register_bronze(spark, cfg)  # the tables this run created
+    except BaseException:
+        if not await_termination:  # nothing runs on: the checkpoint is free for a restart
+            locks.release()
+        raise
     finally:
         if await_termination:
             locks.release()

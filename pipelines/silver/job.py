@@ -94,7 +94,8 @@ def start_query(
     name = table_name(bronze_path)
     layout = Layout(cfg.lakehouse_path)
     checkpoint = layout.checkpoint(JOB, name)
-    (locks or CheckpointLocks()).take(checkpoint)  # before reading which batch may be a replay
+    # locked before reading which batch may be a replay
+    (locks if locks is not None else CheckpointLocks()).take(checkpoint)
     batch = SilverBatch(
         spark,
         cfg.lakehouse_path,
@@ -243,6 +244,10 @@ def run(
             handle_signals,
             locks,
         )
+    except BaseException:
+        if not await_termination:  # the queries started were stopped: restarts may lock
+            locks.release()
+        raise
     finally:
         if await_termination:
             locks.release()
@@ -302,7 +307,8 @@ def take_available(
     locks: CheckpointLocks | None = None,
 ) -> SilverRun:
     """Available-now: one query per bronze table there now (one after the other when awaited;
-    none after the writer ``lease`` was lost)."""
+    none after the writer ``lease`` was lost). When one cannot start or fails, those started
+    are stopped before the error is raised."""
     layout = Layout(cfg.lakehouse_path)
     paths = bronze_tables(cfg.lakehouse_path, spark, names)
     out = SilverRun()
@@ -317,14 +323,18 @@ def take_available(
             )
     elif not paths:
         log.warning("silver: no bronze table under %s yet; nothing to take", layout.bronze)
-    for path in paths:
-        if lease is not None:
-            lease.raise_if_lost()
-        query, batch = start_query(spark, cfg, path, "available-now", resolver, checker, locks)
-        out.group.add(query)
-        out.batches.append(batch)
-        if await_termination:
-            await_queries([query])
+    try:
+        for path in paths:
+            if lease is not None:
+                lease.raise_if_lost()
+            query, batch = start_query(spark, cfg, path, "available-now", resolver, checker, locks)
+            out.group.add(query)
+            out.batches.append(batch)
+            if await_termination:
+                await_queries([query])
+    except BaseException:
+        out.group.stop()  # a query left running would hold its checkpoint with no one to await it
+        raise
     return out
 
 

@@ -247,4 +247,5 @@ def test_sigkill_mid_stream_then_restart_is_exactly_once(
     assert appends and all(read_batch_marker(c["userMetadata"]) for c in appends)
     checked = {c["txn"] for c in appends if c["txn"] is not None}
     assert len(checked) <= 1, f"batches written with transaction ids: {sorted(checked)}"
+    assert all(batch >= killed_batch for batch in checked)
     assert any(c["txn"] is None for c in appends)

@@ -135,3 +135,41 @@ def test_replays_of_a_checkpoint(spark: Any, tmp_path: Path) -> None:
     entry.write_text("v1\n")
     os.utime(entry, (1_600_000_000, 1_600_000_000))
     assert replays_of(spark, str(checkpoint)).planned_ms == 1_600_000_000_000
+
+
+class ConcurrentAppendException(Exception):  # noqa: N818 - the name Delta gives it
+    """Named as Delta's: ``is_delta_conflict`` reads it as a lost race, to be retried."""
+
+
+def test_a_blind_append_that_landed_before_its_error_is_not_retried(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyspark.sql.readwriter import DataFrameWriter
+
+    path = str(tmp_path / "t")
+    fresh = Replays(fresh_from=0)
+    append_idempotent(rows(spark, 2), path, "app-1", 0, replays=fresh)
+    real_save = DataFrameWriter.save
+    failures: list[str] = []
+
+    def save_then_fail_once(self: Any, *args: Any, **kwargs: Any) -> None:
+        real_save(self, *args, **kwargs)
+        if not failures:
+            failures.append("after")
+            raise ConcurrentAppendException("the commit landed, then this error")
+
+    monkeypatch.setattr(DataFrameWriter, "save", save_then_fail_once)
+    append_idempotent(rows(spark, 3), path, "app-1", 1, replays=fresh)
+    assert failures == ["after"]
+    assert spark.read.format("delta").load(path).count() == 2 + 3  # landed once
+
+    def fail_once_then_save(self: Any, *args: Any, **kwargs: Any) -> None:
+        if len(failures) < 2:
+            failures.append("before")
+            raise ConcurrentAppendException("lost the race: nothing landed")
+        real_save(self, *args, **kwargs)
+
+    monkeypatch.setattr(DataFrameWriter, "save", fail_once_then_save)
+    append_idempotent(rows(spark, 4), path, "app-1", 2, replays=fresh)
+    assert failures == ["after", "before"]
+    assert spark.read.format("delta").load(path).count() == 2 + 3 + 4  # retried, landed once
