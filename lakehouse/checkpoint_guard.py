@@ -11,8 +11,8 @@ a second process is refused with :class:`CheckpointInUseError`, before it writes
 The lock is the operating system's (``flock``) on ``_protolake_running`` inside the
 checkpoint: it ends with the process that holds it, however that process ends, so a killed
 job never blocks its restart. A process holds it until its run ends
-(:class:`CheckpointLocks`: the checkpoints one run took, released once its queries have
-ended; a run that does not await its queries keeps them until the process exits); guarding
+(:func:`run_locks`: the checkpoints one run took, released once its queries have ended; a
+run that does not await its queries keeps them until the process exits); guarding
 again from the same process is a no-op (Spark keeps one process from running a query
 twice). An object-store checkpoint takes no lock here: one driver writes an object-store
 lakehouse, under the job's writer lease (:mod:`lakehouse.lease`).
@@ -24,6 +24,8 @@ import fcntl
 import os
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import IO
 
 from lakehouse.layout import Layout, local_path
@@ -106,3 +108,18 @@ class CheckpointLocks:
             taken, self._taken = self._taken, []
         for checkpoint in taken:
             release_checkpoint(checkpoint)
+
+
+@contextmanager
+def run_locks(awaited: bool) -> Iterator[CheckpointLocks]:
+    """The checkpoint locks of one run of a job, released as the run ends: always when it
+    fails (its queries were stopped, or none started), and when it succeeds only if it
+    awaited its queries (a run that returns them running keeps its locks)."""
+    locks = CheckpointLocks()
+    try:
+        yield locks
+    except BaseException:
+        locks.release()
+        raise
+    if awaited:
+        locks.release()

@@ -47,7 +47,7 @@ from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark rea
 from pyspark.sql.streaming import StreamingQuery
 
 from lakehouse.catalog import layer_tables, register_table
-from lakehouse.checkpoint_guard import CheckpointLocks
+from lakehouse.checkpoint_guard import CheckpointLocks, run_locks
 from lakehouse.delta import is_delta_table, table_properties
 from lakehouse.layout import BRONZE, Layout, table_name
 from lakehouse.lease import stop_streams_on_loss
@@ -237,25 +237,19 @@ def run(
     # their catalog comments included; a lease of queries left running is renewed until this
     # process ends.
     lease = writer_lease(spark, cfg, JOB, on_lost=stop_streams_on_loss(spark))
-    locks = CheckpointLocks()
     try:
-        register_bronze(spark, cfg)
-        rows = read_kafka(spark, cfg).transform(to_bronze_rows)
-        queries = write_bronze(rows, cfg, trigger, locks)
-        if await_termination:
-            _await(queries, handle_signals)
-            if lease is not None:
-                lease.raise_if_lost()  # the streams were stopped because the lease was lost
-            register_bronze(spark, cfg)  # the tables this run created
-    except BaseException:
-        if not await_termination:  # nothing runs on: the checkpoint is free for a restart
-            locks.release()
-        raise
+        with run_locks(await_termination) as locks:
+            register_bronze(spark, cfg)
+            rows = read_kafka(spark, cfg).transform(to_bronze_rows)
+            queries = write_bronze(rows, cfg, trigger, locks)
+            if await_termination:
+                _await(queries, handle_signals)
+                if lease is not None:
+                    lease.raise_if_lost()  # the streams stopped because the lease was lost
+                register_bronze(spark, cfg)  # the tables this run created
     finally:
-        if await_termination:
-            locks.release()
-            if lease is not None:
-                lease.release()
+        if lease is not None and await_termination:
+            lease.release()
     return queries
 
 

@@ -33,7 +33,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from codec import SchemaResolver
 from lakehouse.catalog import register_lakehouse
-from lakehouse.checkpoint_guard import CheckpointLocks
+from lakehouse.checkpoint_guard import CheckpointLocks, run_locks
 from lakehouse.delta import is_delta_table, list_delta_tables
 from lakehouse.layout import Layout, table_name
 from lakehouse.lease import (
@@ -231,26 +231,20 @@ def run(
     # One driver writes silver, quarantine and quality results of an object-store lakehouse
     # (lakehouse.lease); a lease of queries left running is renewed until this process ends.
     lease = writer_lease(spark, cfg, JOB, on_lost=stop_streams_on_loss(spark))
-    locks = CheckpointLocks()
     try:
-        return _start_queries(
-            spark,
-            cfg,
-            trigger,
-            resolver,
-            bronze_table_names,
-            await_termination,
-            lease,
-            handle_signals,
-            locks,
-        )
-    except BaseException:
-        if not await_termination:  # the queries started were stopped: restarts may lock
-            locks.release()
-        raise
+        with run_locks(await_termination) as locks:
+            return _start_queries(
+                spark,
+                cfg,
+                trigger,
+                resolver,
+                bronze_table_names,
+                await_termination,
+                lease,
+                handle_signals,
+                locks,
+            )
     finally:
-        if await_termination:
-            locks.release()
         if lease is not None and await_termination:
             lease.release()
             lease.raise_if_lost()  # the streams were stopped because the lease was lost

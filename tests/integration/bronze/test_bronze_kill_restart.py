@@ -3,7 +3,6 @@ every (topic, partition, offset) is in bronze exactly once, none missing."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from lakehouse.delta import read_batch_marker
 from pipelines import bronze
 from pipelines.settings import load_config
 from tests.support.bronze_itkit import ROOT, Kafka, read_bronze, unique_prefix, write_config
+from tests.support.delta_log import commit_actions
 
 pytestmark = pytest.mark.integration
 
@@ -132,22 +132,6 @@ def table_of(topic: str) -> str:
     return bronze.bronze_table_of_topic(topic)
 
 
-def delta_commits(table: Path) -> list[dict[str, Any]]:
-    """Per commit of the table's log: its userMetadata, its ``txn`` batch (or None), and
-    whether it added files (``add``)."""
-    out = []
-    for file in sorted((table / "_delta_log").glob("*.json")):
-        actions = [json.loads(line) for line in file.read_text().splitlines() if line]
-        kinds = {kind: action[kind] for action in actions for kind in action}
-        txn = kinds.get("txn")
-        commit = {"userMetadata": kinds["commitInfo"].get("userMetadata")}
-        commit["txn"] = None if txn is None else txn["version"]
-        if "add" in kinds:
-            commit["add"] = True
-        out.append(commit)
-    return out
-
-
 def count_rows(table: Path) -> int:
     """Rows of a bronze table, 0 before its first commit. delta-rs reads the log: no Spark job
     in this process while the job under test, in its own JVM, needs the two cores."""
@@ -242,10 +226,10 @@ def test_sigkill_mid_stream_then_restart_is_exactly_once(
 
     # Every commit names its batch; only the batch the restart ran again was looked up and
     # written with Delta's transaction ids, every other one was appended blind.
-    commits = [c for t in topics for c in delta_commits(lake / "bronze" / table_of(t))]
+    commits = [c for t in topics for c in commit_actions(lake / "bronze" / table_of(t))]
     appends = [c for c in commits if "add" in c]
-    assert appends and all(read_batch_marker(c["userMetadata"]) for c in appends)
-    checked = {c["txn"] for c in appends if c["txn"] is not None}
+    assert appends and all(read_batch_marker(c["commitInfo"].get("userMetadata")) for c in appends)
+    checked = {c["txn"]["version"] for c in appends if "txn" in c}
     assert len(checked) <= 1, f"batches written with transaction ids: {sorted(checked)}"
     assert all(batch >= killed_batch for batch in checked)
-    assert any(c["txn"] is None for c in appends)
+    assert any("txn" not in c for c in appends)

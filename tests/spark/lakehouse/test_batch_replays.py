@@ -4,7 +4,6 @@ and a history that no longer reaches the batch is an error, never a guess."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -21,21 +20,13 @@ from lakehouse.delta import (
 )
 from lakehouse.streaming import replays_of
 from tests.support.checkpoints import write_checkpoint_batch
+from tests.support.delta_log import commit_actions
 
 SOURCE = {"topic": {"0": 5}}
 
 
 def rows(spark: Any, n: int) -> Any:
     return spark.range(n).selectExpr("id")
-
-
-def commits(path: Path) -> list[dict[str, Any]]:
-    """Each commit's actions by kind, oldest first (the log's own JSON, as Delta wrote it)."""
-    out = []
-    for file in sorted((path / "_delta_log").glob("*.json")):
-        actions = [json.loads(line) for line in file.read_text().splitlines() if line]
-        out.append({kind: action[kind] for action in actions for kind in action})
-    return out
 
 
 def test_a_fresh_batch_is_appended_blind_and_a_replay_of_it_is_skipped(
@@ -45,7 +36,7 @@ def test_a_fresh_batch_is_appended_blind_and_a_replay_of_it_is_skipped(
     fresh = Replays(fresh_from=0)
     append_idempotent(rows(spark, 3), str(path), "app-1", 0, replays=fresh)
     append_idempotent(rows(spark, 2), str(path), "app-1", 1, replays=fresh)
-    log = commits(path)
+    log = commit_actions(path)
     markers = [read_batch_marker(c["commitInfo"].get("userMetadata")) for c in log]
     assert markers == [("app-1", 0), ("app-1", 1)]
     assert not any("txn" in c for c in log)  # no Delta transaction ids: nothing to reconstruct
@@ -54,12 +45,12 @@ def test_a_fresh_batch_is_appended_blind_and_a_replay_of_it_is_skipped(
     replayed = Replays(fresh_from=2, planned_ms=int(time.time() * 1000))
     append_idempotent(rows(spark, 2), str(path), "app-1", 1, replays=replayed)
     assert spark.read.format("delta").load(str(path)).count() == 5
-    assert len(commits(path)) == 2
+    assert len(commit_actions(path)) == 2
 
     # another stream's batch 1 is not this one's; the replay's append carries Delta's ids
     append_idempotent(rows(spark, 4), str(path), "app-2", 1, replays=replayed)
     assert spark.read.format("delta").load(str(path)).count() == 9
-    last = commits(path)[-1]
+    last = commit_actions(path)[-1]
     assert last["txn"]["appId"] == "app-2" and last["txn"]["version"] == 1
     assert read_batch_marker(last["commitInfo"]["userMetadata"]) == ("app-2", 1)
 

@@ -18,6 +18,7 @@ from lakehouse.checkpoint_guard import (
     CheckpointLocks,
     guard_checkpoint,
     release_checkpoint,
+    run_locks,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -100,3 +101,21 @@ def test_a_run_releases_only_the_locks_it_took(checkpoints: Path) -> None:
 def test_an_object_store_checkpoint_takes_no_lock() -> None:
     assert not guard_checkpoint("s3a://bucket/lh/_checkpoints/bronze/per_topic")
     release_checkpoint("s3a://bucket/lh/_checkpoints/bronze/per_topic")
+
+
+def test_run_locks_are_kept_only_by_a_run_that_returns_its_queries_running(
+    checkpoints: Path,
+) -> None:
+    awaited, running, failed = (
+        checkpoints / "silver" / n for n in ("awaited", "running", "failed")
+    )
+    with run_locks(awaited=True) as locks:
+        locks.take(str(awaited))
+    with run_locks(awaited=False) as locks:
+        locks.take(str(running))
+    with pytest.raises(RuntimeError, match="no query started"), run_locks(awaited=False) as locks:
+        locks.take(str(failed))
+        raise RuntimeError("no query started")
+    assert guard_in_another_process(awaited).returncode == 0
+    assert guard_in_another_process(failed).returncode == 0
+    assert guard_in_another_process(running).returncode == 1
