@@ -86,7 +86,13 @@ from .rejects import (
 )
 from .resolution import KeyCounts, Resolution, Resolved, resolve_schema_keys
 from .stats import BatchStats
-from .tables import ensure_table, existing_schema, message_part, union_all
+from .tables import (
+    ensure_table,
+    existing_schema,
+    message_part,
+    union_all,
+    write_partitions,
+)
 
 log = logging.getLogger("pipelines.silver")
 # Table creation, catalog registration and resolver calls of concurrent queries (processing-time
@@ -398,7 +404,10 @@ class SilverBatch:
             partial(self._write_table, plan, df, batch_id, counts) for plan, df in to_write
         ]
         if self.quarantine_writer is None and (quarantined or not self._has_quarantine_table()):
-            commits.append(partial(self._append_quarantine, quarantine, batch_id))
+            rows = sum(int(row["count"]) for row in quarantined)
+            commits.append(
+                partial(self._append_quarantine, write_partitions(quarantine, rows), batch_id)
+            )
         if results:
             commits.append(partial(self._write_results, results, batch_id))
         run_together(commits)
@@ -414,8 +423,10 @@ class SilverBatch:
         if plan.path not in self._schemas:
             with self._lock:
                 ensure_table(self.spark, plan.path, table_schema(plan.merged), plan.message_type)
+        arrived = counts.per_value_key()  # an upper bound of the table's rows
+        rows = sum(arrived.get(r.schema_key, 0) for r in plan.versions)
         append_idempotent(
-            df,
+            write_partitions(df, rows),
             plan.path,
             self.app_id,
             batch_id,

@@ -196,6 +196,25 @@ def registered_sources(spark: SparkSession, path: str) -> tuple[tuple[str, ...],
     return listed(SCHEMA_VERSIONS_PROPERTY), listed(KAFKA_TOPICS_PROPERTY)
 
 
+#: rows a silver append (or a quarantine append) writes per task and file, at most
+ROWS_PER_WRITE_TASK = 100_000
+
+
+def write_partitions(df: DataFrame, rows: int) -> DataFrame:
+    """``df`` in as many partitions as its ``rows`` (an upper bound) need for an append, at
+    most the session's default parallelism.
+
+    A silver table's rows and the quarantine's are unions of parts (one per schema version
+    and reason), each with the bronze batch's partitions: appended as they are, a batch of a
+    few hundred records writes a file per part and partition, and pays a task and a Parquet
+    writer for each (16 files of one row each for one table was common). The append reads
+    persisted rows (the decoded versions, the counted quarantine), so fewer tasks do not
+    decode in fewer hands; they only write fewer, larger files."""
+    wanted = max(1, -(-rows // ROWS_PER_WRITE_TASK))
+    parallelism = df.sparkSession.sparkContext.defaultParallelism
+    return df.coalesce(min(wanted, parallelism))
+
+
 def union_all(frames: Sequence[DataFrame]) -> DataFrame | None:
     """Union DataFrames of one schema, by position (None for no frames)."""
     out: DataFrame | None = None

@@ -15,3 +15,13 @@ def commit_actions(table: Path) -> list[dict[str, Any]]:
         actions = [json.loads(line) for line in file.read_text().splitlines() if line]
         out.append({kind: action[kind] for action in actions for kind in action})
     return out
+
+
+def files_added(table: Path) -> list[int]:
+    """Per commit that added data files, oldest first: how many it added."""
+    counts = []
+    for file in sorted((table / "_delta_log").glob("*.json")):
+        adds = sum('"add"' in line[:10] for line in file.read_text().splitlines())
+        if adds:
+            counts.append(adds)
+    return counts

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from lakehouse.layout import Layout
 from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant
 from pipelines.silver import SilverBatch
+from tests.support.delta_log import files_added
 from tests.support.silver_testkit import bronze_row, make_order, poison_values, write_bronze
 
 TOPIC = "ut.orders"
@@ -140,6 +142,16 @@ def test_every_record_lands_once_with_the_right_reason(
     _run_batch(spark, lake, bronze, registry, 0, processed["app_id"])
     assert _destinations(spark, lake) == found
     assert check_invariant(spark, lake).holds
+
+
+def test_a_small_batch_appends_one_file_per_table(processed: Any) -> None:
+    """The order table's rows are a union of two schema versions and the quarantine's of
+    eleven reasons, each over the bronze batch's partitions; each append writes one file."""
+    lake = Path(processed["lake"])
+    order_table = lake / "silver" / table_name_for(ORDER)
+    quarantine = Path(Layout(str(lake)).quarantine)
+    assert files_added(order_table) == [1]
+    assert files_added(quarantine) == [1]
 
 
 def test_typed_columns_lineage_and_evolution(spark: Any, processed: Any, mixed: Any) -> None:
