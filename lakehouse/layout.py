@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 BRONZE = "bronze"
 SILVER = "silver"
@@ -163,11 +164,14 @@ class Layout:
 
 
 def local_path(path: str) -> Path | None:
-    """A plain path or ``file:`` URI as an absolute local path; None for any other scheme."""
-    if path.startswith("file://"):
-        return Path(path[len("file://") :])
+    """A plain path or ``file:`` URI as an absolute, resolved local path (symbolic links, ``..``
+    and a URI's percent escapes undone: one folder has one local path, whatever spelled it);
+    None for any other scheme, or a ``file:`` URI of another host."""
     if path.startswith("file:"):
-        return Path(path[len("file:") :])
+        uri = urlsplit(path)
+        if uri.netloc not in ("", "localhost"):
+            return None
+        return Path(unquote(uri.path)).resolve()
     if has_scheme(path):
         return None
     return Path(path).expanduser().resolve()

@@ -56,9 +56,11 @@ def read_checkpoint(checkpoint: str, store: Store, now: float | None = None) -> 
     source (Spark's ``OffsetSeqLog``). The last commit's age comes from its file's
     modification time (on an object store: the object's ``Last-Modified``).
     """
+    from lakehouse.layout import Layout
+
     out = CheckpointProgress(checkpoint)
-    offsets = _numbered(store, f"{checkpoint}/offsets")
-    commits = _numbered(store, f"{checkpoint}/commits")
+    offsets = _numbered(store, Layout.offset_log(checkpoint))
+    commits = _numbered(store, Layout.commit_log(checkpoint))
     if offsets:
         out.last_offsets_batch = offsets[-1][0]
         lines = store.read_text(offsets[-1][1].path).splitlines()

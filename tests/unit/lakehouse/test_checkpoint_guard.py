@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,15 +18,7 @@ from lakehouse.checkpoint_guard import (
     release_checkpoint,
     run_locks,
 )
-
-ROOT = Path(__file__).resolve().parents[3]
-HOLDER = """
-import sys
-from lakehouse.checkpoint_guard import guard_checkpoint
-guard_checkpoint(sys.argv[1])
-print("held", flush=True)
-sys.stdin.read()  # until the test closes it, or kills this process
-"""
+from tests.support.lock_holder import guard_in_another_process, hold_in_another_process
 
 
 @pytest.fixture
@@ -38,32 +28,6 @@ def checkpoints(tmp_path: Path) -> Iterator[Path]:
     yield root
     for folder in root.glob("*/*"):
         release_checkpoint(str(folder))
-
-
-def hold_in_another_process(checkpoint: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(checkpoint)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
-    return proc
-
-
-def guard_in_another_process(checkpoint: Path) -> subprocess.CompletedProcess[str]:
-    """Guard ``checkpoint`` from a new process that then exits."""
-    code = (
-        "import sys; from lakehouse.checkpoint_guard import guard_checkpoint as g; g(sys.argv[1])"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code, str(checkpoint)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
 
 
 def test_a_second_process_is_refused_until_the_first_is_killed(checkpoints: Path) -> None:

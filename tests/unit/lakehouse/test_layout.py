@@ -9,6 +9,22 @@ import pytest
 from lakehouse.layout import Layout, has_scheme, local_path, table_name
 
 
+def test_a_folder_has_one_local_path_however_it_is_spelled(tmp_path: Path) -> None:
+    """Symbolic links, ``..`` and a URI's escapes resolve to the same path (the checkpoint
+    lock of one folder has one key)."""
+    real = tmp_path / "lake house"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    spellings = [
+        str(real),
+        f"{tmp_path}/link",
+        f"{real}/../lake house",
+        f"file://{tmp_path}/lake%20house",
+        f"file:{tmp_path}/link",
+    ]
+    assert {local_path(s) for s in spellings} == {real.resolve()}
+
+
 def test_every_path_of_a_local_root() -> None:
     lh = Layout("/data/lh")
     assert lh.root == "/data/lh"
@@ -103,4 +119,7 @@ def test_helpers() -> None:
     assert table_name("s3a://b/lh/bronze/t") == "t"
     assert local_path("s3a://b/x") is None
     assert local_path("file:///x/y") == Path("/x/y")
+    assert local_path("file:/x/y") == Path("/x/y")
+    assert local_path("file://localhost/x/y") == Path("/x/y")
+    assert local_path("file://elsewhere/x/y") is None
     assert local_path("rel") == Path("rel").resolve()
