@@ -86,13 +86,7 @@ from .rejects import (
 )
 from .resolution import KeyCounts, Resolution, Resolved, resolve_schema_keys
 from .stats import BatchStats
-from .tables import (
-    ensure_table,
-    existing_schema,
-    message_part,
-    union_all,
-    write_partitions,
-)
+from .tables import ensure_table, existing_schema, message_part, union_all, write_partitions
 
 log = logging.getLogger("pipelines.silver")
 # Table creation, catalog registration and resolver calls of concurrent queries (processing-time
@@ -423,10 +417,9 @@ class SilverBatch:
         if plan.path not in self._schemas:
             with self._lock:
                 ensure_table(self.spark, plan.path, table_schema(plan.merged), plan.message_type)
-        arrived = counts.per_value_key()  # an upper bound of the table's rows
-        rows = sum(arrived.get(r.schema_key, 0) for r in plan.versions)
+        arrived = counts.records_of(r.schema_key for r in plan.versions)  # >= the table's rows
         append_idempotent(
-            write_partitions(df, rows),
+            write_partitions(df, arrived),
             plan.path,
             self.app_id,
             batch_id,

@@ -113,6 +113,11 @@ class KeyCounts:
         """The Kafka topics records of ``value_keys`` came from, sorted."""
         return sorted({t for k in value_keys for t in self.topics.get(k, ())})
 
+    def records_of(self, value_keys: Iterable[SchemaKey]) -> int:
+        """How many records carry one of ``value_keys``."""
+        wanted = set(value_keys)
+        return sum(n for (v, _), n in self.counts.items() if v in wanted)
+
     def per_value_key(self) -> dict[SchemaKey, int]:
         out: dict[SchemaKey, int] = defaultdict(int)
         for (v, _), n in self.counts.items():
