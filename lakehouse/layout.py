@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 BRONZE = "bronze"
 SILVER = "silver"
@@ -140,8 +139,9 @@ class Layout:
     # -- local folders -----------------------------------------------------------------
     @property
     def is_local(self) -> bool:
-        """True when the root is a folder of this machine (a plain path or ``file://``)."""
-        return not has_scheme(self.root) or self.root.startswith("file:")
+        """True when the root is a folder of this machine (a plain path or a ``file:`` URI of
+        this host: :func:`local_path`)."""
+        return local_path(self.root) is not None
 
     def local_root(self) -> Path:
         """The root as an absolute local folder (``~`` expanded, symbolic links resolved).
@@ -164,14 +164,21 @@ class Layout:
 
 
 def local_path(path: str) -> Path | None:
-    """A plain path or ``file:`` URI as an absolute, resolved local path (symbolic links, ``..``
-    and a URI's percent escapes undone: one folder has one local path, whatever spelled it);
-    None for any other scheme, or a ``file:`` URI of another host."""
+    """A plain path or ``file:`` URI as an absolute, resolved local path (symbolic links and
+    ``..`` undone: one folder has one local path, whatever spelled it); None for any other
+    scheme, or a ``file:`` URI of another host.
+
+    The rest of a ``file:`` URI is taken literally, as Hadoop's ``Path`` takes it (Spark writes
+    ``file:///a/x%20y`` to a folder named ``x%20y``, and ``#`` or ``?`` are part of the name).
+    """
     if path.startswith("file:"):
-        uri = urlsplit(path)
-        if uri.netloc not in ("", "localhost"):
-            return None
-        return Path(unquote(uri.path)).resolve()
+        rest = path[len("file:") :]
+        if rest.startswith("//"):
+            authority, _, tail = rest[2:].partition("/")
+            if authority not in ("", "localhost"):
+                return None
+            rest = f"/{tail}"
+        return Path(rest).resolve()
     if has_scheme(path):
         return None
     return Path(path).expanduser().resolve()

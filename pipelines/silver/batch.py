@@ -383,7 +383,9 @@ class SilverBatch:
         time (:func:`run_together`), each its own Delta transaction that Delta skips when it
         is already committed. Returns the quarantine's counts per reason and message type.
 
-        The quarantine rows are counted first (persisted: the append reads them again) and
+        The quarantine rows are counted first (persisted: the append reads them again; the
+        count also builds every decoded version's cache, with the batch's parallelism, before
+        the appends read them in fewer tasks: :func:`write_partitions`) and
         appended only when there are some, or to create the table: an empty append would be
         a Delta commit, a second of driver work, for nothing; a retry counts the same rows
         (module docstring), so it skips the same append. Replay's ``quarantine_writer`` runs

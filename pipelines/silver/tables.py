@@ -201,18 +201,21 @@ ROWS_PER_WRITE_TASK = 100_000
 
 
 def write_partitions(df: DataFrame, rows: int) -> DataFrame:
-    """``df`` in as many partitions as its ``rows`` (an upper bound) need for an append, at
-    most the session's default parallelism.
+    """``df`` for an append of at most ``rows`` rows: in fewer partitions when a few tasks
+    hold them (fewer than the session's default parallelism), else as it is.
 
     A silver table's rows and the quarantine's are unions of parts (one per schema version
     and reason), each with the bronze batch's partitions: appended as they are, a batch of a
     few hundred records writes a file per part and partition, and pays a task and a Parquet
-    writer for each (16 files of one row each for one table was common). The append reads
-    persisted rows (the decoded versions, the counted quarantine), so fewer tasks do not
-    decode in fewer hands; they only write fewer, larger files."""
+    writer for each (16 files of one row each for one table was common). Coalescing merges
+    parent partitions by count, not by rows, so a large batch, whose parts may be skewed, keeps
+    its partitions. The caller must have materialized the expensive inputs at full
+    parallelism before (silver: the decoded versions are persisted and the quarantine's count
+    reads every one of them), or the coalesced tasks would compute them."""
     wanted = max(1, -(-rows // ROWS_PER_WRITE_TASK))
-    parallelism = df.sparkSession.sparkContext.defaultParallelism
-    return df.coalesce(min(wanted, parallelism))
+    if wanted >= df.sparkSession.sparkContext.defaultParallelism:
+        return df
+    return df.coalesce(wanted)
 
 
 def union_all(frames: Sequence[DataFrame]) -> DataFrame | None:

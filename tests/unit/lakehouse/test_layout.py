@@ -10,8 +10,8 @@ from lakehouse.layout import Layout, has_scheme, local_path, table_name
 
 
 def test_a_folder_has_one_local_path_however_it_is_spelled(tmp_path: Path) -> None:
-    """Symbolic links, ``..`` and a URI's escapes resolve to the same path (the checkpoint
-    lock of one folder has one key)."""
+    """Symbolic links and ``..`` resolve to the same path (the checkpoint lock of one folder
+    has one key); the rest of a ``file:`` URI is a name, as Spark's file system reads it."""
     real = tmp_path / "lake house"
     real.mkdir()
     (tmp_path / "link").symlink_to(real)
@@ -19,10 +19,14 @@ def test_a_folder_has_one_local_path_however_it_is_spelled(tmp_path: Path) -> No
         str(real),
         f"{tmp_path}/link",
         f"{real}/../lake house",
-        f"file://{tmp_path}/lake%20house",
+        f"file://{tmp_path}/lake house",
+        f"file://localhost{tmp_path}/link",
         f"file:{tmp_path}/link",
     ]
     assert {local_path(s) for s in spellings} == {real.resolve()}
+    assert local_path(f"file://{tmp_path}/lake%20house") == tmp_path.resolve() / "lake%20house"
+    assert local_path(f"file://{tmp_path}/lake#1") == tmp_path.resolve() / "lake#1"
+    assert not Layout("file://elsewhere/lh").is_local and Layout("file:///lh").is_local
 
 
 def test_every_path_of_a_local_root() -> None:
