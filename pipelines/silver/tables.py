@@ -206,8 +206,8 @@ def write_partitions(df: DataFrame, rows: int) -> DataFrame:
 
     A silver table's rows and the quarantine's are unions of parts (one per schema version
     and reason), each with the bronze batch's partitions: appended as they are, a batch of a
-    few hundred records writes a file per part and partition, and pays a task and a Parquet
-    writer for each (16 files of one row each for one table was common). Coalescing merges
+    few hundred records runs a task per part and partition (16 for one table's append was
+    common) and writes a file from each one with rows. Coalescing merges
     parent partitions by count, not by rows, so a large batch, whose parts may be skewed, keeps
     its partitions. The caller must have materialized the expensive inputs at full
     parallelism before (silver: the decoded versions are persisted and the quarantine's count

@@ -145,8 +145,9 @@ def test_every_record_lands_once_with_the_right_reason(
 
 
 def test_a_small_batch_appends_one_file_per_table(processed: Any) -> None:
-    """The order table's rows are a union of two schema versions and the quarantine's of
-    eleven reasons, each over the bronze batch's partitions; each append writes one file."""
+    """The order table's rows are a union of two schema versions, and the quarantine's a
+    union of bad frames, failed resolutions, conflicts and each version's decode failures,
+    each part over the bronze batch's partitions; each append writes one file."""
     lake = Path(processed["lake"])
     order_table = lake / "silver" / table_name_for(ORDER)
     quarantine = Path(Layout(str(lake)).quarantine)
