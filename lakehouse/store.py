@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from lakehouse.layout import has_scheme, local_path
+from lakehouse.layout import local_path
 
 # The URI schemes a pyarrow S3 file system serves (``bucket/key`` paths once the scheme is off).
 OBJECT_STORE_SCHEMES = ("s3a", "s3")
@@ -71,7 +71,7 @@ class Store:
         """Whether ``path`` is on this store's file system."""
         if self.object_store:
             return path.partition("://")[0].lower() in OBJECT_STORE_SCHEMES
-        return not has_scheme(path) or path.startswith("file:")
+        return local_path(path) is not None
 
     def is_dir(self, path: str) -> bool:
         """Whether ``path`` is a folder (on an object store: a prefix holding objects)."""

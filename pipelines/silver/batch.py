@@ -385,7 +385,7 @@ class SilverBatch:
 
         The quarantine rows are counted first (persisted: the append reads them again; the
         count also builds every decoded version's cache, with the batch's parallelism, before
-        the appends read them in fewer tasks: :func:`write_partitions`) and
+        a small append reads them in one task: :func:`write_partitions`) and
         appended only when there are some, or to create the table: an empty append would be
         a Delta commit, a second of driver work, for nothing; a retry counts the same rows
         (module docstring), so it skips the same append. Replay's ``quarantine_writer`` runs

@@ -196,26 +196,23 @@ def registered_sources(spark: SparkSession, path: str) -> tuple[tuple[str, ...],
     return listed(SCHEMA_VERSIONS_PROPERTY), listed(KAFKA_TOPICS_PROPERTY)
 
 
-#: rows a silver append (or a quarantine append) writes per task and file, at most
+#: a silver append (or a quarantine append) of at most this many rows is written by one task
 ROWS_PER_WRITE_TASK = 100_000
 
 
 def write_partitions(df: DataFrame, rows: int) -> DataFrame:
-    """``df`` for an append of at most ``rows`` rows: in fewer partitions when a few tasks
-    hold them (fewer than the session's default parallelism), else as it is.
+    """``df`` for an append of at most ``rows`` rows: in one partition when one task holds
+    them (:data:`ROWS_PER_WRITE_TASK`), else as it is.
 
     A silver table's rows and the quarantine's are unions of parts (one per schema version
     and reason), each with the bronze batch's partitions: appended as they are, a batch of a
     few hundred records runs a task per part and partition (16 for one table's append was
-    common) and writes a file from each one with rows. Coalescing merges
-    parent partitions by count, not by rows, so a large batch, whose parts may be skewed, keeps
-    its partitions. The caller must have materialized the expensive inputs at full
-    parallelism before (silver: the decoded versions are persisted and the quarantine's count
-    reads every one of them), or the coalesced tasks would compute them."""
-    wanted = max(1, -(-rows // ROWS_PER_WRITE_TASK))
-    if wanted >= df.sparkSession.sparkContext.defaultParallelism:
-        return df
-    return df.coalesce(wanted)
+    common) and writes a file from each one with rows. A larger batch keeps its partitions:
+    coalescing merges them by count, not by rows, so a skewed batch would land in a few
+    hands. The caller must have materialized the expensive inputs before, at the batch's
+    parallelism (silver: the decoded versions are persisted and the quarantine's count reads
+    every one of them), or the one task would compute them."""
+    return df.coalesce(1) if rows <= ROWS_PER_WRITE_TASK else df
 
 
 def union_all(frames: Sequence[DataFrame]) -> DataFrame | None:

@@ -45,12 +45,12 @@ def test_a_query_that_cannot_start_stops_the_one_started_before(
         with pytest.raises(CheckpointInUseError, match=f"pid {holder.pid} "):
             silver.run(cfg, trigger, spark=spark, await_termination=False)
     finally:
-        assert holder.stdin is not None
-        holder.stdin.close()
-        holder.wait(timeout=30)
         left_running = [q.name for q in spark.streams.active]
         for query in spark.streams.active:  # the session is shared: leave no query behind
             query.stop()
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
 
     assert (first / "metadata").exists()  # the first query had started
     assert left_running == []
