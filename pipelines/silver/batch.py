@@ -12,7 +12,7 @@
    quarantine with ``SCHEMA_CONFLICT``;
 4. quarantine bad frames, failed resolutions and schema conflicts with their raw bytes;
 5. decode each schema key's records in one pass through the Python workers
-   (``decode.decode_records``); rows that fail go to quarantine with their raw bytes;
+   (``decode.decode_version``); rows that fail go to quarantine with their raw bytes;
 6. check quality (the default suite plus the configured rules): failed rows go to quarantine
    (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
 7. write the silver tables, the quarantine (when it has rows) and the quality results, the
@@ -64,7 +64,7 @@ from lakehouse.delta import (
 from lakehouse.layout import Layout
 from lakehouse.streaming import run_together
 
-from .decode import DecodeSpec, decode_records, message_spark_schema
+from .decode import DecodeSpec, decode_version
 from .evaluation import ExpressionEvaluation
 from .framing import (
     BRONZE_COLUMNS,
@@ -324,12 +324,8 @@ class SilverBatch:
             key_types=key_types,
             native=self.native,
         )
-        msg_schema = message_spark_schema(
-            res.file_descriptor_set, plan.message_type, self.max_depth
-        )
         records = batch.records_of(res.schema_key, with_keys=bool(key_types))
-        decoded = decode_records(records, spec, msg_schema)
-        return decoded.persist(StorageLevel.MEMORY_AND_DISK)
+        return decode_version(records, spec).persist(StorageLevel.MEMORY_AND_DISK)
 
     def _check(
         self,
@@ -383,13 +379,11 @@ class SilverBatch:
         time (:func:`run_together`), each its own Delta transaction that Delta skips when it
         is already committed. Returns the quarantine's counts per reason and message type.
 
-        The quarantine rows are counted first (persisted: the append reads them again; the
-        count also builds every decoded version's cache, with the batch's parallelism, before
-        a small append reads them in one task: :func:`write_partitions`) and
-        appended only when there are some, or to create the table: an empty append would be
-        a Delta commit, a second of driver work, for nothing; a retry counts the same rows
-        (module docstring), so it skips the same append. Replay's ``quarantine_writer`` runs
-        after the silver appends.
+        The quarantine rows are counted first (persisted; the count also builds every decoded
+        version's cache at the batch's parallelism, which a small append reads in one task:
+        :func:`write_partitions`), and appended only when there are some or to create the
+        table: an empty append would be a Delta commit for nothing; a retry counts the same
+        rows (module docstring). Replay's ``quarantine_writer`` runs after the appends.
         """
         quarantine = union_all(quarantine_parts)
         assert quarantine is not None
