@@ -24,6 +24,11 @@ Exit code 0; 2 for a refused retention; 1 when a table failed (the others are st
 VACUUM lists files with ``spark.sql.sources.parallelPartitionDiscovery.parallelism`` tasks
 (Spark's default 10000, sized for clusters: minutes of empty tasks on ``local[2]``); unless
 the Spark configuration sets it, this command uses twice the default parallelism meanwhile.
+
+A table's storage is listed once per run: the files a VACUUM deleted are read from the
+``VACUUM END`` commit Delta logs for it (``spark.databricks.delta.vacuum.logging.enabled``,
+turned on meanwhile unless the configuration turns it off; then a ``DRY RUN`` counts them
+first, a second listing). On an object store a listing is the slow, billed part of VACUUM.
 """
 
 from __future__ import annotations
@@ -50,19 +55,40 @@ RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 
 
 LISTING_PARALLELISM_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+VACUUM_LOGGING_CONF = "spark.databricks.delta.vacuum.logging.enabled"
 
 
 @contextmanager
 def listing_parallelism(spark: Any) -> Iterator[None]:
     """Size VACUUM's file listing to the session unless the configuration chose a value."""
-    if spark.sparkContext.getConf().contains(LISTING_PARALLELISM_CONF):
+    value = str(max(2, 2 * spark.sparkContext.defaultParallelism))
+    with _unless_configured(spark, LISTING_PARALLELISM_CONF, value):
+        yield
+
+
+@contextmanager
+def vacuum_logging(spark: Any) -> Iterator[bool]:
+    """Have VACUUM log its commits unless the configuration turned that off; yields whether
+    the files a VACUUM deletes can be read from its ``VACUUM END`` commit."""
+    configured = spark.conf.get(VACUUM_LOGGING_CONF, None)
+    if configured is not None and configured.strip().lower() == "false":
+        yield False
+        return
+    with _unless_configured(spark, VACUUM_LOGGING_CONF, "true"):
+        yield True
+
+
+@contextmanager
+def _unless_configured(spark: Any, key: str, value: str) -> Iterator[None]:
+    """``key`` = ``value`` in the session meanwhile, unless the configuration sets ``key``."""
+    if spark.sparkContext.getConf().contains(key) or spark.conf.get(key, None) is not None:
         yield
         return
-    spark.conf.set(LISTING_PARALLELISM_CONF, str(max(2, 2 * spark.sparkContext.defaultParallelism)))
+    spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.unset(LISTING_PARALLELISM_CONF)
+        spark.conf.unset(key)
 
 
 class RetentionRefusedError(ValueError):
@@ -86,9 +112,19 @@ def _sql_path(path: str) -> str:
 
 
 def maintain_table(
-    spark: Any, path: str, *, retention_hours: float, optimize: bool, vacuum: bool, dry_run: bool
+    spark: Any,
+    path: str,
+    *,
+    retention_hours: float,
+    optimize: bool,
+    vacuum: bool,
+    dry_run: bool,
+    vacuum_logged: bool = True,
 ) -> dict[str, Any]:
-    """Optimize and/or vacuum one table; return what was (or would be) done."""
+    """Optimize and/or vacuum one table; return what was (or would be) done.
+
+    ``vacuum_logged``: the VACUUM's deleted files are read from its ``VACUUM END`` commit
+    (:func:`vacuum_logging`); otherwise a ``DRY RUN`` counts them first."""
     from delta.tables import DeltaTable
 
     detail = spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").first()
@@ -105,15 +141,47 @@ def maintain_table(
             "files_removed": int(m["numFilesRemoved"]) if m else 0,
         }
     if vacuum:
-        hours = f"{retention_hours:g}"
-        doomed = spark.sql(f"VACUUM {_sql_path(path)} RETAIN {hours} HOURS DRY RUN").count()
-        out["vacuum"] = {"files_deleted" if not dry_run else "files_to_delete": int(doomed)}
-        if not dry_run:
-            spark.sql(f"VACUUM {_sql_path(path)} RETAIN {hours} HOURS").collect()
+        out["vacuum"] = _vacuum(spark, path, retention_hours, dry_run, vacuum_logged)
     if not dry_run:
         after = spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").first()
         out["files_after"] = int(after["numFiles"])
     return out
+
+
+def _vacuum(
+    spark: Any, path: str, retention_hours: float, dry_run: bool, logged: bool
+) -> dict[str, int]:
+    """One table's VACUUM (or its dry run): ``files_deleted`` (``files_to_delete``)."""
+    vacuum = f"VACUUM {_sql_path(path)} RETAIN {retention_hours:g} HOURS"
+    if dry_run or not logged:
+        doomed = int(spark.sql(f"{vacuum} DRY RUN").count())
+        if dry_run:
+            return {"files_to_delete": doomed}
+        spark.sql(vacuum).collect()
+        return {"files_deleted": doomed}
+    before = _latest_version(spark, path)
+    spark.sql(vacuum).collect()
+    return {"files_deleted": _vacuumed_since(spark, path, before)}
+
+
+def _latest_version(spark: Any, path: str) -> int:
+    return int(spark.sql(f"DESCRIBE HISTORY {_sql_path(path)} LIMIT 1").first()["version"])
+
+
+# commits read back to find a VACUUM's own: other writers may commit to the table meanwhile
+_HISTORY_READ_BACK = 100
+
+
+def _vacuumed_since(spark: Any, path: str, version: int) -> int:
+    """The files deleted by the VACUUM that committed after ``version`` (its END commit)."""
+    history = spark.sql(f"DESCRIBE HISTORY {_sql_path(path)} LIMIT {_HISTORY_READ_BACK}").collect()
+    for row in history:  # newest first
+        if row["version"] > version and row["operation"] == "VACUUM END":
+            return int((row["operationMetrics"] or {}).get("numDeletedFiles", 0))
+    raise RuntimeError(
+        f"VACUUM of {path} logged no VACUUM END commit after version {version} "
+        f"({VACUUM_LOGGING_CONF} is on)"
+    )
 
 
 def maintain(
@@ -156,7 +224,11 @@ def maintain(
     paths = tables_of(spark, lakehouse_path, group)
     results: list[dict[str, Any]] = []
     failed: list[dict[str, str]] = []
-    with progress(show_progress) as steps, listing_parallelism(spark):
+    with (
+        progress(show_progress) as steps,
+        listing_parallelism(spark),
+        vacuum_logging(spark) as vacuum_logged,
+    ):
         for path in steps.track(paths, f"maintaining {len(paths)} tables"):
             try:
                 results.append(
@@ -167,6 +239,7 @@ def maintain(
                         optimize=optimize,
                         vacuum=vacuum,
                         dry_run=dry_run,
+                        vacuum_logged=vacuum_logged,
                     )
                 )
             except Exception as exc:  # noqa: BLE001 - one table's failure must not stop the rest
