@@ -29,6 +29,7 @@ from registry_server import start_registry_server
 from lakehouse.delta import list_delta_tables
 from lakehouse.layout import Layout, table_name
 from pipelines.naming import table_name_for
+from pipelines.ops.maintain import listing_parallelism
 from tests.support.sql_endpoint import hive as _hive
 from tests.support.sql_endpoint import query as _query
 from tests.support.stack import (
@@ -298,7 +299,9 @@ def test_duckdb_and_delta_rs_read_silver_and_quarantine_by_path(lake: Lake, spar
     key = "spark.databricks.delta.retentionDurationCheck.enabled"
     spark.conf.set(key, "false")
     try:
-        spark.sql(f"VACUUM delta.`{order}` RETAIN 0 HOURS")
+        # listed in as many tasks as `protolake maintain` uses (Spark's default is 10,000)
+        with listing_parallelism(spark):
+            spark.sql(f"VACUUM delta.`{order}` RETAIN 0 HOURS")
     finally:
         spark.conf.unset(key)
     assert _compare_engines(spark, order, _scalar_columns(spark, order)) > 0
