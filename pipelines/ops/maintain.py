@@ -41,7 +41,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from lakehouse.delta import list_delta_tables
+from lakehouse.delta import list_delta_tables, table_version
 from lakehouse.layout import LAYERS, Layout
 from pipelines.ops.common import emit, progress, table
 from pipelines.settings import load_config
@@ -159,29 +159,28 @@ def _vacuum(
             return {"files_to_delete": doomed}
         spark.sql(vacuum).collect()
         return {"files_deleted": doomed}
-    before = _latest_version(spark, path)
+    before = table_version(path, spark)
     spark.sql(vacuum).collect()
     return {"files_deleted": _vacuumed_since(spark, path, before)}
 
 
-def _latest_version(spark: Any, path: str) -> int:
-    return int(spark.sql(f"DESCRIBE HISTORY {_sql_path(path)} LIMIT 1").first()["version"])
-
-
-# commits read back to find a VACUUM's own: other writers may commit to the table meanwhile
-_HISTORY_READ_BACK = 100
-
-
 def _vacuumed_since(spark: Any, path: str, version: int) -> int:
-    """The files deleted by the VACUUM that committed after ``version`` (its END commit)."""
-    history = spark.sql(f"DESCRIBE HISTORY {_sql_path(path)} LIMIT {_HISTORY_READ_BACK}").collect()
-    for row in history:  # newest first
-        if row["version"] > version and row["operation"] == "VACUUM END":
-            return int((row["operationMetrics"] or {}).get("numDeletedFiles", 0))
-    raise RuntimeError(
-        f"VACUUM of {path} logged no VACUUM END commit after version {version} "
-        f"({VACUUM_LOGGING_CONF} is on)"
-    )
+    """The files deleted by the VACUUM that began after ``version``: the first ``VACUUM END``
+    commit after it. The history is read newest first, in widening pages, back to
+    ``version`` (a stream may commit to the table while it is vacuumed)."""
+    limit = 16
+    while True:
+        history = spark.sql(f"DESCRIBE HISTORY {_sql_path(path)} LIMIT {limit}").collect()
+        newer = [row for row in history if row["version"] > version]
+        ends = [row for row in newer if row["operation"] == "VACUUM END"]
+        if ends:
+            return int((ends[-1]["operationMetrics"] or {}).get("numDeletedFiles", 0))
+        if len(newer) < limit:  # reached back to `version` (or the table's first commit)
+            raise RuntimeError(
+                f"VACUUM of {path} logged no VACUUM END commit after version {version} "
+                f"({VACUUM_LOGGING_CONF} is on)"
+            )
+        limit *= 4
 
 
 def maintain(

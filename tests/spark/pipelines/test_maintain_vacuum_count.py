@@ -79,3 +79,24 @@ def test_maintain_turns_vacuum_logging_on_only_meanwhile_and_keeps_a_configured_
         assert spark.conf.get(key) == "false"
     finally:
         spark.conf.unset(key)
+
+
+def test_the_vacuum_end_is_found_behind_other_writers_commits(spark: Any, tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    _three_overwrites(spark, table)
+    before = _parquet_files(table)
+    version = int(spark.sql(f"DESCRIBE HISTORY delta.`{table}` LIMIT 1").first()["version"])
+    spark.conf.set(maintain_mod.RETENTION_CHECK_CONF, "false")
+    try:
+        with maintain_mod.listing_parallelism(spark), maintain_mod.vacuum_logging(spark):
+            spark.sql(f"VACUUM delta.`{table}` RETAIN 0 HOURS").collect()
+    finally:
+        spark.conf.unset(maintain_mod.RETENTION_CHECK_CONF)
+    for i in range(20):  # more commits than the first page of history read back
+        spark.range(i, i + 1).write.format("delta").mode("append").save(str(table))
+    deleted = len(before - _parquet_files(table))
+    assert deleted >= 6
+    assert maintain_mod._vacuumed_since(spark, str(table), version) == deleted
+    newest = int(spark.sql(f"DESCRIBE HISTORY delta.`{table}` LIMIT 1").first()["version"])
+    with pytest.raises(RuntimeError, match="no VACUUM END"):
+        maintain_mod._vacuumed_since(spark, str(table), newest - 3)
