@@ -25,10 +25,15 @@ VACUUM lists files with ``spark.sql.sources.parallelPartitionDiscovery.paralleli
 (Spark's default 10000, sized for clusters: minutes of empty tasks on ``local[2]``); unless
 the Spark configuration sets it, this command uses twice the default parallelism meanwhile.
 
-A table's storage is listed once per run: the files a VACUUM deleted are read from the
-``VACUUM END`` commit Delta logs for it (``spark.databricks.delta.vacuum.logging.enabled``,
-turned on meanwhile unless the configuration turns it off; then a ``DRY RUN`` counts them
-first, a second listing). On an object store a listing is the slow, billed part of VACUUM.
+Each VACUUM lists the table's storage once: the files it deleted are read from the
+``VACUUM END`` commit Delta logs for it. Delta logs VACUUM on most file systems but not on
+``s3a://`` by default, because its S3 log store is safe with one writing driver only; this
+command holds the writer leases of the jobs writing the tables (below), so it turns the
+logging on for its VACUUMs (``spark.databricks.delta.vacuum.logging.enabled``) unless the
+configuration sets it. Each VACUUM then adds two commits to the table's history
+(``VACUUM START``, ``VACUUM END``), with no data change. Where the configuration turns the
+logging (or commit info or history metrics) off, a ``DRY RUN`` counts the files first: a
+second listing, the slow and billed part of a VACUUM on an object store.
 """
 
 from __future__ import annotations
@@ -66,14 +71,23 @@ def listing_parallelism(spark: Any) -> Iterator[None]:
         yield
 
 
+# Off, any of these leaves a VACUUM's END commit, or its count of deleted files, unrecorded.
+_VACUUM_RECORD_CONFS = (
+    VACUUM_LOGGING_CONF,
+    "spark.databricks.delta.commitInfo.enabled",
+    "spark.databricks.delta.history.metricsEnabled",
+)
+
+
 @contextmanager
 def vacuum_logging(spark: Any) -> Iterator[bool]:
-    """Have VACUUM log its commits unless the configuration turned that off; yields whether
+    """Have VACUUM log its commits unless the configuration says otherwise; yields whether
     the files a VACUUM deletes can be read from its ``VACUUM END`` commit."""
-    configured = spark.conf.get(VACUUM_LOGGING_CONF, None)
-    if configured is not None and configured.strip().lower() == "false":
-        yield False
-        return
+    for key in _VACUUM_RECORD_CONFS:
+        configured = spark.conf.get(key, None)
+        if configured is not None and configured.strip().lower() == "false":
+            yield False
+            return
     with _unless_configured(spark, VACUUM_LOGGING_CONF, "true"):
         yield True
 
@@ -119,12 +133,8 @@ def maintain_table(
     optimize: bool,
     vacuum: bool,
     dry_run: bool,
-    vacuum_logged: bool = True,
 ) -> dict[str, Any]:
-    """Optimize and/or vacuum one table; return what was (or would be) done.
-
-    ``vacuum_logged``: the VACUUM's deleted files are read from its ``VACUUM END`` commit
-    (:func:`vacuum_logging`); otherwise a ``DRY RUN`` counts them first."""
+    """Optimize and/or vacuum one table; return what was (or would be) done."""
     from delta.tables import DeltaTable
 
     detail = spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").first()
@@ -141,7 +151,7 @@ def maintain_table(
             "files_removed": int(m["numFilesRemoved"]) if m else 0,
         }
     if vacuum:
-        out["vacuum"] = _vacuum(spark, path, retention_hours, dry_run, vacuum_logged)
+        out["vacuum"] = _vacuum(spark, path, retention_hours, dry_run=dry_run)
     if not dry_run:
         after = spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").first()
         out["files_after"] = int(after["numFiles"])
@@ -149,38 +159,36 @@ def maintain_table(
 
 
 def _vacuum(
-    spark: Any, path: str, retention_hours: float, dry_run: bool, logged: bool
-) -> dict[str, int]:
-    """One table's VACUUM (or its dry run): ``files_deleted`` (``files_to_delete``)."""
+    spark: Any, path: str, retention_hours: float, *, dry_run: bool
+) -> dict[str, int | None]:
+    """One table's VACUUM: ``files_deleted`` (a dry run: ``files_to_delete``)."""
     vacuum = f"VACUUM {_sql_path(path)} RETAIN {retention_hours:g} HOURS"
-    if dry_run or not logged:
-        doomed = int(spark.sql(f"{vacuum} DRY RUN").count())
-        if dry_run:
-            return {"files_to_delete": doomed}
+    with vacuum_logging(spark) as logged:
+        if dry_run or not logged:
+            doomed = int(spark.sql(f"{vacuum} DRY RUN").count())
+            if not dry_run:
+                spark.sql(vacuum).collect()
+            return {"files_to_delete" if dry_run else "files_deleted": doomed}
+        before = table_version(path, spark)
         spark.sql(vacuum).collect()
-        return {"files_deleted": doomed}
-    before = table_version(path, spark)
-    spark.sql(vacuum).collect()
-    return {"files_deleted": _vacuumed_since(spark, path, before)}
+        return {"files_deleted": _vacuumed_since(spark, path, before)}
 
 
-def _vacuumed_since(spark: Any, path: str, version: int) -> int:
+def _vacuumed_since(spark: Any, path: str, version: int) -> int | None:
     """The files deleted by the VACUUM that began after ``version``: the first ``VACUUM END``
-    commit after it. The history is read newest first, in widening pages, back to
-    ``version`` (a stream may commit to the table while it is vacuumed)."""
-    limit = 16
-    while True:
-        history = spark.sql(f"DESCRIBE HISTORY {_sql_path(path)} LIMIT {limit}").collect()
-        newer = [row for row in history if row["version"] > version]
-        ends = [row for row in newer if row["operation"] == "VACUUM END"]
-        if ends:
-            return int((ends[-1]["operationMetrics"] or {}).get("numDeletedFiles", 0))
-        if len(newer) < limit:  # reached back to `version` (or the table's first commit)
-            raise RuntimeError(
-                f"VACUUM of {path} logged no VACUUM END commit after version {version} "
-                f"({VACUUM_LOGGING_CONF} is on)"
-            )
-        limit *= 4
+    commit after it (other writers may commit meanwhile; Delta's commits do not say which
+    START an END closes, so two VACUUMs of one table at once may swap their counts). None,
+    with a warning, when no END commit or count was recorded."""
+    newer = table_version(path, spark) - version
+    history = (
+        spark.sql(f"DESCRIBE HISTORY {_sql_path(path)} LIMIT {newer}").collect() if newer else []
+    )
+    ends = [r for r in history if r["version"] > version and r["operation"] == "VACUUM END"]
+    deleted = (ends[-1]["operationMetrics"] or {}).get("numDeletedFiles") if ends else None
+    if deleted is None:
+        log.warning("maintain: the VACUUM of %s recorded no count of deleted files", path)
+        return None
+    return int(deleted)
 
 
 def maintain(
@@ -223,11 +231,7 @@ def maintain(
     paths = tables_of(spark, lakehouse_path, group)
     results: list[dict[str, Any]] = []
     failed: list[dict[str, str]] = []
-    with (
-        progress(show_progress) as steps,
-        listing_parallelism(spark),
-        vacuum_logging(spark) as vacuum_logged,
-    ):
+    with progress(show_progress) as steps, listing_parallelism(spark):
         for path in steps.track(paths, f"maintaining {len(paths)} tables"):
             try:
                 results.append(
@@ -238,7 +242,6 @@ def maintain(
                         optimize=optimize,
                         vacuum=vacuum,
                         dry_run=dry_run,
-                        vacuum_logged=vacuum_logged,
                     )
                 )
             except Exception as exc:  # noqa: BLE001 - one table's failure must not stop the rest
