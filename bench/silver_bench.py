@@ -13,7 +13,7 @@ Methods (records/s, best of ``--repeat`` runs on local[2]):
 
 - silver: protolake's path as ``SilverBatch`` runs it by default: ``head_counts`` (the raw
   frame head of each record cut in the JVM, the distinct heads read on the driver) ->
-  distinct schema keys -> one registry lookup per schema -> ``decode_records`` over the
+  distinct schema keys -> one registry lookup per schema -> ``decode_version`` over the
   records of each key (their one pass through the Python workers: the compiled decoder of
   ``pipelines.proto_types._native`` straight from the Arrow buffers; the upb path for what it
   gives back).
@@ -226,7 +226,7 @@ def main() -> int:
     from registry_server import start_registry_server
 
     from codec import SchemaResolver, open_registry
-    from pipelines.silver.decode import DecodeSpec, decode_records, message_spark_schema
+    from pipelines.silver.decode import DecodeSpec, decode_version
     from pipelines.silver.framing import BRONZE_COLUMNS, FramedBatch, Heads, head_counts
     from pipelines.silver.resolution import resolve_schema_keys
     from pipelines.spark import build_session
@@ -297,8 +297,7 @@ def main() -> int:
         for key, r in res.items():
             assert r.ok and r.file_descriptor_set is not None and r.message_type is not None, r
             spec = DecodeSpec(r.file_descriptor_set, r.message_type, 3, False, {}, native=native)
-            schema = message_spark_schema(r.file_descriptor_set, r.message_type, 3)
-            decoded = decode_records(batch.records_of(key, with_keys=False), spec, schema)
+            decoded = decode_version(batch.records_of(key, with_keys=False), spec)
             decoded.write.format("noop").mode("overwrite").save()
         if cache:
             bronze.unpersist()

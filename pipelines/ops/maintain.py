@@ -95,7 +95,7 @@ def vacuum_logging(spark: Any) -> Iterator[bool]:
 @contextmanager
 def _unless_configured(spark: Any, key: str, value: str) -> Iterator[None]:
     """``key`` = ``value`` in the session meanwhile, unless the configuration sets ``key``."""
-    if spark.sparkContext.getConf().contains(key) or spark.conf.get(key, None) is not None:
+    if spark.conf.get(key, None) is not None:  # the session's settings and its SparkConf
         yield
         return
     spark.conf.set(key, value)

@@ -306,10 +306,7 @@ def decode_records(framed: DataFrame, spec: DecodeSpec, message_schema: T.Struct
     return framed.select(*columns).mapInArrow(run, decoded_schema(message_schema))
 
 
-def decode_version(
-    records: DataFrame,
-    spec: DecodeSpec,
-) -> DataFrame:
+def decode_version(records: DataFrame, spec: DecodeSpec) -> DataFrame:
     """The framed records of one schema version (``spec``'s descriptor set and message type)
     decoded into the message's Spark schema (:func:`decode_records`)."""
     schema = message_spark_schema(spec.file_descriptor_set, spec.message_type, spec.max_depth)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from lakehouse.delta import table_version
 from pipelines.ops import maintain as maintain_mod
 
 
@@ -89,7 +90,7 @@ def test_the_first_vacuum_end_after_the_version_is_read(
     before = _parquet_files(table)
 
     def version() -> int:
-        return int(spark.sql(f"DESCRIBE HISTORY delta.`{table}` LIMIT 1").first()["version"])
+        return table_version(str(table), spark)
 
     start = version()
     first = _forced_vacuum(spark, table)["vacuum"]["files_deleted"]
