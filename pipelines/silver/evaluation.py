@@ -1,11 +1,12 @@
-"""How a silver micro-batch's expressions are evaluated: interpreted for a small batch,
-generated Java code for a large one.
+"""How a silver micro-batch is planned and its expressions evaluated: a small batch
+interpreted and without adaptive execution, a large one with generated code and adaptive
+execution.
 
-Spark compiles a projection that whole-stage code generation does not cover to Java code, and
-it does so in every task: it caches the compiled class, not the generation of its source.
-Silver's projections (decoded messages as nested structs, frame heads as literals, the
-quarantine's union of reasons) are of that kind, and for a small batch generating their code
-costs more than evaluating them. Measured on 2 cores: in ``bench/freshness_bench.py`` at
+Expressions. Spark compiles a projection that whole-stage code generation does not cover to
+Java code, and it does so in every task: it caches the compiled class, not the generation of
+its source. Silver's projections (decoded messages as nested structs, frame heads as literals,
+the quarantine's union of reasons) are of that kind, and for a small batch generating their
+code costs more than evaluating them. Measured on 2 cores: in ``bench/freshness_bench.py`` at
 1,000 records/s (batches of a hundred to 36,000 records), a third of the silver JVM's CPU
 samples (JFR) were formatting generated source (``CodeFormatter``'s regular expressions) in
 tasks. Four silver queries of about 500 records each, in a fresh JVM: 75 s of wall time and
@@ -16,15 +17,30 @@ decode alone (``bench/silver_bench.py``, records/s, generated against interprete
 300,000; a whole small batch (its checks, quarantine and appends add projections per record)
 is where interpreted evaluation wins, and it is what a stream runs.
 
+Adaptive execution. It re-plans a query after each shuffle and runs each shuffle's stage as a
+Spark job of its own, to size the next stage by what the shuffle wrote: for a few thousand
+records there is nothing to size, and a silver batch has several shuffles (the frame heads'
+and the quarantine's counts, each table's checks). So a small batch runs without it, its
+shuffles in at most as many partitions as the application has cores (its default
+parallelism), what adaptive execution would have coalesced them to. Measured with a silver
+query's session on 2 cores (``local[2]``; batches of 80 records of the demo's orders topic,
+each with two tables, the quarantine and the quality results; the 10 batches after a warm-up,
+three runs each way): 125 Spark jobs instead of 226, 69 s of JVM CPU instead of 81, and 46 s
+of wall time instead of 55.
+
 So each batch chooses by its record count (known after its first step, the frame heads'
-counts): below :data:`INTERPRET_BELOW_RECORDS` interpreted, else generated code. The choice
-is ``spark.sql.codegen.factoryMode`` (a setting Spark marks internal; its test suites switch
-it, as protolake's do) of the query's own session: the jobs that run on the batch's
-DataFrames read it (decode, checks, quarantine, appends); what the job does on its own
-session (creating and registering tables) keeps the launch setting. A job session that sets
-``spark.sql.codegen.factoryMode`` itself (``[spark.conf]``, ``spark-submit --conf``,
-``spark-defaults.conf``, ``spark.conf.set``) keeps that setting, and a batch read through the
-job's own session (replay's) is left as it is.
+counts): below :data:`INTERPRET_BELOW_RECORDS` the small-batch settings, else the launch
+settings. They are set on the query's own session (the micro-batch DataFrame's): the jobs that
+run on the batch's DataFrames read them (decode, checks, quarantine, appends); what the job does
+on its own session (creating and registering tables) keeps the launch settings, and a batch
+read through the job's own session (replay's) is left as it is. A job session that sets a
+setting itself (``[spark.conf]``, ``spark-submit --conf``, ``spark-defaults.conf``,
+``spark.conf.set``) keeps it: ``spark.sql.codegen.factoryMode`` (a setting Spark marks
+internal; its test suites switch it, as protolake's do) for the expressions,
+``spark.sql.adaptive.enabled`` for adaptive execution and the shuffle partitions. Every
+batch sets all of them again, so none depends on what the batch before it chose (nor on the
+shuffle partitions a restarted stream takes back from its checkpoint); a large batch goes
+back to the job session's values.
 """
 
 from __future__ import annotations
@@ -34,42 +50,77 @@ from pyspark.sql import SparkSession
 FACTORY_MODE = "spark.sql.codegen.factoryMode"
 INTERPRETED = "NO_CODEGEN"
 GENERATED = "FALLBACK"  # Spark's default: generated code, interpreted when it fails to compile
-#: a batch of fewer records evaluates its expressions interpreted
+ADAPTIVE = "spark.sql.adaptive.enabled"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+#: a batch of fewer records evaluates its expressions interpreted, without adaptive execution
 INTERPRET_BELOW_RECORDS = 50_000
 
 
+def _set_by_job(spark: SparkSession, key: str) -> bool:
+    """Whether the job's launch settings or its session set ``key`` themselves."""
+    return spark.sparkContext.getConf().contains(key) or spark.conf.get(key, None) is not None
+
+
 class ExpressionEvaluation:
-    """Chooses, batch by batch, between interpreted and generated-code expressions for one
-    silver query (see the module docstring).
+    """Chooses, batch by batch, the settings of a small or a large batch for one silver
+    query: interpreted or generated-code expressions, adaptive execution off or as launched
+    (see the module docstring).
 
     Args:
         main: the job's session, never changed.
-        fixed: the job's session chose (:meth:`choose` changes nothing).
-        below: batches of fewer records are interpreted.
+        fixed: the job's session chose the expressions' mode (:meth:`choose` leaves it).
+        below: batches of fewer records are small.
+        adaptive_fixed: the job's session chose adaptive execution (:meth:`choose` leaves
+            it and the shuffle partitions).
     """
 
     def __init__(
-        self, main: SparkSession, fixed: bool, below: int = INTERPRET_BELOW_RECORDS
+        self,
+        main: SparkSession,
+        fixed: bool,
+        below: int = INTERPRET_BELOW_RECORDS,
+        *,
+        adaptive_fixed: bool = True,
     ) -> None:
         self.main = main
         self.fixed = fixed
         self.below = below
+        self.adaptive_fixed = adaptive_fixed
+        # the launch settings a large batch goes back to
+        self._launch = {
+            ADAPTIVE: main.conf.get(ADAPTIVE),
+            SHUFFLE_PARTITIONS: main.conf.get(SHUFFLE_PARTITIONS),
+        }
 
     @classmethod
     def for_session(cls, spark: SparkSession) -> ExpressionEvaluation:
-        """Fixed when ``spark`` sets ``spark.sql.codegen.factoryMode`` (at launch or since)."""
-        chosen = spark.sparkContext.getConf().contains(FACTORY_MODE)
-        return cls(spark, fixed=chosen or spark.conf.get(FACTORY_MODE, None) is not None)
+        """Each setting fixed when ``spark`` sets it (at launch or since)."""
+        return cls(
+            spark,
+            fixed=_set_by_job(spark, FACTORY_MODE),
+            adaptive_fixed=_set_by_job(spark, ADAPTIVE),
+        )
 
     def mode_for(self, records: int) -> str:
         """The factory mode for a batch of ``records`` records."""
         return INTERPRETED if records < self.below else GENERATED
 
+    def settings_for(self, records: int) -> dict[str, str]:
+        """The settings :meth:`choose` gives a batch of ``records`` records."""
+        chosen = {} if self.fixed else {FACTORY_MODE: self.mode_for(records)}
+        if self.adaptive_fixed:
+            return chosen
+        if records >= self.below:
+            return {**chosen, **self._launch}
+        cores = self.main.sparkContext.defaultParallelism
+        partitions = min(int(self._launch[SHUFFLE_PARTITIONS]), max(1, cores))
+        return {**chosen, ADAPTIVE: "false", SHUFFLE_PARTITIONS: str(partitions)}
+
     def choose(self, session: SparkSession, records: int) -> None:
-        """Set the mode for a batch of ``records`` records on ``session``, the query's own
+        """Set the settings for a batch of ``records`` records on ``session``, the query's own
         (the micro-batch DataFrame's ``sparkSession``); the job's session is left alone."""
-        if self.fixed or session._jsparkSession.equals(self.main._jsparkSession):
+        if session._jsparkSession.equals(self.main._jsparkSession):
             return
-        mode = self.mode_for(records)
-        if session.conf.get(FACTORY_MODE, None) != mode:
-            session.conf.set(FACTORY_MODE, mode)
+        for key, value in self.settings_for(records).items():
+            if session.conf.get(key, None) != value:
+                session.conf.set(key, value)

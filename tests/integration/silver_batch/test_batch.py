@@ -368,31 +368,44 @@ def test_a_batch_without_quarantine_rows_commits_nothing_to_the_quarantine(
 def test_small_batches_are_interpreted_large_ones_generated_and_both_land_the_same(
     spark: Any, tmp_path: Any, producer: Any, versions: Any, registry: Any
 ) -> None:
-    """The batch's record count chooses how its expressions are evaluated, on the query's own
-    session (the micro-batch's), and either way the same rows land; a batch read through the
-    job's own session leaves that session alone. (The suite's sessions are launched
-    interpreted, so the choice is forced open here.)"""
+    """The batch's record count chooses how its expressions are evaluated and whether it runs
+    with adaptive execution, on the query's own session (the micro-batch's), and either way the
+    same rows land; a batch read through the job's own session leaves that session alone.
+    (The suite's sessions are launched interpreted and without adaptive execution, so the
+    choice is forced open here, and the launch settings a large batch goes back to are those
+    of a session that set others.)"""
     from pipelines.silver.evaluation import (
+        ADAPTIVE,
         FACTORY_MODE,
         GENERATED,
         INTERPRETED,
+        SHUFFLE_PARTITIONS,
         ExpressionEvaluation,
     )
 
-    assert ExpressionEvaluation.for_session(spark).fixed  # tests/spark-conf sets the mode
+    launched = ExpressionEvaluation.for_session(spark)
+    assert launched.fixed and launched.adaptive_fixed  # tests/spark-conf sets both
+    main = spark.newSession()  # the job's session, launched with adaptive execution
+    main.conf.set(ADAPTIVE, "true")
+    main.conf.set(SHUFFLE_PARTITIONS, "7")
+    few = str(min(7, spark.sparkContext.defaultParallelism))
+    evaluation = ExpressionEvaluation(main, fixed=False, below=3, adaptive_fixed=False)
+    small = {FACTORY_MODE: INTERPRETED, ADAPTIVE: "false", SHUFFLE_PARTITIONS: few}
+    large = {FACTORY_MODE: GENERATED, ADAPTIVE: "true", SHUFFLE_PARTITIONS: "7"}
+    assert [evaluation.settings_for(n) for n in (2, 3)] == [small, large]
     v1 = versions["v1"]
     lake = str(tmp_path / "lake")
     query_session = spark.newSession()  # launched interpreted, like the job's
     batch = SilverBatch(
-        spark,
+        main,
         lake,
         "44444444-4444-4444-4444-444444444444",
         SchemaResolver(open_registry(registry.url)),
     )
-    batch.evaluation = ExpressionEvaluation(spark, fixed=False, below=3)
-    assert [batch.evaluation.mode_for(n) for n in (2, 3)] == [INTERPRETED, GENERATED]
-    modes = []
-    for batch_id, (records, session) in enumerate([(3, query_session), (2, spark)]):
+    batch.evaluation = evaluation
+    seen = []
+    batches = [(3, query_session), (2, main), (2, query_session)]
+    for batch_id, (records, session) in enumerate(batches):
         bronze = f"{lake}/bronze/ut_eval{batch_id}"
         rows = [
             bronze_row(producer.frame(make_order(v1, 10 * batch_id + i), TOPIC), TOPIC, i)
@@ -400,9 +413,11 @@ def test_small_batches_are_interpreted_large_ones_generated_and_both_land_the_sa
         ]
         write_bronze(spark, bronze, rows)
         batch(session.read.format("delta").load(bronze), batch_id)
-        modes.append((query_session.conf.get(FACTORY_MODE), spark.conf.get(FACTORY_MODE)))
-    assert modes == [(GENERATED, INTERPRETED), (GENERATED, INTERPRETED)]
-    assert [h.silver for h in batch.history] == [{table_name_for(ORDER): n} for n in (3, 2)]
+        seen.append([{key: s.conf.get(key) for key in large} for s in (query_session, main)])
+    main_as_set = {FACTORY_MODE: spark.conf.get(FACTORY_MODE), ADAPTIVE: "true"}
+    main_as_set[SHUFFLE_PARTITIONS] = "7"
+    assert seen == [[large, main_as_set], [large, main_as_set], [small, main_as_set]]
+    assert [h.silver for h in batch.history] == [{table_name_for(ORDER): n} for n in (3, 2, 2)]
     silver = spark.read.format("delta").load(Layout(lake).silver_table(table_name_for(ORDER)))
     offsets = sorted(r[0] for r in silver.select("_kafka_offset").collect())
-    assert offsets == [0, 0, 1, 1, 2]
+    assert offsets == [0, 0, 0, 1, 1, 1, 2]
