@@ -14,13 +14,15 @@ bench/silver_quality_bench.py, into a lakehouse of its own. The two ways alterna
 warm-up run of each (the JVM's JIT compiler is busy for minutes after a start):
 
 - launch settings: adaptive execution on, as a session without ``spark.sql.adaptive.enabled``
-  starts (``ExpressionEvaluation(adaptive_fixed=True)``: left as it is);
+  starts, and the launch's shuffle partitions (``pipelines.spark.LOCAL_CONF``: 4), which
+  adaptive execution coalesces (``ExpressionEvaluation(adaptive_fixed=True)``: left as is);
 - small-batch settings: what ``pipelines.silver.evaluation`` chooses for a batch below 50,000
-  records: adaptive execution off, the shuffles in at most as many partitions as there are
-  cores.
+  records: adaptive execution off, each shuffle in one partition here.
 
-Printed: the medians of wall time and of the JVM's CPU time (the driver's process: in
-``local[2]`` the executors too) per run, and small / launch as ratios (< 1.0: cheaper).
+Printed, the medians per run: wall time, the JVM's CPU time (the driver's process: in
+``local[2]`` the executors too), of which its JIT compilers' time, and the Spark jobs run;
+small / launch as ratios (< 1.0: cheaper). Both ways must land the same silver rows (the
+rows' offsets are compared), or the bench fails.
 """
 
 from __future__ import annotations
@@ -46,11 +48,27 @@ def jvm_cpu_seconds(spark: Any) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def jit_seconds(spark: Any) -> float:
+    """Time the session's JVM spent compiling with its JIT compilers so far."""
+    jvm = spark.sparkContext._jvm
+    return (
+        jvm.java.lang.management.ManagementFactory.getCompilationMXBean().getTotalCompilationTime()
+        / 1000
+    )
+
+
+def last_job(spark: Any) -> int:
+    """The id of the latest Spark job (ids count up from 0)."""
+    return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None), default=-1)
+
+
 def run(spark: Any, bronze: str, lake: str, registry_url: str, args: Any, small: bool) -> Any:
-    """(wall seconds, JVM CPU seconds, silver rows) of ``args.batches`` batches into ``lake``."""
+    """(wall s, JVM CPU s, JIT s, Spark jobs, silver offsets) of ``args.batches`` batches."""
     from pyspark.sql import functions as F  # noqa: N812
 
     from codec import SchemaResolver, open_registry
+    from lakehouse.delta import list_delta_tables
+    from lakehouse.layout import Layout
     from pipelines.silver import SilverBatch
     from pipelines.silver.evaluation import ExpressionEvaluation
     from quality.checker import QualityChecker
@@ -66,12 +84,19 @@ def run(spark: Any, bronze: str, lake: str, registry_url: str, args: Any, small:
     batch.evaluation = ExpressionEvaluation(spark, fixed=False, adaptive_fixed=not small)
     query_session = spark.newSession()
     source = query_session.read.format("delta").load(bronze)
-    cpu0, t0 = jvm_cpu_seconds(spark), time.perf_counter()
+    before = jvm_cpu_seconds(spark), jit_seconds(spark), last_job(spark)
+    t0 = time.perf_counter()
     for i in range(args.batches):
         low = i * args.records
         batch(source.where(F.col("offset").between(low, low + args.records - 1)), i)
-    wall, cpu = time.perf_counter() - t0, jvm_cpu_seconds(spark) - cpu0
-    return wall, cpu, sum(sum(h.silver.values()) for h in batch.history)
+        if not small and query_session.conf.get("spark.sql.adaptive.enabled") != "true":
+            raise SystemExit("adaptive execution is off as launched: nothing to compare")
+    wall = time.perf_counter() - t0
+    cpu, jit, jobs = jvm_cpu_seconds(spark), jit_seconds(spark), last_job(spark)
+    tables = list_delta_tables(Layout(lake).silver, spark)
+    read = [spark.read.format("delta").load(t).select("_kafka_offset") for t in tables]
+    offsets = sorted(r[0] for df in read for r in df.collect())
+    return wall, cpu - before[0], jit - before[1], jobs - before[2], offsets
 
 
 def main() -> int:
@@ -86,7 +111,7 @@ def main() -> int:
     from pipelines.spark import build_session
 
     registry = start_registry_server(port=0)
-    spark = build_session("small-batch-bench", conf={"spark.sql.shuffle.partitions": "4"})
+    spark = build_session("small-batch-bench")
     work = Path(tempfile.mkdtemp(prefix="small-batch-bench-"))
     bronze = str(work / "bronze-input")
     write_bronze(spark, bronze, frames(registry.url), args.batches * args.records)
@@ -95,26 +120,32 @@ def main() -> int:
 
     figures: dict[bool, list[Any]] = {False: [], True: []}
     for rep in range(args.repeat):
-        for small in (False, True):
+        for small in (rep % 2 == 1, rep % 2 == 0):  # each way first in turn
             lake = str(work / f"run-{rep}-{'small' if small else 'launch'}")
             figures[small].append(run(spark, bronze, lake, registry.url, args, small))
-    rows = {r[2] for runs in figures.values() for r in runs}
-    wall = {k: statistics.median(r[0] for r in runs) for k, runs in figures.items()}
-    cpu = {k: statistics.median(r[1] for r in runs) for k, runs in figures.items()}
+    landed = {tuple(r[4]) for runs in figures.values() for r in runs}
+    median = {
+        k: [statistics.median(r[i] for r in runs) for i in range(4)] for k, runs in figures.items()
+    }
     print(
         f"{args.batches} batches of {args.records} bench.v1.Order records a run, "
         f"local[{spark.sparkContext.defaultParallelism}], medians of {args.repeat} runs"
     )
-    print(f"silver rows a run: {sorted(rows)} (the same both ways)")
-    print(f"launch settings (adaptive on): {wall[False]:6.1f} s wall  {cpu[False]:6.1f} s JVM CPU")
-    print(f"small-batch settings:          {wall[True]:6.1f} s wall  {cpu[True]:6.1f} s JVM CPU")
     print(
-        f"small / launch: {wall[True] / wall[False]:.2f}x the wall time, "
-        f"{cpu[True] / cpu[False]:.2f}x the JVM CPU"
+        f"silver rows a run: {len(next(iter(landed)))}, the same offsets both ways: {len(landed) == 1}"
+    )
+    for small, name in ((False, "launch settings (adaptive on)"), (True, "small-batch settings")):
+        wall, cpu, jit, jobs = median[small]
+        print(
+            f"{name:30s} {wall:6.1f} s wall  {cpu:6.1f} s JVM CPU ({jit:5.1f} s JIT)  {jobs:4.0f} jobs"
+        )
+    (w0, c0, _, j0), (w1, c1, _, j1) = median[False], median[True]
+    print(
+        f"small / launch: {w1 / w0:.2f}x the wall time, {c1 / c0:.2f}x the JVM CPU, {j1 / j0:.2f}x the jobs"
     )
     spark.stop()
     registry.stop()
-    return 0 if len(rows) == 1 else 1
+    return 0 if len(landed) == 1 else 1
 
 
 if __name__ == "__main__":

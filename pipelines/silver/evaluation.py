@@ -20,13 +20,14 @@ is where interpreted evaluation wins, and it is what a stream runs.
 Adaptive execution. It re-plans a query after each shuffle and runs each shuffle's stage as a
 Spark job of its own, to size the next stage by what the shuffle wrote: for a few thousand
 records there is nothing to size, and a silver batch has several shuffles (the frame heads'
-and the quarantine's counts, each table's checks). So a small batch runs without it, its
-shuffles in at most as many partitions as the application has cores (its default
-parallelism), what adaptive execution would have coalesced them to. Measured with a silver
-query's session on 2 cores (``local[2]``; batches of 80 records of the demo's orders topic,
-each with two tables, the quarantine and the quality results; the 10 batches after a warm-up,
-three runs each way): 125 Spark jobs instead of 226, 69 s of JVM CPU instead of 81, and 46 s
-of wall time instead of 55.
+and the quarantine's counts, each table's checks). So a small batch runs without it, each
+shuffle in one partition per :data:`RECORDS_PER_SHUFFLE_PARTITION` records, and no more than
+the application has cores (its default parallelism) or the launch setting allows: a few
+partitions, as adaptive execution would have coalesced them to, however large the cluster.
+``bench/small_batch_bench.py`` measures it (figures in ``docs/streaming.md``): on 2 cores,
+about a quarter to a half fewer Spark jobs, and the same CPU and wall time within the runs'
+noise. The jobs saved are stage submissions and listener events, which cost more where the
+executors are remote and in a stream's event log than on one machine.
 
 So each batch chooses by its record count (known after its first step, the frame heads'
 counts): below :data:`INTERPRET_BELOW_RECORDS` the small-batch settings, else the launch
@@ -37,10 +38,11 @@ read through the job's own session (replay's) is left as it is. A job session th
 setting itself (``[spark.conf]``, ``spark-submit --conf``, ``spark-defaults.conf``,
 ``spark.conf.set``) keeps it: ``spark.sql.codegen.factoryMode`` (a setting Spark marks
 internal; its test suites switch it, as protolake's do) for the expressions,
-``spark.sql.adaptive.enabled`` for adaptive execution and the shuffle partitions. Every
-batch sets all of them again, so none depends on what the batch before it chose (nor on the
-shuffle partitions a restarted stream takes back from its checkpoint); a large batch goes
-back to the job session's values.
+``spark.sql.adaptive.enabled`` for adaptive execution and the shuffle partitions. Each batch
+sets all of them again once its count is known, so its later steps never depend on what the
+batch before it chose (nor on the shuffle partitions a restarted stream takes back from its
+checkpoint); its first step runs with the settings the query's session has (the previous
+batch's), and a large batch goes back to the job session's values.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ ADAPTIVE = "spark.sql.adaptive.enabled"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 #: a batch of fewer records evaluates its expressions interpreted, without adaptive execution
 INTERPRET_BELOW_RECORDS = 50_000
+#: a small batch's shuffles get a partition per this many records (at least one)
+RECORDS_PER_SHUFFLE_PARTITION = 10_000
 
 
 def _set_by_job(spark: SparkSession, key: str) -> bool:
@@ -87,10 +91,7 @@ class ExpressionEvaluation:
         self.below = below
         self.adaptive_fixed = adaptive_fixed
         # the launch settings a large batch goes back to
-        self._launch = {
-            ADAPTIVE: main.conf.get(ADAPTIVE),
-            SHUFFLE_PARTITIONS: main.conf.get(SHUFFLE_PARTITIONS),
-        }
+        self._launch = {key: str(main.conf.get(key)) for key in (ADAPTIVE, SHUFFLE_PARTITIONS)}
 
     @classmethod
     def for_session(cls, spark: SparkSession) -> ExpressionEvaluation:
@@ -112,9 +113,16 @@ class ExpressionEvaluation:
             return chosen
         if records >= self.below:
             return {**chosen, **self._launch}
-        cores = self.main.sparkContext.defaultParallelism
-        partitions = min(int(self._launch[SHUFFLE_PARTITIONS]), max(1, cores))
-        return {**chosen, ADAPTIVE: "false", SHUFFLE_PARTITIONS: str(partitions)}
+        partitions = min(self._launch_partitions(), -(-records // RECORDS_PER_SHUFFLE_PARTITION))
+        return {**chosen, ADAPTIVE: "false", SHUFFLE_PARTITIONS: str(max(1, partitions))}
+
+    def _launch_partitions(self) -> int:
+        """The cores, or fewer when the launch setting says so (a number; others ignored)."""
+        cores = max(1, self.main.sparkContext.defaultParallelism)
+        try:
+            return min(cores, int(self._launch[SHUFFLE_PARTITIONS]))
+        except ValueError:
+            return cores
 
     def choose(self, session: SparkSession, records: int) -> None:
         """Set the settings for a batch of ``records`` records on ``session``, the query's own

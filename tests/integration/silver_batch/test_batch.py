@@ -388,9 +388,9 @@ def test_small_batches_are_interpreted_large_ones_generated_and_both_land_the_sa
     main = spark.newSession()  # the job's session, launched with adaptive execution
     main.conf.set(ADAPTIVE, "true")
     main.conf.set(SHUFFLE_PARTITIONS, "7")
-    few = str(min(7, spark.sparkContext.defaultParallelism))
     evaluation = ExpressionEvaluation(main, fixed=False, below=3, adaptive_fixed=False)
-    small = {FACTORY_MODE: INTERPRETED, ADAPTIVE: "false", SHUFFLE_PARTITIONS: few}
+    # a small batch's shuffles: a partition per 10,000 records, so one here
+    small = {FACTORY_MODE: INTERPRETED, ADAPTIVE: "false", SHUFFLE_PARTITIONS: "1"}
     large = {FACTORY_MODE: GENERATED, ADAPTIVE: "true", SHUFFLE_PARTITIONS: "7"}
     assert [evaluation.settings_for(n) for n in (2, 3)] == [small, large]
     v1 = versions["v1"]
