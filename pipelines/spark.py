@@ -61,6 +61,13 @@ LOCAL_CONF: dict[str, str] = {
 REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|auth|jaas|credential"
 
 
+def configured(spark: SparkSession, key: str) -> bool:
+    """Whether the job set ``key`` itself: at launch (``[spark.conf]``, ``spark-submit --conf``,
+    ``spark-defaults.conf``, which the session's settings include) or since
+    (``spark.conf.set``), rather than leaving it to Spark's default."""
+    return spark.conf.get(key, None) is not None
+
+
 def is_local_master(master: str) -> bool:
     """True for ``local``, ``local[N]``, ``local[*]`` and ``local-cluster[...]``: every
     process of the application on this host, where loopback addresses are right."""

@@ -51,6 +51,7 @@ from lakehouse.layout import LAYERS, Layout
 from pipelines.ops.common import emit, progress, table
 from pipelines.settings import load_config
 from pipelines.settings.clients import open_session, writer_lease
+from pipelines.spark import configured
 
 log = logging.getLogger("pipelines.ops.maintain")
 
@@ -95,7 +96,7 @@ def vacuum_logging(spark: Any) -> Iterator[bool]:
 @contextmanager
 def _unless_configured(spark: Any, key: str, value: str) -> Iterator[None]:
     """``key`` = ``value`` in the session meanwhile, unless the configuration sets ``key``."""
-    if spark.conf.get(key, None) is not None:  # the session's settings and its SparkConf
+    if configured(spark, key):
         yield
         return
     spark.conf.set(key, value)

@@ -49,6 +49,8 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
+from pipelines.spark import configured
+
 FACTORY_MODE = "spark.sql.codegen.factoryMode"
 INTERPRETED = "NO_CODEGEN"
 GENERATED = "FALLBACK"  # Spark's default: generated code, interpreted when it fails to compile
@@ -58,11 +60,6 @@ SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 INTERPRET_BELOW_RECORDS = 50_000
 #: a small batch's shuffles get a partition per this many records (at least one)
 RECORDS_PER_SHUFFLE_PARTITION = 10_000
-
-
-def _set_by_job(spark: SparkSession, key: str) -> bool:
-    """Whether the job's launch settings or its session set ``key`` themselves."""
-    return spark.sparkContext.getConf().contains(key) or spark.conf.get(key, None) is not None
 
 
 class ExpressionEvaluation:
@@ -98,8 +95,8 @@ class ExpressionEvaluation:
         """Each setting fixed when ``spark`` sets it (at launch or since)."""
         return cls(
             spark,
-            fixed=_set_by_job(spark, FACTORY_MODE),
-            adaptive_fixed=_set_by_job(spark, ADAPTIVE),
+            fixed=configured(spark, FACTORY_MODE),
+            adaptive_fixed=configured(spark, ADAPTIVE),
         )
 
     def mode_for(self, records: int) -> str:

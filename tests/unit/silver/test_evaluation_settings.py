@@ -1,7 +1,7 @@
 """The settings a silver batch runs with, by its record count and what the job's session set.
 
-The sessions here are stand-ins with the three things ``ExpressionEvaluation`` reads of a
-session (its launch settings, its runtime settings, its cores); the settings reaching a real
+The sessions here are stand-ins with the two things ``ExpressionEvaluation`` reads of a
+session (its settings, the launch's included, and its cores); the settings reaching a real
 query's session, and the same rows landing either way, are tested in
 ``tests/integration/silver_batch/test_batch.py``.
 """
@@ -34,10 +34,7 @@ class _Settings:
 def session(cores: int, launched: dict[str, str], runtime: dict[str, str]) -> Any:
     return SimpleNamespace(
         conf=_Settings({**launched, **runtime}),
-        sparkContext=SimpleNamespace(
-            defaultParallelism=cores,
-            getConf=lambda: SimpleNamespace(contains=lambda key: key in launched),
-        ),
+        sparkContext=SimpleNamespace(defaultParallelism=cores),
     )
 
 
