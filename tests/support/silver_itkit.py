@@ -16,6 +16,40 @@ from tests.support.stack import BOOTSTRAP, free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def kafka_partition_counts(topics: list[str]) -> dict[tuple[str, int], int]:
+    """Records each partition of ``topics`` holds (high minus low watermark, read committed)."""
+    from confluent_kafka import Consumer
+
+    from pipelines.settings.clients import partition_watermarks
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": BOOTSTRAP,
+            "group.id": "it-probe",
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        marks = partition_watermarks(consumer, consumer.list_topics(timeout=10), topics)
+    finally:
+        consumer.close()
+    return {tp: high - low for tp, (low, high) in marks.items()}
+
+
+def bronze_partition_counts(spark: Any, lake: str) -> dict[tuple[str, int], int]:
+    """Records each Kafka partition has in the bronze tables of ``lake``."""
+    from lakehouse.delta import list_delta_tables
+    from lakehouse.layout import Layout
+
+    out: dict[tuple[str, int], int] = {}
+    for path in list_delta_tables(Layout(lake).bronze, spark):
+        for r in (
+            spark.read.format("delta").load(path).groupBy("topic", "partition").count().collect()
+        ):
+            out[(r["topic"], int(r["partition"]))] = int(r["count"])
+    return out
+
+
 class Registry:
     """A registry test server on a fixed port that can be stopped and started again
     (its schemas persist in a JSON file across restarts)."""

@@ -22,7 +22,15 @@ from pipelines import bronze, silver
 from pipelines.demo.produce import produce_demo_stream
 from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant
-from tests.support.silver_itkit import ROOT, make_config, unique_prefix, wait_for, write_config_file
+from tests.support.silver_itkit import (
+    ROOT,
+    bronze_partition_counts,
+    kafka_partition_counts,
+    make_config,
+    unique_prefix,
+    wait_for,
+    write_config_file,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +71,11 @@ def test_demo_stream_every_record_once_with_its_reason(
     }
     cfg = make_config(tmp_path / "lake", summary.topics, registry.url)
     lake = cfg.lakehouse_path
+    in_kafka = kafka_partition_counts(summary.topics)
+    assert sum(in_kafka.values()) == summary.records, in_kafka
     bronze.run(cfg, trigger="available-now", spark=spark)
+    # every partition's records, each once (the message names a partition bronze fell short of)
+    assert bronze_partition_counts(spark, lake) == in_kafka, kafka_partition_counts(summary.topics)
     registry.handle.clear_requests()
 
     result = silver.run(cfg, trigger="available-now", spark=spark)
