@@ -38,6 +38,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -92,33 +93,49 @@ def replays_of(spark: SparkSession, checkpoint: str) -> Replays:
     when that cannot be read, its file's modification time). Every batch after the newest
     planned one is fresh.
     """
-    planned = _batch_ids(spark, Layout.offset_log(checkpoint))
-    if not planned:
+    planned = newest_batch(spark, Layout.offset_log(checkpoint))
+    if planned is None:
         return Replays(fresh_from=0)
-    newest = planned[-1]
-    committed = _batch_ids(spark, Layout.commit_log(checkpoint))
-    if committed and committed[-1] >= newest:
+    newest = planned.batch_id
+    committed = newest_batch(spark, Layout.commit_log(checkpoint))
+    if committed is not None and committed.batch_id >= newest:
         return Replays(fresh_from=newest + 1)
     entry = f"{Layout.offset_log(checkpoint)}/{newest}"
     lines = read_text_lines(spark, entry) or []
     try:
         planned_ms = int(json.loads(lines[1])["batchTimestampMs"])
     except (IndexError, ValueError, KeyError, TypeError):
-        _, path, fs = hadoop_path(spark, entry)
-        planned_ms = int(fs.getFileStatus(path).getModificationTime())
+        planned_ms = planned.modified_ms
         log.warning(
             "%s: no batchTimestampMs; the file's time (%d) stands for it", entry, planned_ms
         )
     return Replays(fresh_from=newest + 1, planned_ms=planned_ms)
 
 
-def _batch_ids(spark: SparkSession, folder: str) -> list[int]:
-    """The batch ids named by the files of a checkpoint log folder, in order."""
+@dataclass(frozen=True)
+class LogEntry:
+    """A file of a checkpoint log (``offsets/<id>``, ``commits/<id>``): its batch id and when
+    it was written (milliseconds since the epoch, the file system's modification time)."""
+
+    batch_id: int
+    modified_ms: int
+
+
+def newest_batch(spark: SparkSession, folder: str) -> LogEntry | None:
+    """The newest file of a checkpoint log folder (by batch id); None when it has none.
+
+    The one reader of a checkpoint's logs through Spark's file systems (any Hadoop URI); the
+    DAGs read the same files without a JVM (``dags/protolake_support/progress.py``).
+    """
     _, path, fs = hadoop_path(spark, folder)
     if not fs.exists(path):
-        return []
-    names = (status.getPath().getName() for status in fs.listStatus(path))
-    return sorted(int(name) for name in names if name.isdigit())
+        return None
+    newest: LogEntry | None = None
+    for status in fs.listStatus(path):
+        name = status.getPath().getName()
+        if name.isdigit() and (newest is None or int(name) > newest.batch_id):
+            newest = LogEntry(int(name), int(status.getModificationTime()))
+    return newest
 
 
 def read_text_lines(spark: SparkSession, location: str) -> list[str] | None:

@@ -33,6 +33,7 @@ from typing import Any
 from lakehouse.delta import is_delta_table, list_delta_tables
 from lakehouse.hadoop import hadoop_path
 from lakehouse.layout import Layout
+from lakehouse.streaming import newest_batch
 from pipelines.ops.common import (
     effective_reason,
     emit,
@@ -163,7 +164,6 @@ def quality_summary(spark: Any, layout: Layout) -> dict[str, Any]:
 def stream_ages(spark: Any, layout: Layout, now: float | None = None) -> list[dict[str, Any]]:
     """Per checkpoint under ``_checkpoints/<job>/<name>``: last committed batch and its age."""
     jvm, base, fs = hadoop_path(spark, layout.checkpoints)
-    path_cls = jvm.org.apache.hadoop.fs.Path
     now = time.time() if now is None else now
     out: list[dict[str, Any]] = []
     if not fs.exists(base):
@@ -172,19 +172,16 @@ def stream_ages(spark: Any, layout: Layout, now: float | None = None) -> list[di
         if not job.isDirectory():
             continue
         for cp in fs.listStatus(job.getPath()):
-            commits = path_cls(Layout.commit_log(cp.getPath().toString()))
-            if not cp.isDirectory() or not fs.exists(commits):
+            commits = Layout.commit_log(cp.getPath().toString())
+            if not cp.isDirectory() or not fs.exists(jvm.org.apache.hadoop.fs.Path(commits)):
                 continue
-            last_id, mtime = -1, None
-            for st in fs.listStatus(commits):
-                name = st.getPath().getName()
-                if name.isdigit() and int(name) >= last_id:
-                    last_id, mtime = int(name), st.getModificationTime() / 1000.0
+            newest = newest_batch(spark, commits)
+            mtime = newest.modified_ms / 1000.0 if newest is not None else None
             out.append(
                 {
                     "job": job.getPath().getName(),
                     "stream": cp.getPath().getName(),
-                    "last_batch_id": last_id if last_id >= 0 else None,
+                    "last_batch_id": newest.batch_id if newest is not None else None,
                     "last_batch_at": datetime.fromtimestamp(mtime, UTC) if mtime else None,
                     "age_seconds": round(now - mtime, 1) if mtime else None,
                 }

@@ -71,8 +71,13 @@ def test_demo_stream_every_record_once_with_its_reason(
     }
     cfg = make_config(tmp_path / "lake", summary.topics, registry.url)
     lake = cfg.lakehouse_path
+    # every acknowledged record is readable (read committed) before bronze starts
+    wait_for(
+        lambda: sum(kafka_partition_counts(summary.topics).values()) == summary.records,
+        60,
+        f"{summary.records} committed records in {summary.topics}",
+    )
     in_kafka = kafka_partition_counts(summary.topics)
-    assert sum(in_kafka.values()) == summary.records, in_kafka
     bronze.run(cfg, trigger="available-now", spark=spark)
     # every partition's records, each once (the message names a partition bronze fell short of)
     assert bronze_partition_counts(spark, lake) == in_kafka, kafka_partition_counts(summary.topics)
