@@ -7,6 +7,8 @@
 - :func:`replays_of`: which batches of a query about to start may be replays (the one an
   earlier run planned and did not commit), so that only those are looked up before their
   appends (:func:`lakehouse.delta.append_idempotent`).
+- :func:`newest_batch`: the newest file of a checkpoint log (``offsets``, ``commits``), its
+  batch id and write time (:class:`LogEntry`).
 - :func:`with_trigger`: ``available-now`` (take what is there, then stop) or
   ``processing-time`` (every ``interval``, until stopped).
 - :func:`await_queries` waits in short polls, so Python signal handlers run meanwhile;
@@ -122,10 +124,11 @@ class LogEntry:
 
 
 def newest_batch(spark: SparkSession, folder: str) -> LogEntry | None:
-    """The newest file of a checkpoint log folder (by batch id); None when it has none.
+    """The newest file of a checkpoint log folder (by batch id); None when the folder is
+    missing or holds none.
 
-    The one reader of a checkpoint's logs through Spark's file systems (any Hadoop URI); the
-    DAGs read the same files without a JVM (``dags/protolake_support/progress.py``).
+    The one place that lists a checkpoint log through Spark's file systems (any Hadoop URI);
+    the DAGs list the same folders without a JVM (``dags/protolake_support/progress.py``).
     """
     _, path, fs = hadoop_path(spark, folder)
     if not fs.exists(path):
