@@ -18,7 +18,7 @@ from lakehouse.delta import (
     batch_landed,
     read_batch_marker,
 )
-from lakehouse.streaming import replays_of
+from lakehouse.streaming import LogEntry, newest_batch, replays_of
 from tests.support.checkpoints import write_checkpoint_batch
 from tests.support.delta_log import commit_actions
 
@@ -126,6 +126,21 @@ def test_replays_of_a_checkpoint(spark: Any, tmp_path: Path) -> None:
     entry.write_text("v1\n")
     os.utime(entry, (1_600_000_000, 1_600_000_000))
     assert replays_of(spark, str(checkpoint)).planned_ms == 1_600_000_000_000
+
+
+def test_the_newest_batch_of_a_checkpoint_log_is_the_highest_number(
+    spark: Any, tmp_path: Path
+) -> None:
+    log = tmp_path / "cp" / "commits"
+    assert newest_batch(spark, str(log)) is None  # no folder
+    log.mkdir(parents=True)
+    assert newest_batch(spark, str(log)) is None  # no batch yet
+    for batch, seconds in ((2, 1_600_000_200), (10, 1_600_001_000), (9, 1_600_000_900)):
+        (log / str(batch)).write_text("v1\n{}\n")
+        os.utime(log / str(batch), (seconds, seconds))
+    (log / ".10.crc").write_text("")  # Hadoop's checksum files and temporaries are no batches
+    (log / "11.tmp").write_text("")
+    assert newest_batch(spark, str(log)) == LogEntry(batch_id=10, modified_ms=1_600_001_000_000)
 
 
 class ConcurrentAppendException(Exception):  # noqa: N818 - the name Delta gives it
