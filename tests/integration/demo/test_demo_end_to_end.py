@@ -40,14 +40,16 @@ SUITE_SPARK_SETTINGS = {
 
 
 JVM_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+# with the suite's class archive (tests/support/jvm_archive.py), the class path it needs
+CLASS_PATH = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
 
 
 def jvm_options_only(folder: Path) -> Path:
-    """A Spark conf folder with the JVM options of the suite's spark-defaults.conf and nothing
-    else of it."""
+    """A Spark conf folder with the JVM options (and class path) of the suite's
+    spark-defaults.conf and nothing else of it."""
     suite = (TEST_SPARK_CONF_DIR / "spark-defaults.conf").read_text().splitlines()
-    lines = [line for line in suite if line.startswith(JVM_OPTIONS)]
-    assert len(lines) == len(JVM_OPTIONS), suite
+    lines = [line for line in suite if line.startswith(JVM_OPTIONS + CLASS_PATH)]
+    assert len([line for line in lines if line.startswith(JVM_OPTIONS)]) == len(JVM_OPTIONS), suite
     folder.mkdir(exist_ok=True)
     (folder / "spark-defaults.conf").write_text("\n".join(lines) + "\n")
     return folder

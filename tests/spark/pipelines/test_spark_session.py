@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 
@@ -78,3 +79,15 @@ def test_building_a_column_is_one_jvm_call_per_function(spark: Any, monkeypatch:
     monkeypatch.setattr(py4j.java_gateway.JavaMember, "__call__", counted)
     F.lit(7).cast("int")
     assert calls == ["lit", "cast"]
+
+
+def test_the_suites_jvm_maps_the_class_archive_when_the_suite_built_it(spark: Any) -> None:
+    # infra/run_tests.sh builds the archive (tests/support/jvm_archive.py); a JVM whose class
+    # path does not match it runs without it, silently, so this checks that it is really used
+    from tests.support import jvm_archive
+
+    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    archive = jvm_archive.folder() / jvm_archive.ARCHIVE
+    with_archive = os.environ["SPARK_CONF_DIR"] == str(jvm_archive.folder())
+    assert (str(archive) in maps) == with_archive, os.environ["SPARK_CONF_DIR"]
