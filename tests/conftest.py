@@ -27,25 +27,24 @@ from tests.support.stack import BOOTSTRAP, REGISTRY, check_kafka, check_registry
 # Every Spark application of the suite (this process's session, jobs run as subprocesses or
 # through spark-submit, DAG tasks) reads tests/spark-conf/spark-defaults.conf: JVM options for
 # short runs on small data (the file says why). When infra/run_tests.sh has built the suite's
-# class archive (tests/support/jvm_archive.py), they read the copy next to it, which adds the
-# archive and the class path it needs. Standalone masters and workers take the same from
-# SPARK_DAEMON_JAVA_OPTS and SPARK_DAEMON_CLASSPATH. A caller's own settings win.
+# class archive (tests/support/jvm_archive.py), they read its copy in run/test-spark-conf,
+# which adds the archive and the class path it needs. Standalone masters and workers take the
+# same from SPARK_DAEMON_JAVA_OPTS and SPARK_DAEMON_CLASSPATH. A caller's own settings win.
 TEST_SPARK_CONF_DIR = jvm_archive.current_conf_dir() or jvm_archive.SUITE_CONF_DIR
 
 
 def suite_jvm_options() -> str:
     """The driver JVM options of the suite's spark-defaults.conf."""
-    options = jvm_archive.read_settings(TEST_SPARK_CONF_DIR).get(jvm_archive.JAVA_OPTION_KEYS[0])
-    if not options:
-        raise AssertionError(
-            f"{TEST_SPARK_CONF_DIR}/spark-defaults.conf sets no driver JVM options"
-        )
-    return options
+    return jvm_archive.driver_jvm_options(TEST_SPARK_CONF_DIR)
 
 
-os.environ.setdefault("SPARK_CONF_DIR", str(TEST_SPARK_CONF_DIR))
-for _key, _value in jvm_archive.daemon_settings(TEST_SPARK_CONF_DIR).items():
-    os.environ.setdefault(_key, _value)
+def _use_suite_spark_settings() -> None:
+    os.environ.setdefault("SPARK_CONF_DIR", str(TEST_SPARK_CONF_DIR))
+    for key, value in jvm_archive.daemon_settings(TEST_SPARK_CONF_DIR).items():
+        os.environ.setdefault(key, value)
+
+
+_use_suite_spark_settings()
 
 # What every folder's session had: few partitions for small test data, on a 2-core machine.
 SPARK_TEST_CONF = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}

@@ -124,6 +124,24 @@ def spark_conf_dir() -> Path:
 _PROPERTY = re.compile(r"^\s*([^\s=:]+)\s*[=:\s]\s*(.*?)\s*$")
 
 
+def read_spark_defaults(path: Path) -> dict[str, str]:
+    """The settings of a ``spark-defaults.conf`` as spark-submit reads them (a
+    ``java.util.Properties`` file: ``key value``, ``key=value`` or ``key: value``; ``#`` and
+    ``!`` start comments; the last of a key wins).
+
+    Raises:
+        OSError: the file cannot be read (FileNotFoundError when it does not exist).
+    """
+    settings = {}
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.lstrip().startswith(("#", "!")):
+            continue
+        match = _PROPERTY.match(line)
+        if match:
+            settings[match.group(1)] = match.group(2)
+    return settings
+
+
 def default_master(conf: Mapping[str, str] | None = None) -> str | None:
     """The master spark-submit uses when no ``--master`` is given, or None if unknown.
 
@@ -133,20 +151,12 @@ def default_master(conf: Mapping[str, str] | None = None) -> str | None:
     """
     if conf and conf.get("spark.master"):
         return conf["spark.master"]
-    defaults = spark_conf_dir() / "spark-defaults.conf"
-    found = None
     try:
-        lines = defaults.read_text(encoding="utf-8", errors="replace").splitlines()
+        found = read_spark_defaults(spark_conf_dir() / "spark-defaults.conf").get("spark.master")
     except FileNotFoundError:
-        lines = []
+        found = None
     except OSError:
         return None
-    for line in lines:  # java.util.Properties: "key value", "key=value" or "key: value"
-        if line.lstrip().startswith(("#", "!")):
-            continue
-        match = _PROPERTY.match(line)
-        if match and match.group(1) == "spark.master" and match.group(2):
-            found = match.group(2)  # the last one wins, as in Properties.load
     return found or os.environ.get("MASTER") or "local[*]"
 
 

@@ -1,27 +1,29 @@
 """A class-data-sharing archive for the suite's Spark JVMs, and the Spark conf folder that uses it.
 
 Every Spark JVM of the suite (each test process's session, every job run as a subprocess or
-through spark-submit, DAG tasks, standalone masters, workers and executors) loads and links the
-same twenty-odd thousand classes of Spark, Scala, Delta and Kafka at start-up. A dynamic CDS
-archive (JDK 13+: ``-XX:ArchiveClassesAtExit`` once, ``-XX:SharedArchiveFile`` after) keeps
-them parsed and verified in a file the JVMs map. Measured on 2 cores: a short application (a
-session, three Delta appends, a read) took 15-19 s of JVM CPU without it, 11-15 s with it; the
-machine's CPU over a whole test file, 296 s without and 212 s with it for the standalone
-cluster on the object store (``tests/integration/s3/test_s3_cluster.py``), 263 s and 200 s
-for the ingest DAG's two runs (``tests/integration/dags/test_ingest_dag.py``).
+through spark-submit, DAG tasks, standalone masters, workers and executors) loads, parses and
+links the same thousands of classes of Spark and Scala at start-up. A dynamic CDS archive
+(JDK 13+: ``-XX:ArchiveClassesAtExit`` once, ``-XX:SharedArchiveFile`` after) keeps them parsed
+and linked in a file the JVMs map. Measured on 2 cores, the machine's CPU over a test file:
+the standalone cluster on the object store (``tests/integration/s3/test_s3_cluster.py``) 296 s
+without it; the ingest DAG's two runs (``tests/integration/dags/test_ingest_dag.py``) 263 s.
+The figures with it are in the project's notes and README.
 
-The JVM only shares classes whose class-path entries come before any non-empty folder, and
-Spark puts its conf folder right after ``spark.driver.extraClassPath``: so the folder written
-here puts Spark's own jars and the cached Kafka and Delta jars in ``extraClassPath`` (driver,
-executor and, through ``SPARK_DAEMON_CLASSPATH``, the standalone daemons), which makes every
-JVM's class path start with the same jars. A JVM whose class path differs (another
-installation) runs without the archive; its CDS messages are off, so nothing reaches a job's
-output.
+The JDK archives a class only from a class-path entry before any non-empty folder, and Spark's
+launcher puts its conf folder right after ``spark.driver.extraClassPath``. So the conf folder
+written here names Spark's own jars in ``extraClassPath`` (driver and executors; the standalone
+daemons through ``SPARK_DAEMON_CLASSPATH``): the same jars as before, only first. Delta, Kafka
+and the S3 jars stay where deployments have them, in ``spark.jars`` (a child class loader),
+so the suite still tests that placement; the archive does not hold their classes. A JVM whose
+class path does not match the archive runs without it; every CDS message is off, so nothing
+reaches a job's output.
 
 ``python -m tests.support.jvm_archive`` (``infra/run_tests.sh`` runs it before pytest) builds
-``<run>/test-spark-conf`` when it is missing or stale: the suite's ``tests/spark-conf/
-spark-defaults.conf`` plus the class path and the archive. ``tests/conftest.py`` uses that
-folder when it is current, else ``tests/spark-conf``: the suite runs the same either way.
+the folder when none is current: the suite's ``tests/spark-conf/spark-defaults.conf`` plus the
+class path and the archive, in ``<run>/test-spark-conf/<stamp>``, where the stamp digests what
+the archive depends on (the JDK, Spark's jars, the suite's settings, this module and its
+workload). ``tests/conftest.py`` uses the current folder, else ``tests/spark-conf``: the same
+settings, without the archive.
 """
 
 from __future__ import annotations
@@ -29,143 +31,177 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from pipelines.jobs import read_spark_defaults, spark_submit_path
+from tests.support.stack import run_dir
+
 REPO = Path(__file__).resolve().parents[2]
 SUITE_CONF_DIR = REPO / "tests" / "spark-conf"
+WORKLOAD = Path(__file__).with_name("jvm_archive_workload.py")
 JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 CLASS_PATH_KEYS = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
-# the JVM reports a class path it cannot share on stdout, where jobs print their results
-QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+# the JVM reports an archive it cannot use on stdout, where jobs print their results
+QUIET_CDS = "-Xlog:cds*=off"
 ARCHIVE = "classes.jsa"
-STAMP = "stamp"
+RECORD_TIMEOUT = 300  # seconds; recording takes about a minute on 2 busy cores
+HEADER = (
+    "# Written by tests/support/jvm_archive.py from tests/spark-conf/spark-defaults.conf "
+    "(edit that one): the suite's settings, the class archive and the class path it needs.\n"
+)
 
 
-def folder() -> Path:
-    """Where the conf folder and its archive live: ``<run>/test-spark-conf``."""
-    run = Path(os.environ.get("PROTOLAKE_RUN_DIR", REPO / "run"))
-    return (run if run.is_absolute() else REPO / run) / "test-spark-conf"
+def archives_folder() -> Path:
+    """``<run>/test-spark-conf``: one folder per stamp, the current one used."""
+    return run_dir() / "test-spark-conf"
 
 
-def class_path() -> str:
-    """Spark's jars and the cached Kafka and Delta jars, as class-path wildcards."""
-    from importlib.util import find_spec
-
-    from pipelines.spark import DEFAULT_JAR_DIR
-
-    pyspark = find_spec("pyspark")  # found, not imported: the unit tests' conftest reads this
-    if pyspark is None or pyspark.origin is None:
-        raise OSError("pyspark is not installed")
-    spark_jars = Path(pyspark.origin).parent / "jars"
-    return f"{spark_jars}/*:{DEFAULT_JAR_DIR}/*"
+def spark_jars() -> Path:
+    """The jars of the Spark installation spark-submit runs (``$SPARK_HOME``, else pyspark's)."""
+    return Path(spark_submit_path()).parents[1] / "jars"
 
 
-def _stamp() -> str:
-    """What the archive depends on: the JDK, the jars (names, sizes, times) and the suite's
-    Spark settings."""
+def _java() -> str:
+    """The ``java`` Spark's launcher runs: ``$JAVA_HOME/bin/java``, else the one on the path."""
+    home = os.environ.get("JAVA_HOME")
+    return str(Path(home) / "bin" / "java") if home else "java"
+
+
+def stamp() -> str:
+    """A digest of what the archive depends on: the JDK, Spark's jars (names, sizes, times),
+    the suite's Spark settings, this module and the workload it records."""
     digest = hashlib.sha256()
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=True)
+    java = subprocess.run(
+        [_java(), "-version"], capture_output=True, text=True, check=True, timeout=30
+    )
     digest.update(java.stderr.encode())
-    digest.update((SUITE_CONF_DIR / "spark-defaults.conf").read_bytes())
-    for entry in class_path().split(":"):
-        for jar in sorted(Path(entry.rstrip("*")).glob("*.jar")):
-            info = jar.stat()
-            digest.update(f"{jar}:{info.st_size}:{info.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
+    for source in (SUITE_CONF_DIR / "spark-defaults.conf", Path(__file__), WORKLOAD):
+        digest.update(source.read_bytes())
+    for jar in sorted(spark_jars().glob("*.jar")):
+        info = jar.stat()
+        digest.update(f"{jar}:{info.st_size}:{info.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def current_conf_dir() -> Path | None:
-    """The conf folder with the archive when it is built and current, else None."""
-    out = folder()
+    """The conf folder with the archive when one is built for the current stamp, else None."""
     try:
-        if (out / ARCHIVE).is_file() and (out / STAMP).read_text() == _stamp():
-            return out
-    except (OSError, subprocess.CalledProcessError):
+        conf_dir = archives_folder() / stamp()
+    except (OSError, subprocess.SubprocessError):
         return None
+    if (conf_dir / ARCHIVE).is_file() and (conf_dir / "spark-defaults.conf").is_file():
+        return conf_dir
     return None
+
+
+def driver_jvm_options(conf_dir: Path) -> str:
+    """The driver JVM options of ``conf_dir/spark-defaults.conf``."""
+    options = read_spark_defaults(conf_dir / "spark-defaults.conf").get(JAVA_OPTION_KEYS[0])
+    if not options:
+        raise AssertionError(f"{conf_dir}/spark-defaults.conf sets no driver JVM options")
+    return options
 
 
 def daemon_settings(conf_dir: Path) -> dict[str, str]:
     """``SPARK_DAEMON_JAVA_OPTS`` (and, with the archive, ``SPARK_DAEMON_CLASSPATH``) for the
-    standalone masters and workers: the driver's JVM options of ``conf_dir``."""
-    settings = read_settings(conf_dir)
-    env = {"SPARK_DAEMON_JAVA_OPTS": settings[JAVA_OPTION_KEYS[0]]}
-    if CLASS_PATH_KEYS[0] in settings:
-        env["SPARK_DAEMON_CLASSPATH"] = settings[CLASS_PATH_KEYS[0]]
+    standalone masters and workers: the driver's JVM options and class path of ``conf_dir``."""
+    env = {"SPARK_DAEMON_JAVA_OPTS": driver_jvm_options(conf_dir)}
+    class_path = read_spark_defaults(conf_dir / "spark-defaults.conf").get(CLASS_PATH_KEYS[0])
+    if class_path:
+        env["SPARK_DAEMON_CLASSPATH"] = class_path
     return env
 
 
-def read_settings(conf_dir: Path) -> dict[str, str]:
-    """The settings of ``conf_dir/spark-defaults.conf``."""
-    settings = {}
-    for line in (conf_dir / "spark-defaults.conf").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            key, _, value = line.partition(" ")
-            settings[key] = value.strip()
-    return settings
-
-
-def _write_conf(out: Path, archive_option: str) -> None:
-    """``out/spark-defaults.conf``: the suite's settings, the class path, ``archive_option``."""
-    lines = []
+def write_conf(conf_dir: Path, archive_option: str) -> None:
+    """``conf_dir/spark-defaults.conf``: the suite's settings with ``archive_option`` (and the
+    CDS messages off) added to the JVM options, and Spark's jars first on the class path."""
+    lines = [HEADER.rstrip("\n")]
     for line in (SUITE_CONF_DIR / "spark-defaults.conf").read_text().splitlines():
         if line.startswith(JAVA_OPTION_KEYS):
             line = f"{line} {QUIET_CDS} {archive_option}"
         lines.append(line)
-    lines += [f"{key} {class_path()}" for key in CLASS_PATH_KEYS]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "spark-defaults.conf").write_text("\n".join(lines) + "\n")
+    lines += [f"{key} {spark_jars()}/*" for key in CLASS_PATH_KEYS]
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    (conf_dir / "spark-defaults.conf").write_text("\n".join(lines) + "\n")
+
+
+def record(archive: Path, scratch: Path) -> None:
+    """Run the workload in a JVM that writes ``archive`` as it exits.
+
+    Raises:
+        RuntimeError: the workload failed, timed out or the JVM wrote no archive.
+    """
+    conf_dir = scratch / "conf"
+    write_conf(conf_dir, f"-XX:ArchiveClassesAtExit={archive}")
+    env = {**os.environ, "SPARK_CONF_DIR": str(conf_dir), "SPARK_LOCAL_IP": "127.0.0.1"}
+    env.pop("PYSPARK_SUBMIT_ARGS", None)
+    # The JVM writes the archive as it exits, after the Python process: it shares the stderr
+    # pipe, so reading the pipe to its end waits for the JVM too. Its own session, so that a
+    # timeout stops the JVM with it.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.jvm_archive_workload", str(scratch)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
+    try:
+        _, stderr = proc.communicate(timeout=RECORD_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise RuntimeError(f"the workload took more than {RECORD_TIMEOUT} s") from None
+    if proc.returncode != 0 or not archive.is_file():
+        tail = "\n".join(stderr.splitlines()[-5:])
+        raise RuntimeError(f"the JVM wrote no archive (exit {proc.returncode}): {tail}")
 
 
 def build() -> Path:
-    """Write the archive and the conf folder that uses it (about half a minute)."""
-    out = folder()
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    archive = out / ARCHIVE
-    with tempfile.TemporaryDirectory() as scratch:
-        dump_conf = Path(scratch) / "conf"
-        _write_conf(dump_conf, f"-XX:ArchiveClassesAtExit={archive}")
-        env = {**os.environ, "SPARK_CONF_DIR": str(dump_conf)}
-        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        env.pop("PYSPARK_SUBMIT_ARGS", None)
-        # The JVM writes the archive as it exits, after the Python process: it shares the
-        # stderr pipe, so reading the pipe to its end waits for the JVM too.
-        run = subprocess.run(
-            [sys.executable, "-m", "tests.support.jvm_archive_workload", scratch],
-            cwd=REPO,
-            env=env,
-            timeout=600,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-    if run.returncode != 0 or not archive.is_file():
-        tail = "\n".join(run.stderr.splitlines()[-5:])
-        raise RuntimeError(f"the JVM wrote no archive at {archive} (exit {run.returncode}): {tail}")
-    _write_conf(out, f"-XX:SharedArchiveFile={archive}")
-    (out / STAMP).write_text(_stamp())
-    return out
+    """Record the archive and write the conf folder that uses it, for the current stamp; the
+    folder appears whole (a rename) and replaces those of other stamps."""
+    root = archives_folder()
+    root.mkdir(parents=True, exist_ok=True)
+    conf_dir = root / stamp()
+    with tempfile.TemporaryDirectory(dir=root, prefix=".building-") as scratch:
+        recorded = Path(scratch) / ARCHIVE
+        record(recorded, Path(scratch))
+        staged = Path(scratch) / "staged"
+        write_conf(staged, f"-XX:SharedArchiveFile={conf_dir / ARCHIVE}")
+        recorded.rename(staged / ARCHIVE)
+        shutil.rmtree(conf_dir, ignore_errors=True)
+        staged.rename(conf_dir)
+    for other in root.iterdir():
+        if other == conf_dir or other.name.startswith(".building-"):
+            continue
+        if other.is_dir():
+            shutil.rmtree(other, ignore_errors=True)
+        else:
+            other.unlink(missing_ok=True)
+    return conf_dir
 
 
 def main() -> int:
-    """Build the archive unless it is current; on failure the suite runs without it."""
+    """Build the archive unless it is current; 1 when that fails (the suite then runs without
+    it, only slower)."""
     if current_conf_dir() is not None:
-        print(f"jvm_archive: {folder()} is current")
+        print(f"jvm_archive: {current_conf_dir()} is current")
         return 0
     started = time.monotonic()
     try:
-        out = build()
-    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        conf_dir = build()
+    except Exception as exc:  # noqa: BLE001 - any failure leaves the suite its plain settings
         print(f"jvm_archive: no class archive ({exc}); the suite runs without it", file=sys.stderr)
-        shutil.rmtree(folder(), ignore_errors=True)
-        return 0
-    size = (out / ARCHIVE).stat().st_size // 2**20
-    print(f"jvm_archive: {out / ARCHIVE} ({size} MB) in {time.monotonic() - started:.0f} s")
+        return 1
+    size = (conf_dir / ARCHIVE).stat().st_size // 2**20
+    print(f"jvm_archive: {conf_dir / ARCHIVE} ({size} MB) in {time.monotonic() - started:.0f} s")
     return 0
 
 

@@ -12,10 +12,13 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+from pyspark.sql import DataFrame
+
 from pipelines.spark import build_session
 
 
-def _double(batches: Iterator) -> Iterator:  # type: ignore[type-arg]
+def _double(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     import pyarrow.compute as pc
 
     for batch in batches:
@@ -23,7 +26,9 @@ def _double(batches: Iterator) -> Iterator:  # type: ignore[type-arg]
 
 
 def main(scratch: Path) -> None:
-    spark = build_session("jvm-archive", conf={"spark.sql.shuffle.partitions": "2"})
+    spark = build_session(
+        "jvm-archive", master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}
+    )
     table = str(scratch / "table")
     rows = spark.range(50).selectExpr(
         "id", "named_struct('a', id, 'b', cast(id as string)) AS s", "current_timestamp() AS t"
@@ -40,7 +45,7 @@ def main(scratch: Path) -> None:
     spark.sql(f"DESCRIBE HISTORY delta.`{table}`").collect()
     rows.mapInArrow(_double, rows.schema).count()
 
-    def each_batch(batch, batch_id: int) -> None:  # type: ignore[no-untyped-def]
+    def each_batch(batch: DataFrame, batch_id: int) -> None:
         batch.write.format("delta").mode("append").save(str(scratch / "copy"))
 
     query = (

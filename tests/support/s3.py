@@ -8,17 +8,15 @@ implementation independent of protolake's (S3A, delta-rs).
 
 from __future__ import annotations
 
-import os
 import urllib.error
 import urllib.request
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.stack import run_dir
 
 
 @dataclass(frozen=True)
@@ -81,11 +79,6 @@ class S3Store:
             fs.FileSelector(f"{bucket}/{prefix}".rstrip("/"), recursive=True, allow_not_found=True)
         )
         return sorted(i.path for i in infos if i.type == fs.FileType.File)
-
-
-def run_dir() -> Path:
-    run = Path(os.environ.get("PROTOLAKE_RUN_DIR", "run"))
-    return run if run.is_absolute() else ROOT / run
 
 
 def load_store() -> S3Store:

@@ -4,7 +4,8 @@ Kafka is ``PROTOLAKE_KAFKA_BOOTSTRAP`` (default 127.0.0.1:9092), the schema regi
 ``PROTOLAKE_REGISTRY_URL`` (default http://127.0.0.1:8081). A stack that does not answer fails
 the tests that need it (CI starts it; run ``infra/stack.sh up``): they never skip. The
 metastore and the SQL endpoint are ``PROTOLAKE_METASTORE_PORT`` (9083) and
-``PROTOLAKE_SQL_HOST``/``PROTOLAKE_SQL_PORT`` (127.0.0.1:10000).
+``PROTOLAKE_SQL_HOST``/``PROTOLAKE_SQL_PORT`` (127.0.0.1:10000). The stack's run folder (its
+logs, pids, credentials) is ``PROTOLAKE_RUN_DIR`` (default ``run`` in the repository).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import random
 import socket
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +24,13 @@ REGISTRY = os.environ.get("PROTOLAKE_REGISTRY_URL", "http://127.0.0.1:8081")
 METASTORE_URI = f"thrift://127.0.0.1:{os.environ.get('PROTOLAKE_METASTORE_PORT', '9083')}"
 SQL_HOST = os.environ.get("PROTOLAKE_SQL_HOST", "127.0.0.1")
 SQL_PORT = int(os.environ.get("PROTOLAKE_SQL_PORT", "10000"))
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_dir() -> Path:
+    """The stack's run folder: ``$PROTOLAKE_RUN_DIR`` (relative to the repository), else run/."""
+    run = Path(os.environ.get("PROTOLAKE_RUN_DIR", "run"))
+    return run if run.is_absolute() else ROOT / run
 
 
 # Ports for servers a test starts: below the kernel's ephemeral range (32768-60999 here), so a

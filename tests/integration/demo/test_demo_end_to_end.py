@@ -5,8 +5,9 @@ with Spark, and compared with the stream the demo produced; a second run must ch
 The demo runs with Spark's own SQL settings, not the suite's (tests/spark-conf turns off code
 generation and adaptive execution for speed): this is the suite's run of the pipeline with the
 generated code deployments use. It keeps only the suite's JVM options (the C1 compiler alone,
-the serial collector), which change how much CPU the JVM spends on itself, never what Spark
-computes.
+the serial collector) and, with the suite's class archive, Spark's jars first on the class
+path (tests/support/jvm_archive.py): they change how much CPU the JVM spends on itself, never
+what Spark computes nor where Delta and Kafka are loaded from.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from pipelines.demo.stream import DemoStreamSummary
 from pipelines.naming import bronze_table_of_topic, table_name_for
-from tests.conftest import TEST_SPARK_CONF_DIR, suite_jvm_options
+from tests.conftest import TEST_SPARK_CONF_DIR
+from tests.support import jvm_archive
 from tests.support.stack import free_port
 
 pytestmark = pytest.mark.integration
@@ -35,13 +37,13 @@ RUN_TIMEOUT = 1200
 # what tests/conftest.py sets for the suite's JVMs (tests/spark-conf); a caller's own stay
 SUITE_SPARK_SETTINGS = {
     "SPARK_CONF_DIR": str(TEST_SPARK_CONF_DIR),
-    "SPARK_DAEMON_JAVA_OPTS": suite_jvm_options(),
+    **jvm_archive.daemon_settings(TEST_SPARK_CONF_DIR),
 }
 
 
-JVM_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
-# with the suite's class archive (tests/support/jvm_archive.py), the class path it needs
-CLASS_PATH = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
+JVM_OPTIONS = jvm_archive.JAVA_OPTION_KEYS
+# with the suite's class archive, the class path it needs
+CLASS_PATH = jvm_archive.CLASS_PATH_KEYS
 
 
 def jvm_options_only(folder: Path) -> Path:
@@ -49,7 +51,7 @@ def jvm_options_only(folder: Path) -> Path:
     spark-defaults.conf and nothing else of it."""
     suite = (TEST_SPARK_CONF_DIR / "spark-defaults.conf").read_text().splitlines()
     lines = [line for line in suite if line.startswith(JVM_OPTIONS + CLASS_PATH)]
-    assert len([line for line in lines if line.startswith(JVM_OPTIONS)]) == len(JVM_OPTIONS), suite
+    assert sum(line.startswith(JVM_OPTIONS) for line in lines) == len(JVM_OPTIONS), suite
     folder.mkdir(exist_ok=True)
     (folder / "spark-defaults.conf").write_text("\n".join(lines) + "\n")
     return folder

@@ -29,8 +29,8 @@ from pipelines.demo.produce import produce_demo_stream
 from pipelines.naming import bronze_table_of_topic
 from pipelines.quarantine import check_invariant
 from pipelines.settings import parse_config
-from tests.support.s3 import ROOT, S3Store
-from tests.support.stack import BOOTSTRAP
+from tests.support.s3 import S3Store
+from tests.support.stack import BOOTSTRAP, ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -84,10 +84,11 @@ def test_building_a_column_is_one_jvm_call_per_function(spark: Any, monkeypatch:
 def test_the_suites_jvm_maps_the_class_archive_when_the_suite_built_it(spark: Any) -> None:
     # infra/run_tests.sh builds the archive (tests/support/jvm_archive.py); a JVM whose class
     # path does not match it runs without it, silently, so this checks that it is really used
+    from tests.conftest import TEST_SPARK_CONF_DIR
     from tests.support import jvm_archive
 
     pid = spark._jvm.java.lang.ProcessHandle.current().pid()
-    maps = Path(f"/proc/{pid}/maps").read_text()
-    archive = jvm_archive.folder() / jvm_archive.ARCHIVE
-    with_archive = os.environ["SPARK_CONF_DIR"] == str(jvm_archive.folder())
-    assert (str(archive) in maps) == with_archive, os.environ["SPARK_CONF_DIR"]
+    mapped = {line.split()[-1] for line in Path(f"/proc/{pid}/maps").read_text().splitlines()}
+    archive = (TEST_SPARK_CONF_DIR / jvm_archive.ARCHIVE).resolve()
+    with_archive = Path(os.environ["SPARK_CONF_DIR"]).resolve() == TEST_SPARK_CONF_DIR.resolve()
+    assert (str(archive) in mapped) == (with_archive and archive.is_file()), TEST_SPARK_CONF_DIR
