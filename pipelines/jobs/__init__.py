@@ -127,7 +127,7 @@ _PROPERTY = re.compile(r"^\s*([^\s=:]+)\s*[=:\s]\s*(.*?)\s*$")
 def read_spark_defaults(path: Path) -> dict[str, str]:
     """The settings of a ``spark-defaults.conf`` as spark-submit reads them (a
     ``java.util.Properties`` file: ``key value``, ``key=value`` or ``key: value``; ``#`` and
-    ``!`` start comments; the last of a key wins).
+    ``!`` start comments; the last value of a key wins, a key without a value is left out).
 
     Raises:
         OSError: the file cannot be read (FileNotFoundError when it does not exist).
@@ -137,7 +137,7 @@ def read_spark_defaults(path: Path) -> dict[str, str]:
         if line.lstrip().startswith(("#", "!")):
             continue
         match = _PROPERTY.match(line)
-        if match:
+        if match and match.group(2):  # a key without a value sets nothing
             settings[match.group(1)] = match.group(2)
     return settings
 

@@ -191,8 +191,9 @@ def build() -> Path:
 def main() -> int:
     """Build the archive unless it is current; 1 when that fails (the suite then runs without
     it, only slower)."""
-    if current_conf_dir() is not None:
-        print(f"jvm_archive: {current_conf_dir()} is current")
+    current = current_conf_dir()
+    if current is not None:
+        print(f"jvm_archive: {current} is current")
         return 0
     started = time.monotonic()
     try:
