@@ -39,10 +39,9 @@ import time
 from pathlib import Path
 
 from pipelines.jobs import read_spark_defaults, spark_submit_path
-from tests.support.stack import run_dir
+from tests.support.stack import ROOT, run_dir
 
-REPO = Path(__file__).resolve().parents[2]
-SUITE_CONF_DIR = REPO / "tests" / "spark-conf"
+SUITE_CONF_DIR = ROOT / "tests" / "spark-conf"
 WORKLOAD = Path(__file__).with_name("jvm_archive_workload.py")
 JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 CLASS_PATH_KEYS = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
@@ -52,7 +51,7 @@ ARCHIVE = "classes.jsa"
 RECORD_TIMEOUT = 300  # seconds; recording takes about a minute on 2 busy cores
 HEADER = (
     "# Written by tests/support/jvm_archive.py from tests/spark-conf/spark-defaults.conf "
-    "(edit that one): the suite's settings, the class archive and the class path it needs.\n"
+    "(edit that one): the suite's settings, the class archive and the class path it needs."
 )
 
 
@@ -99,9 +98,11 @@ def current_conf_dir() -> Path | None:
     return None
 
 
-def driver_jvm_options(conf_dir: Path) -> str:
-    """The driver JVM options of ``conf_dir/spark-defaults.conf``."""
-    options = read_spark_defaults(conf_dir / "spark-defaults.conf").get(JAVA_OPTION_KEYS[0])
+def driver_jvm_options(conf_dir: Path, settings: dict[str, str] | None = None) -> str:
+    """The driver JVM options of ``conf_dir/spark-defaults.conf`` (``settings``: already read)."""
+    if settings is None:
+        settings = read_spark_defaults(conf_dir / "spark-defaults.conf")
+    options = settings.get(JAVA_OPTION_KEYS[0])
     if not options:
         raise AssertionError(f"{conf_dir}/spark-defaults.conf sets no driver JVM options")
     return options
@@ -110,17 +111,17 @@ def driver_jvm_options(conf_dir: Path) -> str:
 def daemon_settings(conf_dir: Path) -> dict[str, str]:
     """``SPARK_DAEMON_JAVA_OPTS`` (and, with the archive, ``SPARK_DAEMON_CLASSPATH``) for the
     standalone masters and workers: the driver's JVM options and class path of ``conf_dir``."""
-    env = {"SPARK_DAEMON_JAVA_OPTS": driver_jvm_options(conf_dir)}
-    class_path = read_spark_defaults(conf_dir / "spark-defaults.conf").get(CLASS_PATH_KEYS[0])
-    if class_path:
-        env["SPARK_DAEMON_CLASSPATH"] = class_path
+    settings = read_spark_defaults(conf_dir / "spark-defaults.conf")
+    env = {"SPARK_DAEMON_JAVA_OPTS": driver_jvm_options(conf_dir, settings)}
+    if settings.get(CLASS_PATH_KEYS[0]):
+        env["SPARK_DAEMON_CLASSPATH"] = settings[CLASS_PATH_KEYS[0]]
     return env
 
 
 def write_conf(conf_dir: Path, archive_option: str) -> None:
     """``conf_dir/spark-defaults.conf``: the suite's settings with ``archive_option`` (and the
     CDS messages off) added to the JVM options, and Spark's jars first on the class path."""
-    lines = [HEADER.rstrip("\n")]
+    lines = [HEADER]
     for line in (SUITE_CONF_DIR / "spark-defaults.conf").read_text().splitlines():
         if line.startswith(JAVA_OPTION_KEYS):
             line = f"{line} {QUIET_CDS} {archive_option}"
@@ -145,7 +146,7 @@ def record(archive: Path, scratch: Path) -> None:
     # timeout stops the JVM with it.
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.support.jvm_archive_workload", str(scratch)],
-        cwd=REPO,
+        cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
