@@ -249,9 +249,12 @@ kafka_up() {
   write_kafka_config
   # Format the storage once, with a cluster id kept in the run folder (a restart keeps data).
   if [ ! -f "$run/kafka-data/meta.properties" ]; then
+    # Never an id starting with "-", which the storage tool would read as an option (Kafka's
+    # own Uuid.randomUuid draws again for the same reason): 1 draw in 64 would fail the start.
     [ -f "$run/kafka-cluster-id" ] || "$python" -c \
-      'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))' \
-      > "$run/kafka-cluster-id"
+      'import base64, uuid
+while (i := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"): pass
+print(i)' > "$run/kafka-cluster-id"
     echo "formatting Kafka storage in $run/kafka-data (cluster id $(cat "$run/kafka-cluster-id"))"
     kafka_java_args
     "${java_args[@]}" kafka.tools.StorageTool format --ignore-formatted \
