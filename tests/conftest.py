@@ -49,9 +49,9 @@ _use_suite_spark_settings()
 # The session of a test process: few partitions for small test data, on a 2-core machine.
 # Delta rebuilds a table's state with one task instead of the local sessions' two: each such
 # task generates the source code of Delta's action deserializer anew (Spark generates it for
-# typed operations even when expressions are interpreted), which was about a tenth of this
-# JVM's CPU, and it is the JVM that uses the most: half of the suite's CPU is its in-process
-# work. The results are the same.
+# typed operations even when expressions are interpreted). With two tasks that took about 8 %
+# of this JVM's CPU over tests/spark, and this JVM is where about half of the suite's CPU
+# goes (the two test processes' sessions). The results are the same.
 SPARK_TEST_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
