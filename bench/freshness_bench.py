@@ -233,6 +233,7 @@ class SilverPoller:
         self.topics_seen: dict[str, float] = {}  # topic -> first commit with its rows (s)
 
     def poll(self) -> None:
+        import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
         if not self.silver.is_dir():
@@ -245,7 +246,7 @@ class SilverPoller:
                     break  # being written: next poll
                 for name in files:
                     data = pq.read_table(table / name, columns=["_kafka_timestamp", "_kafka_topic"])
-                    for topic in set(data.column("_kafka_topic").to_pylist()) - {None}:
+                    for topic in pc.unique(data.column("_kafka_topic")).drop_null().to_pylist():
                         self.topics_seen.setdefault(topic, commit_ms / 1000)
                     column = data.column("_kafka_timestamp")
                     stamps = [t.timestamp() for t in column.to_pylist() if t is not None]
@@ -368,15 +369,8 @@ def main() -> int:
                 except subprocess.TimeoutExpired:
                     proc.kill()
     topics = {r.topic for r in records if r.message_type is not None}
-    started_up = start_up_end(poller, topics)
-    window_start = production.started + args.warmup
-    if started_up is not None and started_up < production.ended:
-        window_start = max(window_start, started_up)
-    else:
-        print("silver showed every topic only after the last record was produced (or never):")
-        print("  the window below starts at the warm-up's end and includes silver's start-up")
+    window_start = measured_from(args, production, poller, topics)
     window_end = production.ended
-    print_start_up(production, poller, topics, started_up)
     report(args, production, poller, fresh, window_start, window_end, well_formed, work)
     print_batches(bronze_log, silver_log)
     if not args.keep:
@@ -384,6 +378,22 @@ def main() -> int:
 
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def measured_from(
+    args: argparse.Namespace, production: Production, poller: SilverPoller, topics: set[str]
+) -> float:
+    """The measured window's start, said with silver's start-up: the later of the warm-up's
+    end and the start-up, or the warm-up's end when silver showed every topic only after the
+    last record (or never)."""
+    started_up = start_up_end(poller, topics)
+    print_start_up(production, poller, topics, started_up)
+    window_start = production.started + args.warmup
+    if started_up is not None and started_up < production.ended:
+        return max(window_start, started_up)
+    print("silver showed every topic only after the last record was produced (or never):")
+    print("  the window below starts at the warm-up's end and includes silver's start-up")
+    return window_start
 
 
 def start_up_end(poller: SilverPoller, topics: set[str]) -> float | None:
