@@ -11,8 +11,8 @@
 3. plan each table's schema (``plan``): compatible versions are merged, others go to
    quarantine with ``SCHEMA_CONFLICT``;
 4. quarantine bad frames, failed resolutions and schema conflicts with their raw bytes;
-5. decode each schema key's records in one pass through the Python workers
-   (``decode.decode_version``); rows that fail go to quarantine with their raw bytes;
+5. decode the records of every schema version in one pass through the Python workers, into
+   one cache (``decode.decode_all``); rows that fail go to quarantine with their raw bytes;
 6. check quality (the default suite plus the configured rules): failed rows go to quarantine
    (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
 7. write the silver tables, the quarantine (when it has rows) and the quality results, the
@@ -64,7 +64,7 @@ from lakehouse.delta import (
 from lakehouse.layout import Layout
 from lakehouse.streaming import run_together
 
-from .decode import DecodeSpec, decode_version
+from .decode import DecodeSpec, decode_all
 from .evaluation import ExpressionEvaluation
 from .framing import (
     BRONZE_COLUMNS,
@@ -84,7 +84,7 @@ from .rejects import (
     quarantine_dq,
     quarantine_faults,
 )
-from .resolution import KeyCounts, Resolution, Resolved, resolve_schema_keys
+from .resolution import KeyCounts, Resolved, resolve_schema_keys
 from .stats import BatchStats
 from .tables import ensure_table, existing_schema, message_part, union_all, write_partitions
 
@@ -290,14 +290,13 @@ class SilverBatch:
     ) -> list[tuple[TablePlan, DataFrame]]:
         """(5) Per table, its conflicts to quarantine, then each version decoded: the failures
         to quarantine, the others aligned to the table's schema; returns the table frames."""
-        key_types = resolved.key_types
+        decoded_versions = self._decode_versions(batch, plans, resolved.key_types, persisted)
         tables: list[tuple[TablePlan, DataFrame]] = []
         for plan in plans:
             quarantine.extend(quarantine_conflicts(batch.framed, plan, q_time))
             good_parts: list[DataFrame] = []
             for res in plan.versions:
-                decoded = self._decode_version(batch, plan, res, key_types)
-                persisted.append(decoded)
+                decoded = decoded_versions[res.schema_key]
                 quarantine.append(
                     quarantine_decode_failures(decoded, res, plan.message_type, q_time)
                 )
@@ -307,25 +306,27 @@ class SilverBatch:
                 tables.append((plan, table_df))
         return tables
 
-    def _decode_version(
+    def _decode_versions(
         self,
         batch: FramedBatch,
-        plan: TablePlan,
-        res: Resolution,
+        plans: list[TablePlan],
         key_types: dict[SchemaKey, tuple[bytes, str]],
-    ) -> DataFrame:
-        """The records of one schema version decoded (persisted: read for both outcomes)."""
-        assert res.file_descriptor_set is not None
-        spec = DecodeSpec(
-            file_descriptor_set=res.file_descriptor_set,
-            message_type=plan.message_type,
-            max_depth=self.max_depth,
-            allow_unknown_fields=self.allow_unknown_fields,
-            key_types=key_types,
-            native=self.native,
-        )
-        records = batch.records_of(res.schema_key, with_keys=bool(key_types))
-        return decode_version(records, spec).persist(StorageLevel.MEMORY_AND_DISK)
+        persisted: list[DataFrame],
+    ) -> dict[SchemaKey, DataFrame]:
+        """Each schema version the plans take, decoded (``decode.decode_all``: several in one
+        pass) and cached, as both outcomes read it; returns each version's rows."""
+        specs = {}
+        settings = (self.max_depth, self.allow_unknown_fields, key_types, self.native)
+        for plan in plans:
+            for res in plan.versions:
+                assert res.file_descriptor_set is not None
+                fds = res.file_descriptor_set
+                specs[res.schema_key] = DecodeSpec(fds, plan.message_type, *settings)
+        if not specs:  # every version conflicts with its table
+            return {}
+        cached, versions = decode_all(batch, specs, with_keys=bool(key_types))
+        persisted.append(cached.persist(StorageLevel.MEMORY_AND_DISK))
+        return versions
 
     def _check(
         self,
@@ -379,8 +380,8 @@ class SilverBatch:
         time (:func:`run_together`), each its own Delta transaction that Delta skips when it
         is already committed. Returns the quarantine's counts per reason and message type.
 
-        The quarantine rows are counted first (persisted; the count also builds every decoded
-        version's cache at the batch's parallelism, which a small append reads in one task:
+        The quarantine rows are counted first (persisted; the count also builds the decoded
+        records' cache at the batch's parallelism, which a small append reads in one task:
         :func:`write_partitions`), and appended only when there are some or to create the
         table: an empty append would be a Delta commit for nothing; a retry counts the same
         rows (module docstring). Replay's ``quarantine_writer`` runs after the appends.

@@ -24,12 +24,14 @@ Output (:func:`decoded_schema`): the message's columns, then
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import (
@@ -42,7 +44,7 @@ from codec import (
 )
 from codec.payload import decode_sliced
 
-from .framing import BRONZE_COLUMNS, schema_key_of
+from .framing import BRONZE_COLUMNS, VERSION, FramedBatch, schema_key_of
 
 LINEAGE_DECODE_FIELDS: tuple[T.StructField, ...] = (
     T.StructField("_key", T.BinaryType()),
@@ -311,3 +313,99 @@ def decode_version(records: DataFrame, spec: DecodeSpec) -> DataFrame:
     decoded into the message's Spark schema (:func:`decode_records`)."""
     schema = message_spark_schema(spec.file_descriptor_set, spec.message_type, spec.max_depth)
     return decode_records(records, spec, schema)
+
+
+# -- several schema versions in one pass ----------------------------------------------------
+
+
+def decode_all(
+    batch: FramedBatch, specs: Mapping[SchemaKey, DecodeSpec], with_keys: bool
+) -> tuple[DataFrame, dict[SchemaKey, DataFrame]]:
+    """The records of each schema version of ``specs`` decoded: the frame to cache (every
+    outcome reads it) and each version's rows of it, in :func:`decode_records`' schema.
+
+    One version alone is decoded as it is (:func:`decode_version`); several go through the
+    Python workers together (:func:`decode_versions`): one scan of the batch, one pass, one
+    query to plan and cache, instead of one of each per version.
+    """
+    if len(specs) == 1:
+        ((key, spec),) = specs.items()
+        decoded = decode_version(batch.records_of(key, with_keys), spec)
+        return decoded, {key: decoded}
+    keys = list(specs)
+    records = batch.records_of_versions(keys, with_keys)
+    decoded = decode_versions(records, [specs[k] for k in keys])
+    return decoded, {key: version_rows(decoded, i) for i, key in enumerate(keys)}
+
+
+def version_column(index: int) -> str:
+    """The struct column of :func:`decode_versions` that holds version ``index``'s message."""
+    return f"_v{index}"
+
+
+def decode_versions(records: DataFrame, specs: Sequence[DecodeSpec]) -> DataFrame:
+    """The framed records of several schema versions decoded in one pass through the Python
+    workers, instead of one pass (and one scan of the batch) per version.
+
+    ``records`` carry :data:`VERSION`, the index of each record's spec in ``specs``
+    (``framing.Heads.records_of_versions``). Output: ``_version``, one struct column per
+    version (:func:`version_column`: the message's columns in that version's rows, null in
+    the others), then the lineage and error columns of :func:`decoded_schema`. A version's rows
+    in :func:`decode_records`' schema: :func:`version_rows`.
+    """
+    messages = [
+        message_spark_schema(s.file_descriptor_set, s.message_type, s.max_depth) for s in specs
+    ]
+    schema = T.StructType(
+        [
+            T.StructField(VERSION, T.IntegerType()),
+            *[T.StructField(version_column(i), m) for i, m in enumerate(messages)],
+            *LINEAGE_DECODE_FIELDS,
+        ]
+    )
+    with_keys = any(s.key_types for s in specs)
+    columns = DECODE_INPUT if with_keys else DECODE_INPUT[: len(BRONZE_COLUMNS) + 1]
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return decode_version_batches(specs, batches)
+
+    return records.select(*columns, VERSION).mapInArrow(run, schema)
+
+
+def version_rows(decoded: DataFrame, index: int) -> DataFrame:
+    """Version ``index``'s rows of :func:`decode_versions`' output, in the schema
+    :func:`decode_records` gives them."""
+    lineage = [f.name for f in LINEAGE_DECODE_FIELDS]
+    mine = decoded.where(F.col(VERSION) == index)
+    return mine.select(f"{version_column(index)}.*", *lineage)
+
+
+def decode_version_batches(
+    specs: Sequence[DecodeSpec], batches: Iterable[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Each batch's rows grouped by version, decoded by :func:`decode_batches` with their
+    version's spec, each output batch laid out as :func:`decode_versions` says."""
+    types = [pa.struct(list(_converter(s).arrow_schema)) for s in specs]
+    for batch in batches:
+        versions = batch.column(VERSION)
+        for index in pc.unique(versions).to_pylist():
+            rows = pc.indices_nonzero(pc.equal(versions, index))
+            for out in decode_batches(specs[index], [batch.take(rows)]):
+                yield _in_version_layout(out, index, types)
+
+
+def _in_version_layout(out: pa.RecordBatch, index: int, types: list[pa.StructType]) -> pa.RecordBatch:
+    """A :func:`decode_batches` output batch of version ``index``: its message columns moved
+    into that version's struct column, the other versions' columns null."""
+    n = out.num_rows
+    split = out.num_columns - len(LINEAGE_DECODE_FIELDS)
+    if split:
+        message = pa.StructArray.from_arrays(out.columns[:split], fields=list(types[index]))
+    else:  # a message without fields: nothing to hold (its rows keep their lineage)
+        message = pa.nulls(n, types[index])
+    columns: list[pa.Array] = [pa.array([index] * n, type=pa.int32())]
+    columns += [message if i == index else pa.nulls(n, t) for i, t in enumerate(types)]
+    columns += out.columns[split:]
+    names = [VERSION, *(version_column(i) for i in range(len(types)))]
+    names += [f.name for f in LINEAGE_DECODE_FIELDS]
+    return pa.RecordBatch.from_arrays(columns, names=names)

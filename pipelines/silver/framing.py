@@ -82,6 +82,8 @@ INGESTED_AT = "_ingested_at"
 #: :func:`head_counts`' latest ``_ingested_at`` of each group
 LATEST_INGESTED = "_latest_ingested"
 VALUE_HEAD = "_value_head"
+# the index of a record's schema version among those one pass decodes (Heads.records_of_versions)
+VERSION = "_version"
 KEY_HEAD = "_key_head"
 #: true for a record with a schema-id header (its frame is not in its bytes: Python frames it)
 IN_PYTHON = "_frame_in_python"
@@ -321,35 +323,50 @@ class Heads:
         self, bronze: DataFrame, framed: DataFrame, key: SchemaKey, with_keys: bool
     ) -> DataFrame:
         """The records of value schema key ``key`` with the columns ``decode_records`` reads
-        (``_key_schema_key``/``_key_payload_offset`` only ``with_keys`` and framed keys).
+        (:meth:`records_of_versions` of ``key`` alone, without its version column)."""
+        return self.records_of_versions(bronze, framed, [key], with_keys).drop(VERSION)
 
-        Read from ``bronze`` by head: the rows of ``key``'s heads, unfiltered when the batch
-        holds ``key`` alone; the payload offset a literal when its heads agree on it (else,
-        rarely, the head is read again to find it). With Python-framed records in the batch,
-        ``framed``'s rows of ``key``.
+    def records_of_versions(
+        self, bronze: DataFrame, framed: DataFrame, keys: Sequence[SchemaKey], with_keys: bool
+    ) -> DataFrame:
+        """The records of any of ``keys`` with the columns ``decode_records`` reads
+        (``_key_schema_key``/``_key_payload_offset`` only ``with_keys`` and framed keys) and
+        :data:`VERSION`, the index in ``keys`` of each record's key: one scan of the batch for
+        all of them (``decode.decode_versions``).
+
+        Read from ``bronze`` by head: the rows of the keys' heads, unfiltered when the batch
+        holds those keys alone; the payload offset and version looked up by head (literals
+        when there is one head). With Python-framed records in the batch, ``framed``'s rows
+        of the keys.
         """
+        index = {key: i for i, key in enumerate(keys)}
         if self.python:
-            return framed.where(key_matches("_schema_key", key))
-        mine = {h: v[4] for h, v in self.values.items() if v[5] == key}
+            version = F.coalesce(
+                *[F.when(key_matches("_schema_key", k), F.lit(i)) for k, i in index.items()]
+            )
+            marked = framed.select("*", version.cast("int").alias(VERSION))
+            return marked.where(F.col(VERSION).isNotNull())
+        mine = {h: (v[4], index[v[5]]) for h, v in self.values.items() if v[5] in index}
         df = bronze.select(*BRONZE_COLUMNS)
         if len(mine) != len(self.values):
             df = df.where(head_expr("value").isin(*mine))
-        offsets = set(mine.values())
-        if len(offsets) == 1:
-            offset = F.lit(offsets.pop()).cast("int")
-        else:
-            table = {h: (o,) for h, o in mine.items()}
-            pos, (offset,) = _lookup(head_expr("value"), table, [_VALUE_FRAME[4]], "_vpos")
-            df = df.select("*", pos.alias("_vpos"))
-        df = df.select(*BRONZE_COLUMNS, offset.alias("_payload_offset"))
+        fields = [_VALUE_FRAME[4], T.StructField(VERSION, T.IntegerType())]
+        pos, (offset, version) = _lookup(head_expr("value"), mine, fields, "_vpos")
+        df = df.select("*", pos.alias("_vpos"))
+        df = df.select(*BRONZE_COLUMNS, offset.alias("_payload_offset"), version)
+        return self._with_key_frames(df, with_keys, VERSION)
+
+    def _with_key_frames(self, df: DataFrame, with_keys: bool, *extra: str) -> DataFrame:
+        """``df`` (bronze columns, ``_payload_offset``, ``extra``) with the key frame columns,
+        when ``with_keys`` and some key is framed (otherwise ``decode_records`` reads none)."""
         framed_keys = {h: k for h, k in self.keys.items() if k[0] is not None}
         if not (with_keys and framed_keys):  # not read by decode_records: not shipped
             return df
         complete = len(framed_keys) == len(self.keys)
         pos, kcols = _lookup(F.col(KEY_HEAD), framed_keys, _KEY_FRAME, "_kpos", complete)
         df = df.select("*", head_expr("key").alias(KEY_HEAD))
-        df = df.select(*BRONZE_COLUMNS, "_payload_offset", pos.alias("_kpos"))
-        return df.select(*BRONZE_COLUMNS, "_payload_offset", *kcols)
+        df = df.select(*BRONZE_COLUMNS, "_payload_offset", *extra, pos.alias("_kpos"))
+        return df.select(*BRONZE_COLUMNS, "_payload_offset", *extra, *kcols)
 
 
 @dataclass(frozen=True)
@@ -364,6 +381,10 @@ class FramedBatch:
     def records_of(self, key: SchemaKey, with_keys: bool) -> DataFrame:
         """The records of ``key`` for ``decode_records`` (:meth:`Heads.records_of`)."""
         return self.heads.records_of(self.bronze, self.framed, key, with_keys)
+
+    def records_of_versions(self, keys: Sequence[SchemaKey], with_keys: bool) -> DataFrame:
+        """The records of any of ``keys`` with their index in it (:meth:`Heads.records_of_versions`)."""
+        return self.heads.records_of_versions(self.bronze, self.framed, keys, with_keys)
 
 
 def _literal(field: T.StructField, value: Any) -> Column:
