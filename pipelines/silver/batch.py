@@ -315,17 +315,20 @@ class SilverBatch:
     ) -> dict[SchemaKey, DataFrame]:
         """Each schema version the plans take, decoded (``decode.decode_all``: several in one
         pass) and cached, as both outcomes read it; returns each version's rows."""
-        specs = {}
-        settings = (self.max_depth, self.allow_unknown_fields, key_types, self.native)
+        specs: dict[SchemaKey, DecodeSpec] = {}
         for plan in plans:
             for res in plan.versions:
                 assert res.file_descriptor_set is not None
-                fds = res.file_descriptor_set
-                specs[res.schema_key] = DecodeSpec(fds, plan.message_type, *settings)
-        if not specs:  # every version conflicts with its table
-            return {}
-        cached, versions = decode_all(batch, specs, with_keys=bool(key_types))
-        persisted.append(cached.persist(StorageLevel.MEMORY_AND_DISK))
+                specs[res.schema_key] = DecodeSpec(
+                    file_descriptor_set=res.file_descriptor_set,
+                    message_type=plan.message_type,
+                    max_depth=self.max_depth,
+                    allow_unknown_fields=self.allow_unknown_fields,
+                    key_types=key_types,
+                    native=self.native,
+                )
+        passes, versions = decode_all(batch, specs)
+        persisted.extend(p.persist(StorageLevel.MEMORY_AND_DISK) for p in passes)
         return versions
 
     def _check(
@@ -437,12 +440,7 @@ class SilverBatch:
 
     def _append_quarantine(self, quarantine: DataFrame, batch_id: int) -> None:
         append_idempotent(
-            quarantine,
-            self.layout.quarantine,
-            self.app_id,
-            batch_id,
-            replays=self.replays,
-            logger=log,
+            quarantine, self.layout.quarantine, self.app_id, batch_id, replays=self.replays, logger=log
         )
         self._quarantine_table = True
 

@@ -1,15 +1,18 @@
-"""Step 5 of a silver micro-batch: decode one schema version of one message type.
+"""Step 5 of a silver micro-batch: decode the records of the batch's schema versions.
 
 Runs on the executors (``mapInArrow``), in the one pass a record makes through the Python
-workers: :func:`decode_records` takes the framed rows of one schema key (framed by JVM
-expressions, ``framing``), so only their bytes and frame offsets go to Python. Per Arrow batch, the compiled decoder (``pipelines.proto_types.native_decoder``)
-turns the payloads straight into typed Arrow columns; the records it gives back, and all
-records when it is off or has no plan for the type, are parsed with
-``codec.decode_payloads`` against their writer schema (``codec.message_class_for`` compiles
-the descriptor set once per executor process) and converted by
-``pipelines.proto_types.RowConverter``. Both paths give the same rows.
+workers: :func:`decode_all` sends the framed rows of every schema version the batch takes
+(framed by JVM expressions, ``framing``) through the workers together
+(:func:`decode_versions`), a batch of one version alone through :func:`decode_records`; only
+their bytes and frame offsets go to Python. Per Arrow batch and version, the compiled decoder
+(``pipelines.proto_types.native_decoder``) turns the payloads straight into typed Arrow
+columns; the records it gives back, and all records when it is off or has no plan for the
+type, are parsed with ``codec.decode_payloads`` against their writer schema
+(``codec.message_class_for`` compiles the descriptor set once per executor process) and
+converted by ``pipelines.proto_types.RowConverter``. Both paths give the same rows.
 
-Output (:func:`decoded_schema`): the message's columns, then
+A version's rows (:func:`decoded_schema`; :func:`version_rows` of a pass over several): the
+message's columns, then
 
 - ``_key binary`` (raw key, always) and ``_key_decoded string``: when the key is itself
   Confluent-framed and decodes, its canonical JSON mapping (original field names), else null.
@@ -318,24 +321,36 @@ def decode_version(records: DataFrame, spec: DecodeSpec) -> DataFrame:
 # -- several schema versions in one pass ----------------------------------------------------
 
 
+# At most this many schema versions share a pass: each row carries a null struct column for
+# every other version of its pass, and each version's rows are read from the pass's cache.
+VERSIONS_PER_PASS = 8
+
+
 def decode_all(
-    batch: FramedBatch, specs: Mapping[SchemaKey, DecodeSpec], with_keys: bool
-) -> tuple[DataFrame, dict[SchemaKey, DataFrame]]:
-    """The records of each schema version of ``specs`` decoded: the frame to cache (every
-    outcome reads it) and each version's rows of it, in :func:`decode_records`' schema.
+    batch: FramedBatch, specs: Mapping[SchemaKey, DecodeSpec]
+) -> tuple[list[DataFrame], dict[SchemaKey, DataFrame]]:
+    """The records of each schema version of ``specs`` decoded: the frames to cache (every
+    outcome reads them) and each version's rows of them, in :func:`decode_records`' schema.
 
     One version alone is decoded as it is (:func:`decode_version`); several go through the
-    Python workers together (:func:`decode_versions`): one scan of the batch, one pass, one
-    query to plan and cache, instead of one of each per version.
+    Python workers together (:func:`decode_versions`, up to :data:`VERSIONS_PER_PASS` a
+    pass): one scan of the batch, one pass, one query to plan and cache for them all.
     """
-    if len(specs) == 1:
-        ((key, spec),) = specs.items()
-        decoded = decode_version(batch.records_of(key, with_keys), spec)
-        return decoded, {key: decoded}
     keys = list(specs)
-    records = batch.records_of_versions(keys, with_keys)
-    decoded = decode_versions(records, [specs[k] for k in keys])
-    return decoded, {key: version_rows(decoded, i) for i, key in enumerate(keys)}
+    with_keys = any(s.key_types for s in specs.values())
+    passes: list[DataFrame] = []
+    versions: dict[SchemaKey, DataFrame] = {}
+    for start in range(0, len(keys), VERSIONS_PER_PASS):
+        chunk = keys[start : start + VERSIONS_PER_PASS]
+        if len(chunk) == 1:
+            decoded = decode_version(batch.records_of(chunk[0], with_keys), specs[chunk[0]])
+            versions[chunk[0]] = decoded
+        else:
+            records = batch.records_of_versions(chunk, with_keys)
+            decoded = decode_versions(records, [specs[k] for k in chunk])
+            versions.update((key, version_rows(decoded, i)) for i, key in enumerate(chunk))
+        passes.append(decoded)
+    return passes, versions
 
 
 def version_column(index: int) -> str:
@@ -394,7 +409,9 @@ def decode_version_batches(
                 yield _in_version_layout(out, index, types)
 
 
-def _in_version_layout(out: pa.RecordBatch, index: int, types: list[pa.StructType]) -> pa.RecordBatch:
+def _in_version_layout(
+    out: pa.RecordBatch, index: int, types: list[pa.StructType]
+) -> pa.RecordBatch:
     """A :func:`decode_batches` output batch of version ``index``: its message columns moved
     into that version's struct column, the other versions' columns null."""
     n = out.num_rows

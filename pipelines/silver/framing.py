@@ -82,9 +82,10 @@ INGESTED_AT = "_ingested_at"
 #: :func:`head_counts`' latest ``_ingested_at`` of each group
 LATEST_INGESTED = "_latest_ingested"
 VALUE_HEAD = "_value_head"
-# the index of a record's schema version among those one pass decodes (Heads.records_of_versions)
-VERSION = "_version"
 KEY_HEAD = "_key_head"
+#: the index of a record's schema version among those one pass decodes
+#: (:meth:`Heads.records_of_versions`)
+VERSION = "_version"
 #: true for a record with a schema-id header (its frame is not in its bytes: Python frames it)
 IN_PYTHON = "_frame_in_python"
 #: the longest message-index list a head holds whole (longer ones: Python)
@@ -383,7 +384,8 @@ class FramedBatch:
         return self.heads.records_of(self.bronze, self.framed, key, with_keys)
 
     def records_of_versions(self, keys: Sequence[SchemaKey], with_keys: bool) -> DataFrame:
-        """The records of any of ``keys`` with their index in it (:meth:`Heads.records_of_versions`)."""
+        """The records of any of ``keys``, with their key's index in it
+        (:meth:`Heads.records_of_versions`)."""
         return self.heads.records_of_versions(self.bronze, self.framed, keys, with_keys)
 
 

@@ -24,6 +24,7 @@ from codec.framing import write_message_indexes
 from pipelines.silver.framing import (
     BRONZE_COLUMNS,
     FRAMED_FIELDS,
+    VERSION,
     Heads,
     head_counts,
     schema_key_of,
@@ -284,6 +285,12 @@ def test_framing_by_heads_agrees_with_frame_columns(spark: Any, records: list[An
             d = r.asDict(recursive=True)
             key_frame = (schema_key_of(d.get("_key_schema_key")), d.get("_key_payload_offset"))
             assert key_frame == got[d["offset"]][9:]
+    keys = sorted({got[i][5] for i in got} - {None}, key=repr)
+    if keys:  # every key at once: each record once, with its key's index
+        together = heads.records_of_versions(bronze, framed, keys, with_keys=True).collect()
+        expected = {i: (keys.index(got[i][5]), got[i][4]) for i in got if got[i][5] in keys}
+        assert len(together) == len(expected)
+        assert {r["offset"]: (r[VERSION], r["_payload_offset"]) for r in together} == expected
 
 
 def test_decode_input_by_heads(spark: Any) -> None:
@@ -319,6 +326,14 @@ def test_decode_input_by_heads(spark: Any) -> None:
         1: (7, None, None),
         3: (6, None, None),
     }
+    second = SchemaKey(5, None, (1,))
+    framed = heads.framed(bronze)
+    of_second = heads.records_of(bronze, framed, second, with_keys=True).collect()
+    expected = {o: (0, v[0]) for o, v in by_offset.items()}
+    expected |= {r["offset"]: (1, r["_payload_offset"]) for r in of_second}
+    assert sorted(expected) == [0, 1, 2, 3]
+    both = heads.records_of_versions(bronze, framed, [first, second], with_keys=True).collect()
+    assert {r["offset"]: (r[VERSION], r["_payload_offset"]) for r in both} == expected
     alone = bronze.where("offset = 3")
     heads = Heads.of_rows(head_counts(alone))
     decode_input = heads.records_of(alone, heads.framed(alone), first, with_keys=False)

@@ -10,13 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
+from pyspark.sql import types as T  # noqa: N812
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipelines.silver.decode import (
     LINEAGE_DECODE_FIELDS,
     DecodeSpec,
     decode_batches,
     decode_version_batches,
+    message_spark_schema,
     version_column,
 )
 from pipelines.silver.framing import BRONZE_COLUMNS, VERSION
@@ -80,20 +84,30 @@ def test_one_pass_gives_each_version_the_rows_of_its_own_pass(
     specs = _specs(protos, native)
     out = list(decode_version_batches(specs, [batch]))
 
+    # the schema mapInArrow is given (decode.decode_versions): what Spark reads the batches as
+    messages = [message_spark_schema(s.file_descriptor_set, s.message_type, 3) for s in specs]
+    spark_schema = T.StructType(
+        [
+            T.StructField(VERSION, T.IntegerType()),
+            *[T.StructField(version_column(i), m) for i, m in enumerate(messages)],
+            *LINEAGE_DECODE_FIELDS,
+        ]
+    )
+    expected_types = [f.type for f in to_arrow_schema(spark_schema, timezone="UTC")]
+    assert sum(b.num_rows for b in out) == len(rows), "every record once"
     seen: dict[int, dict[str, Any]] = {}
     for b in out:
-        assert b.schema.names[0] == VERSION
-        assert b.schema.names[1 : 1 + len(specs)] == [version_column(i) for i in range(3)]
-        assert b.schema.names[1 + len(specs) :] == [f.name for f in LINEAGE_DECODE_FIELDS]
+        assert b.schema.names == spark_schema.names
+        assert [f.type for f in b.schema] == expected_types
         for row in b.to_pylist():
             version = row[VERSION]
             others = [row[version_column(i)] for i in range(3) if i != version]
             assert others == [None, None], "another version's column holds a value"
             seen[row["_kafka_offset"]] = row
-    assert sorted(seen) == list(range(len(rows))), "every record once"
+    assert sorted(seen) == list(range(len(rows)))
 
     for version, spec in enumerate(specs):
-        mine = batch.filter(pa.compute.equal(batch.column(VERSION), version))
+        mine = batch.filter(pc.equal(batch.column(VERSION), version))
         alone = _by_offset([r for b in decode_batches(spec, [mine]) for r in b.to_pylist()])
         assert alone, f"version {version} has rows"
         for offset, expected in alone.items():
