@@ -38,6 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the registry test server
 
+from _alternate import alternate, medians  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402, N812
 from small_batch_bench import jvm_cpu_seconds, last_job  # noqa: E402
 
@@ -163,17 +164,12 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="silver-versions-bench-"))
     bronze = str(work / "bronze-input")
     write_bronze(spark, bronze, registry.url, args.batches * args.records)
-    for one_pass in (False, True):  # warm-up of both
-        run(spark, bronze, str(work / f"warm-up-{one_pass}"), registry.url, args, one_pass)
-    figures: dict[bool, list[Any]] = {False: [], True: []}
-    for rep in range(args.repeat):
-        for one_pass in (rep % 2 == 1, rep % 2 == 0):  # each way first in turn
-            lake = str(work / f"run-{rep}-{'one' if one_pass else 'per'}")
-            figures[one_pass].append(run(spark, bronze, lake, registry.url, args, one_pass))
+    def run_way(lake: str, one_pass: bool) -> Any:
+        return run(spark, bronze, lake, registry.url, args, one_pass)
+
+    figures = alternate(run_way, work, args.repeat)
     landed = {tuple(r[5]) for runs in figures.values() for r in runs}
-    median = {
-        k: [statistics.median(r[i] for r in runs) for i in range(5)] for k, runs in figures.items()
-    }
+    median = medians(figures, 5)
     print(
         f"{args.batches} batches of {args.records} demo records a run (six message types), "
         f"local[{spark.sparkContext.defaultParallelism}], medians of {args.repeat} runs"

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -38,6 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench message and its input
 
+from _alternate import alternate, medians  # noqa: E402
 from silver_quality_bench import RULES, frames, write_bronze  # noqa: E402
 
 
@@ -115,18 +115,11 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="small-batch-bench-"))
     bronze = str(work / "bronze-input")
     write_bronze(spark, bronze, frames(registry.url), args.batches * args.records)
-    for small in (False, True):  # warm-up of both
-        run(spark, bronze, str(work / f"warm-up-{small}"), registry.url, args, small)
-
-    figures: dict[bool, list[Any]] = {False: [], True: []}
-    for rep in range(args.repeat):
-        for small in (rep % 2 == 1, rep % 2 == 0):  # each way first in turn
-            lake = str(work / f"run-{rep}-{'small' if small else 'launch'}")
-            figures[small].append(run(spark, bronze, lake, registry.url, args, small))
+    figures = alternate(
+        lambda lake, small: run(spark, bronze, lake, registry.url, args, small), work, args.repeat
+    )
     landed = {tuple(r[4]) for runs in figures.values() for r in runs}
-    median = {
-        k: [statistics.median(r[i] for r in runs) for i in range(4)] for k, runs in figures.items()
-    }
+    median = medians(figures, 4)
     print(
         f"{args.batches} batches of {args.records} bench.v1.Order records a run, "
         f"local[{spark.sparkContext.defaultParallelism}], medians of {args.repeat} runs"

@@ -420,7 +420,7 @@ def _in_version_layout(
         message = pa.StructArray.from_arrays(out.columns[:split], fields=list(types[index]))
     else:  # a message without fields: nothing to hold (its rows keep their lineage)
         message = pa.nulls(n, types[index])
-    columns: list[pa.Array] = [pa.array([index] * n, type=pa.int32())]
+    columns: list[pa.Array] = [pa.repeat(pa.scalar(index, pa.int32()), n)]
     columns += [message if i == index else pa.nulls(n, t) for i, t in enumerate(types)]
     columns += out.columns[split:]
     names = [VERSION, *(version_column(i) for i in range(len(types)))]
