@@ -14,7 +14,9 @@ tables of the same schema, in turn: a plain append, a fresh batch's append (what
 stream pays per table and batch) and a checked one (what a replay pays, once per table and
 restart). It prints the median seconds of each kind, the Spark jobs each ran, and the ratios
 to the plain append. The first append of each kind and the appends that write a Delta
-checkpoint (every tenth commit) are left out: they measure something else.
+checkpoint (every ``lakehouse.delta.CHECKPOINT_INTERVAL`` commits, the interval of the tables
+the jobs create) are left out: they measure something else
+(``bench/checkpoint_interval_bench.py``).
 
 The session is the jobs' own (``pipelines.spark.build_session``, ``local[2]`` with
 ``pipelines.spark.LOCAL_CONF``: Delta builds a snapshot's state in 2 partitions), the JVM's
@@ -76,8 +78,10 @@ def main() -> None:
     for i in range(args.appends):
         for kind in KINDS:
             timings[kind].append(timed_append(spark, df, f"{root}/{kind}", i, kind))
-    # commit i is version i; version 10, 20, ... writes a checkpoint
-    kept = [i for i in range(1, args.appends) if i % 10 != 0]
+    from lakehouse.delta import CHECKPOINT_INTERVAL
+
+    # commit i is version i; every CHECKPOINT_INTERVAL-th writes a checkpoint
+    kept = [i for i in range(1, args.appends) if i % CHECKPOINT_INTERVAL != 0]
     medians = {kind: statistics.median(timings[kind][i][0] for i in kept) for kind in KINDS}
     print(f"appends of {args.rows} rows, {len(kept)} of each kind measured (median)")
     for kind, label in KINDS.items():

@@ -107,9 +107,13 @@ def build_session(
         conf: extra Spark settings, applied last.
 
     Only a local master gets :data:`LOCAL_CONF` and ``SPARK_LOCAL_IP=127.0.0.1`` (unless set):
-    a cluster's executors must reach the driver at an address they can route to.
+    a cluster's executors must reach the driver at an address they can route to. The Delta
+    tables the session creates get the lakehouse's checkpoint interval unless the settings
+    name one (``lakehouse.delta.use_table_defaults``).
     """
     from pyspark.sql import SparkSession
+
+    from lakehouse.delta import use_table_defaults
 
     builder = SparkSession.builder.appName(app_name)
     under_submit = "spark.master" in _submitted_conf()
@@ -133,7 +137,9 @@ def build_session(
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     if under_submit or os.environ.get("PYSPARK_PYTHON"):
-        return builder.getOrCreate()
+        session = builder.getOrCreate()
+        use_table_defaults(session)
+        return session
     # spark.pyspark.python is read by spark-submit only. An in-process SparkContext takes its
     # workers' Python from PYSPARK_PYTHON when it is created (SparkContext.pythonExec, else
     # "python3" from PATH: maybe an interpreter without protobuf, whose `google.protobuf` then
@@ -142,12 +148,14 @@ def build_session(
     saved = os.environ.get("PYSPARK_PYTHON")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     try:
-        return builder.getOrCreate()
+        session = builder.getOrCreate()
     finally:
         if saved is None:
             del os.environ["PYSPARK_PYTHON"]
         else:
             os.environ["PYSPARK_PYTHON"] = saved
+    use_table_defaults(session)
+    return session
 
 
 def _submitted_conf() -> dict[str, str]:

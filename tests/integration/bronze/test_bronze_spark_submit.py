@@ -42,6 +42,10 @@ def test_bronze_through_spark_submit(spark: Any, kafka: Kafka, tmp_path: Path) -
     assert Path(cmd[cmd.index("--py-files") + 1]).name in out.stderr
 
     for topic in topics:
-        rows, count = read_bronze(spark, lake / "bronze" / bronze.bronze_table_of_topic(topic))
+        table = lake / "bronze" / bronze.bronze_table_of_topic(topic)
+        rows, count = read_bronze(spark, table)
         assert count == len(rows)
         assert rows == {k: v for k, v in kafka.expected.items() if k[0] == topic}
+        # a job under spark-submit creates its tables with the lakehouse's checkpoint interval
+        detail = spark.sql(f"DESCRIBE DETAIL delta.`{table}`").first()
+        assert dict(detail["properties"])["delta.checkpointInterval"] == "100"

@@ -213,8 +213,11 @@ def test_row_counts_from_a_delta_log_with_a_checkpoint_match_spark(
     from lakehouse.store import Store
 
     path = str(tmp_path / "t")
-    for i in range(12):  # Delta writes a Parquet checkpoint every 10 commits
+    for i in range(12):  # a Parquet checkpoint every 10 commits (Delta's default interval)
         spark.range(i * 10, i * 10 + i + 1).write.format("delta").mode("append").save(path)
+        if i == 0:
+            interval = "'delta.checkpointInterval' = 10"
+            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({interval})")
     spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 3 = 0")
     assert (tmp_path / "t" / "_delta_log" / "_last_checkpoint").is_file()
     assert delta_row_count(path, Store.local()) == spark.read.format("delta").load(path).count()

@@ -1,4 +1,5 @@
-"""pipelines.spark.build_session in-process: the Python workers run this interpreter.
+"""pipelines.spark.build_session in-process: the Python workers run this interpreter; the Delta
+tables the session creates get the lakehouse's checkpoint interval.
 
 Without it they run whichever ``python3`` comes first on PATH; when that one lacks protobuf,
 every decode in a worker fails with ImportError for ``google.protobuf.descriptor_pb2``.
@@ -43,6 +44,44 @@ def test_a_local_master_keeps_its_loopback_and_small_machine_settings(spark: Any
     assert conf.get("spark.driver.host") == "127.0.0.1"
     assert conf.get("spark.ui.enabled") == "false"
     assert os.environ.get("SPARK_LOCAL_IP")
+
+
+def _checkpoint_interval(spark: Any, path: str) -> str | None:
+    row = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
+    return dict(row["properties"]).get("delta.checkpointInterval")
+
+
+def test_the_tables_a_session_creates_checkpoint_every_hundred_commits(
+    spark: Any, tmp_path: Path
+) -> None:
+    from delta.tables import DeltaTable
+
+    from lakehouse.delta import CHECKPOINT_INTERVAL
+
+    written = str(tmp_path / "written")
+    spark.range(3).write.format("delta").save(written)
+    created = str(tmp_path / "created")
+    DeltaTable.create(spark).location(created).addColumn("id", "BIGINT").execute()
+    assert _checkpoint_interval(spark, written) == str(CHECKPOINT_INTERVAL) == "100"
+    assert _checkpoint_interval(spark, created) == "100"
+
+
+def test_an_interval_the_settings_name_wins(spark: Any, tmp_path: Path) -> None:
+    from lakehouse.delta import CHECKPOINT_INTERVAL_DEFAULT, use_table_defaults
+
+    before = spark.conf.get(CHECKPOINT_INTERVAL_DEFAULT)
+    spark.conf.set(CHECKPOINT_INTERVAL_DEFAULT, "25")
+    try:
+        use_table_defaults(spark)
+        assert spark.conf.get(CHECKPOINT_INTERVAL_DEFAULT) == "25"
+        path = str(tmp_path / "t")
+        spark.range(3).write.format("delta").save(path)
+        assert _checkpoint_interval(spark, path) == "25"
+        spark.conf.unset(CHECKPOINT_INTERVAL_DEFAULT)
+        use_table_defaults(spark)  # none named: the lakehouse's
+        assert spark.conf.get(CHECKPOINT_INTERVAL_DEFAULT) == "100"
+    finally:
+        spark.conf.set(CHECKPOINT_INTERVAL_DEFAULT, before)
 
 
 def test_the_suites_jvm_runs_with_the_suites_jvm_options(spark: Any) -> None:
