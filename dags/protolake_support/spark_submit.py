@@ -33,7 +33,7 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
 
     Everything that depends on the worker (the config path, the py-files zip, the jars, which
     spark-submit, the Python) is settled in :meth:`execute`, not when the DAG file is parsed.
-    With a local master the job gets ``pipelines.spark.LOCAL_CONF`` and Airflow's Python; with
+    With a local master the job gets ``pipelines.spark.local_conf()`` and Airflow's Python; with
     a cluster master it gets ``PYSPARK_PYTHON`` if the worker sets it, else the cluster's.
     Every job also gets ``spark.redaction.regex = pipelines.spark.REDACTION_REGEX``: on
     Kubernetes and YARN the provider turns the job's environment (``PROTOLAKE_REGISTRY_AUTH``
@@ -81,7 +81,7 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> None:
         from pipelines.jobs import RUN_SCRIPT, build_py_files
-        from pipelines.spark import LOCAL_CONF, REDACTION_REGEX, find_spark_jars, is_local_master
+        from pipelines.spark import REDACTION_REGEX, find_spark_jars, is_local_master, local_conf
         from protolake_support.tables import silver_versions
 
         config = config_path()
@@ -94,7 +94,7 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
         master = str(self._get_hook()._connection["master"])  # the connection's master URL
         local = is_local_master(master)
         python = os.environ.get("PYSPARK_PYTHON") or (sys.executable if local else "")
-        conf: dict[str, Any] = dict(LOCAL_CONF) if local else {}
+        conf: dict[str, Any] = local_conf() if local else {}
         conf["spark.redaction.regex"] = REDACTION_REGEX
         if python:
             conf["spark.pyspark.python"] = python

@@ -14,7 +14,8 @@ so ``spark-submit ... pipelines/jobs/run.py bronze --config FILE`` and
 - the zip holds the packages of :data:`PACKAGES` (codec, lakehouse, pipelines, quality); it is
   rebuilt only when their content changes, under ``$PROTOLAKE_CACHE_DIR/py-files`` (default
   ``infra/.cache/py-files`` in a checkout, else ``~/.cache/protolake/py-files``);
-- local-master settings (``pipelines.spark.LOCAL_CONF``: loopback driver address, no UI) and
+- local-master settings (``pipelines.spark.local_conf``: loopback driver address, no UI, the
+  JVM's client compiler alone unless ``spark-defaults.conf`` names JVM options) and
   this interpreter as the default Python go only to a local master. Without ``master``, the
   master is the one spark-submit will use (:func:`default_master`: ``spark.master`` in
   ``conf``, else in ``spark-defaults.conf``, else ``$MASTER``, else ``local[*]``); when that
@@ -177,14 +178,14 @@ def submit_command(
         master: ``--master`` URL; None leaves it to spark-submit (:func:`default_master`).
         args: extra arguments for the subcommand (``["--trigger", "available-now"]``).
         conf: extra ``--conf key=value`` settings (with a local master, on top of
-            ``pipelines.spark.LOCAL_CONF``: small machine, no UI, loopback driver address).
+            ``pipelines.spark.local_conf``: small machine, no UI, loopback driver address).
         python: the Python for driver and executors; default: this interpreter when the
             master is local, else whatever the cluster is configured with.
 
     Raises:
         FileNotFoundError: spark-submit, the cached jars or a package cannot be found.
     """
-    from pipelines.spark import LOCAL_CONF, find_spark_jars, is_local_master
+    from pipelines.spark import find_spark_jars, is_local_master, local_conf
 
     cmd = [spark_submit_path()]
     if master:
@@ -194,7 +195,7 @@ def submit_command(
     local = effective is not None and is_local_master(effective)
     if python is None and local:
         python = sys.executable
-    settings = {**(LOCAL_CONF if local else {}), **(conf or {})}
+    settings = {**(local_conf() if local else {}), **(conf or {})}
     if python:
         settings.setdefault("spark.pyspark.python", python)
         settings.setdefault("spark.pyspark.driver.python", python)

@@ -1,5 +1,6 @@
 """pipelines.spark.build_session in-process: the Python workers run this interpreter; the Delta
-tables the session creates get the lakehouse's checkpoint interval.
+tables the session creates get the lakehouse's checkpoint interval; a local session's JVM runs
+the client compiler alone.
 
 Without it they run whichever ``python3`` comes first on PATH; when that one lacks protobuf,
 every decode in a worker fails with ImportError for ``google.protobuf.descriptor_pb2``.
@@ -8,6 +9,7 @@ every decode in a worker fails with ImportError for ``google.protobuf.descriptor
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +46,36 @@ def test_a_local_master_keeps_its_loopback_and_small_machine_settings(spark: Any
     assert conf.get("spark.driver.host") == "127.0.0.1"
     assert conf.get("spark.ui.enabled") == "false"
     assert os.environ.get("SPARK_LOCAL_IP")
+
+
+JVM_ARGUMENTS = """
+from pipelines.spark import build_session
+spark = build_session("jvm-options")
+bean = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+print("ARGS", " ".join(bean.getInputArguments()))
+"""
+
+
+def test_an_in_process_local_session_runs_the_client_compiler(tmp_path: Path) -> None:
+    # a session started as a job starts it, without the suite's spark-defaults.conf (which
+    # names JVM options of its own, and so keeps them)
+    from pipelines.spark import LOCAL_JVM_OPTIONS
+
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}
+    env["SPARK_CONF_DIR"] = str(conf_dir)
+    done = subprocess.run(
+        [sys.executable, "-c", JVM_ARGUMENTS],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    [line] = [x for x in done.stdout.splitlines() if x.startswith("ARGS ")]
+    assert set(LOCAL_JVM_OPTIONS.split()) <= set(line.split()), line
 
 
 def _checkpoint_interval(spark: Any, path: str) -> str | None:
