@@ -181,11 +181,11 @@ class TreeSampler(threading.Thread):
 
 def submit(kind: str, topic: str, records: int, workdir: Path) -> dict[str, Any]:
     from pipelines.jobs import build_py_files, spark_submit_path
-    from pipelines.spark import LOCAL_CONF, find_spark_jars
+    from pipelines.spark import find_spark_jars, local_conf
 
     lake = workdir / f"{kind}-{uuid.uuid4().hex[:6]}"
     conf = {
-        **LOCAL_CONF,
+        **local_conf(),
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
     }

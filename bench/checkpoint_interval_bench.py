@@ -1,6 +1,6 @@
 """What Delta checkpoints cost a stream's appends, and what fewer of them cost readers: the
-tables' checkpoint interval the jobs create (``lakehouse.delta.CHECKPOINT_INTERVAL``) against
-Delta's default of 10 commits, one run, one Spark session.
+checkpoint interval of the tables the jobs create (``lakehouse.delta.CHECKPOINT_INTERVAL``)
+against Delta's default of 10 commits, one run, one Spark session.
 
     .venv/bin/python bench/checkpoint_interval_bench.py [--appends 100] [--rows 500] [--tables 2]
 
@@ -90,6 +90,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.appends < 2 or args.tables < 1 or args.reads < 1 or args.interval < 1:
         parser.error("--appends >= 2, --tables >= 1, --reads >= 1, --interval >= 1")
+    if args.interval == DELTA_DEFAULT:
+        parser.error(f"--interval: another than Delta's default ({DELTA_DEFAULT}), to compare")
 
     from pyspark.sql import functions as F  # noqa: N812
 

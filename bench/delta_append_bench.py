@@ -19,8 +19,8 @@ the jobs create) are left out: they measure something else
 (``bench/checkpoint_interval_bench.py``).
 
 The session is the jobs' own (``pipelines.spark.build_session``, ``local[2]`` with
-``pipelines.spark.LOCAL_CONF``: Delta builds a snapshot's state in 2 partitions), the JVM's
-defaults otherwise.
+``pipelines.spark.local_conf``: Delta builds a snapshot's state in 2 partitions, the JVM runs
+its client compiler alone).
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ def main() -> None:
     if args.appends < 3:
         parser.error("--appends: at least 3 (the first of each kind is left out)")
 
+    from lakehouse.delta import CHECKPOINT_INTERVAL
     from pipelines.spark import build_session
 
     spark = build_session("delta-append-bench")
@@ -78,8 +79,6 @@ def main() -> None:
     for i in range(args.appends):
         for kind in KINDS:
             timings[kind].append(timed_append(spark, df, f"{root}/{kind}", i, kind))
-    from lakehouse.delta import CHECKPOINT_INTERVAL
-
     # commit i is version i; every CHECKPOINT_INTERVAL-th writes a checkpoint
     kept = [i for i in range(1, args.appends) if i % CHECKPOINT_INTERVAL != 0]
     medians = {kind: statistics.median(timings[kind][i][0] for i in kept) for kind in KINDS}

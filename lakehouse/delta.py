@@ -80,12 +80,13 @@ def use_table_defaults(spark: SparkSession) -> None:
 
     A stream commits to each of its tables every micro-batch, and every ``checkpointInterval``
     commits Delta rebuilds the table's whole state from its log and writes it as Parquet, in
-    Spark jobs of the committing batch. With Delta's default of 10 that was a third of what a
-    small append cost, checkpoints included; every 100 commits, the appends took 0.64x the
-    time and a cold read just before a checkpoint, which reads up to 99 commit files, took
-    0.98x (Spark) and 1.33x (delta-rs: 0.13 s against 0.09 s) as long
-    (``bench/checkpoint_interval_bench.py``, local folder). Tables that exist keep their
-    interval: ``ALTER TABLE ... SET TBLPROPERTIES ('delta.checkpointInterval' = ...)``.
+    Spark jobs of the committing batch. With Delta's default of 10, checkpoints are about a
+    third of what small appends cost; with 100, the appends take 0.64x the time, and a cold
+    read just before a checkpoint, which reads up to 99 commit files, 0.98x (Spark) and 1.33x
+    (delta-rs: 0.13 s against 0.09 s) (``bench/checkpoint_interval_bench.py``, local folder).
+    Tables that exist keep their interval: ``ALTER TABLE ... SET TBLPROPERTIES
+    ('delta.checkpointInterval' = ...)``. A table delta-rs creates (the quality results of a
+    local lakehouse) has delta-rs's own default.
     """
     if spark.conf.get(CHECKPOINT_INTERVAL_DEFAULT, None) is None:
         spark.conf.set(CHECKPOINT_INTERVAL_DEFAULT, str(CHECKPOINT_INTERVAL))

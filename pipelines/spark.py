@@ -64,6 +64,8 @@ LOCAL_CONF: dict[str, str] = {
 # streaming.md): silver's start-up 38 s instead of 56 s, freshness p50 36 s instead of 52 s.
 LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 DRIVER_JVM_OPTIONS = "spark.driver.extraJavaOptions"
+# spark-submit puts spark.driver.defaultJavaOptions (an administrator's) before extraJavaOptions
+_JVM_OPTION_KEYS = (DRIVER_JVM_OPTIONS, "spark.driver.defaultJavaOptions")
 
 # Spark's default `spark.redaction.regex` is (?i)secret|password|token|access[.]?key. The
 # Spark provider passes a job's environment as spark.kubernetes.driverEnv.* / spark.yarn.
@@ -74,16 +76,17 @@ REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|auth|jaas|credential
 
 def local_conf() -> dict[str, str]:
     """The settings of a local master: :data:`LOCAL_CONF`, and :data:`LOCAL_JVM_OPTIONS` as the
-    driver's JVM options unless ``spark-defaults.conf`` names them (``$SPARK_CONF_DIR``, else
-    the installation's ``conf/``: what spark-submit reads). A caller's own settings, applied
-    after these, win as well."""
+    driver's JVM options unless ``spark-defaults.conf`` names driver JVM options
+    (``spark.driver.extraJavaOptions`` or ``defaultJavaOptions``; ``$SPARK_CONF_DIR``, else the
+    installation's ``conf/``: what spark-submit reads). A caller's own settings, applied after
+    these, win as well."""
     from pipelines.jobs import read_spark_defaults, spark_conf_dir
 
     try:
         defaults = read_spark_defaults(spark_conf_dir() / "spark-defaults.conf")
     except OSError:  # no file (or no spark-submit to find it by): no choice was made there
         defaults = {}
-    if DRIVER_JVM_OPTIONS in defaults:
+    if any(key in defaults for key in _JVM_OPTION_KEYS):
         return dict(LOCAL_CONF)
     return {**LOCAL_CONF, DRIVER_JVM_OPTIONS: LOCAL_JVM_OPTIONS}
 

@@ -133,10 +133,17 @@ def test_a_cluster_master_with_spark_elsewhere_and_registry_secrets_from_a_conne
     assert "stand-in spark-submit ran" in proc.stdout + proc.stderr
 
 
-def test_a_local_master_gets_small_machine_settings_and_airflows_python(airflow_env, fake_spark):
+def test_a_local_master_gets_small_machine_settings_and_airflows_python(
+    airflow_env, fake_spark, tmp_path
+):
+    from pipelines.spark import DRIVER_JVM_OPTIONS, LOCAL_JVM_OPTIONS
+
+    no_defaults = tmp_path / "spark-conf"  # no spark-defaults.conf names JVM options
+    no_defaults.mkdir()
     conns = {
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         "PROTOLAKE_REGISTRY_URL": "http://127.0.0.1:8081",
+        "SPARK_CONF_DIR": str(no_defaults),
     }
     proc = run_execute(airflow_env, {**fake_spark, **conns})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -145,6 +152,7 @@ def test_a_local_master_gets_small_machine_settings_and_airflows_python(airflow_
     assert seen["argv"][seen["argv"].index("--master") + 1] == "local[2]"
     assert conf["spark.pyspark.python"] == sys.executable
     assert conf["spark.ui.enabled"] == "false"
+    assert conf[DRIVER_JVM_OPTIONS] == LOCAL_JVM_OPTIONS
     assert seen["env"]["PYSPARK_PYTHON"] == sys.executable
     assert seen["env"]["SPARK_LOCAL_IP"] == "127.0.0.1"
     assert seen["env"]["PROTOLAKE_REGISTRY_AUTH"] is None  # no connection, nothing invented
