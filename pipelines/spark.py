@@ -60,8 +60,9 @@ LOCAL_CONF: dict[str, str] = {
 # fills in minutes). On one machine the JIT compilers' threads take the same cores as the
 # job: C2's code pays off in long runs on spare cores, and on 2 cores beside a second job it
 # took a quarter to two thirds of a job's JVM CPU for minutes after every start. Measured with
-# bench/freshness_bench.py (bronze and silver streams, 100 records/s, 2 cores; docs/
-# streaming.md): silver's start-up 38 s instead of 56 s, freshness p50 36 s instead of 52 s.
+# bench/freshness_bench.py (bronze and silver streams, 100 records/s, 2 cores, two runs each;
+# docs/streaming.md): silver's start-up 36-38 s instead of 48-56 s, freshness p95 47-52 s
+# instead of 69-86 s.
 LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 DRIVER_JVM_OPTIONS = "spark.driver.extraJavaOptions"
 # spark-submit puts spark.driver.defaultJavaOptions (an administrator's) before extraJavaOptions
