@@ -31,6 +31,8 @@ import time
 from functools import partial
 from typing import Any
 
+from delta_append_bench import timed_append  # this folder: a fresh batch's append, timed
+
 DELTA_DEFAULT = 10
 
 
@@ -45,18 +47,6 @@ def create(spark: Any, path: str, df: Any, interval: int) -> None:
         .property("delta.checkpointInterval", str(interval))
         .execute()
     )
-
-
-def timed_append(spark: Any, df: Any, path: str, batch_id: int) -> tuple[float, int]:
-    """Seconds and Spark jobs of one fresh micro-batch append (no replay lookup)."""
-    from lakehouse.delta import Replays, append_idempotent
-
-    group = f"append-{path}-{batch_id}"
-    spark.sparkContext.setJobGroup(group, group)
-    start = time.perf_counter()
-    append_idempotent(df, path, "bench-app", batch_id, replays=Replays(fresh_from=0))
-    seconds = time.perf_counter() - start
-    return seconds, len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
 
 
 def spark_read(spark: Any, path: str, version: int) -> tuple[float, int]:
@@ -115,7 +105,7 @@ def main() -> None:
     for i in range(1, args.appends + 1):
         for n in intervals if i % 2 else intervals[::-1]:
             for path in paths[n]:
-                appends[n].append(timed_append(spark, df, path, i))
+                appends[n].append(timed_append(spark, df, path, i, "fresh"))
 
     # the version before the longer interval's first checkpoint after version 0, or the last
     last = min(args.appends, args.interval - 1)

@@ -169,24 +169,30 @@ def build_session(
         builder = builder.config(key, value)
     if under_submit or os.environ.get("PYSPARK_PYTHON"):
         session = builder.getOrCreate()
-        use_table_defaults(session)
-        return session
-    # spark.pyspark.python is read by spark-submit only. An in-process SparkContext takes its
-    # workers' Python from PYSPARK_PYTHON when it is created (SparkContext.pythonExec, else
-    # "python3" from PATH: maybe an interpreter without protobuf, whose `google.protobuf` then
-    # resolves to the .proto files inside spark-core's jar). Set it for the creation only, so
-    # that subprocesses started later still see the caller's environment.
+    else:
+        session = _create_with_this_python(builder)
+    use_table_defaults(session)
+    return session
+
+
+def _create_with_this_python(builder: SparkSession.Builder) -> SparkSession:
+    """``builder.getOrCreate()`` with this interpreter as the workers' Python.
+
+    spark.pyspark.python is read by spark-submit only. An in-process SparkContext takes its
+    workers' Python from PYSPARK_PYTHON when it is created (SparkContext.pythonExec, else
+    "python3" from PATH: maybe an interpreter without protobuf, whose `google.protobuf` then
+    resolves to the .proto files inside spark-core's jar). Set it for the creation only, so
+    that subprocesses started later still see the caller's environment.
+    """
     saved = os.environ.get("PYSPARK_PYTHON")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     try:
-        session = builder.getOrCreate()
+        return builder.getOrCreate()
     finally:
         if saved is None:
             del os.environ["PYSPARK_PYTHON"]
         else:
             os.environ["PYSPARK_PYTHON"] = saved
-    use_table_defaults(session)
-    return session
 
 
 def _submitted_conf() -> dict[str, str]:
