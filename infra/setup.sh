@@ -13,9 +13,9 @@ python="${PYTHON:-python3}"
 
 # SeaweedFS, the stack's S3-compatible store (infra/stack.sh up s3), built from the Go module
 # proxy. PROTOLAKE_SKIP_SEAWEEDFS=1 skips it (no s3a:// tests nor `make demo-s3` then). Its
-# build (minutes of CPU) runs in the background while the Python packages and the jars
-# download; its output is shown once it is done. It runs in a session of its own, so that a
-# set-up that fails before waiting for it stops it too (no build left running).
+# build (minutes of CPU) runs in the background while the Python packages, the jars and the
+# Debian packages install; its output is shown once it is done. It runs in a session of its
+# own, so that a set-up that fails before waiting for it stops it too (no build left running).
 weed_pid=""
 weed_log="$(mktemp)"
 stop_weed_build() {
@@ -60,18 +60,6 @@ if ! command -v mvn >/dev/null; then
   echo "installing maven (Debian)"; apt-get update -qq && apt-get install -y -qq maven >/dev/null
 fi
 "$root/infra/fetch_jars.sh"
-if [ -n "$weed_pid" ]; then
-  built=0
-  wait "$weed_pid" && built=1
-  weed_pid=""  # ended: nothing for the trap to stop
-  if [ "$built" != 1 ]; then
-    cat "$weed_log" >&2
-    echo "setup: building SeaweedFS failed (PROTOLAKE_SKIP_SEAWEEDFS=1 skips it)" >&2
-    exit 1
-  fi
-  cat "$weed_log"
-fi
-
 # The silver job's compiled decoder (pipelines/proto_types/wire2arrow.c) is built on first use
 # with the system C compiler; without one, silver still runs, on the slower upb path.
 if ! command -v "${CC:-cc}" >/dev/null && ! command -v gcc >/dev/null; then
@@ -98,4 +86,18 @@ if [ "${PROTOLAKE_SKIP_CHROMIUM:-0}" != "1" ] && ! command -v chromium >/dev/nul
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
       || echo "warning: could not install chromium; the Data Docs browser test will fail" >&2
   fi
+fi
+
+# SeaweedFS last: on a machine without Go's build cache its build takes longer than everything
+# above, which runs meanwhile.
+if [ -n "$weed_pid" ]; then
+  built=0
+  wait "$weed_pid" && built=1
+  weed_pid=""  # ended: nothing for the trap to stop
+  if [ "$built" != 1 ]; then
+    cat "$weed_log" >&2
+    echo "setup: building SeaweedFS failed (PROTOLAKE_SKIP_SEAWEEDFS=1 skips it)" >&2
+    exit 1
+  fi
+  cat "$weed_log"
 fi
