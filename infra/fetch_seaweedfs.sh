@@ -16,7 +16,13 @@ module="github.com/seaweedfs/seaweedfs"
 if [ -x "$bin/weed" ] && [ "$(cat "$bin/weed.version" 2>/dev/null)" = "$version" ]; then exit 0; fi
 command -v go >/dev/null || { echo "go (1.26+) is required to build SeaweedFS" >&2; exit 1; }
 echo "building SeaweedFS $version from the Go module proxy into $bin/weed (a few minutes)"
-src="$(go mod download -json "$module@$version" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')"
+# On failure `go mod download -json` prints the reason as the JSON's "Error" and exits non-zero.
+if ! info="$(go mod download -json "$module@$version")"; then
+  why="$(sed -n 's/^\s*"Error": "\(.*\)",\{0,1\}$/\1/p' <<< "$info")"
+  echo "go mod download $module@$version failed: ${why:-no reason given}" >&2
+  exit 1
+fi
+src="$(sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p' <<< "$info")"
 [ -d "$src" ] || { echo "go mod download $module@$version gave no source folder" >&2; exit 1; }
 work="$(mktemp -d)"
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
