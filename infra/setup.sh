@@ -56,36 +56,42 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 
 command -v java >/dev/null || { echo "java (JDK 17+) is required: apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
+
+# Debian's packages for what the machine lacks: the package index is read once, before the
+# first install. Returns non-zero when apt-get is missing or fails.
+apt_updated=0
+apt_install() {  # apt_install PACKAGE...
+  command -v apt-get >/dev/null || return 1
+  if [ "$apt_updated" = 0 ]; then
+    apt-get update -qq || return 1
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
 if ! command -v mvn >/dev/null; then
-  echo "installing maven (Debian)"; apt-get update -qq && apt-get install -y -qq maven >/dev/null
+  echo "installing maven (Debian)"
+  apt_install maven || { echo "setup: could not install maven (Debian), needed for the jars" >&2; exit 1; }
 fi
 "$root/infra/fetch_jars.sh"
+
 # The silver job's compiled decoder (pipelines/proto_types/wire2arrow.c) is built on first use
 # with the system C compiler; without one, silver still runs, on the slower upb path.
 if ! command -v "${CC:-cc}" >/dev/null && ! command -v gcc >/dev/null; then
   echo "installing gcc (Debian) for the compiled protobuf decoder"
-  if command -v apt-get >/dev/null; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null) \
-      || echo "warning: could not install gcc; silver will decode on the upb path" >&2
-  fi
+  apt_install gcc libc6-dev || echo "warning: could not install gcc; silver will decode on the upb path" >&2
 fi
 
 # PostgreSQL (Debian's packages) for a metastore on a real database (infra/stack.sh up postgres,
 # PROTOLAKE_METASTORE_DB=postgres); its JDBC driver comes with the jars above.
 if ! command -v psql >/dev/null || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   echo "installing postgresql (Debian) for the metastore's database"
-  if command -v apt-get >/dev/null; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) \
-      || echo "warning: could not install postgresql; infra/stack.sh up postgres will fail" >&2
-  fi
+  apt_install postgresql || echo "warning: could not install postgresql; infra/stack.sh up postgres will fail" >&2
 fi
 
 if [ "${PROTOLAKE_SKIP_CHROMIUM:-0}" != "1" ] && ! command -v chromium >/dev/null; then
   echo "installing chromium (Debian) for the Data Docs browser test"
-  if command -v apt-get >/dev/null; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-      || echo "warning: could not install chromium; the Data Docs browser test will fail" >&2
-  fi
+  apt_install chromium || echo "warning: could not install chromium; the Data Docs browser test will fail" >&2
 fi
 
 # SeaweedFS last: on a machine without Go's build cache its build takes longer than everything
