@@ -115,11 +115,18 @@ def unique_prefix(name: str) -> str:
     return f"it.silver.{name}.{uuid.uuid4().hex[:8]}."
 
 
-def wait_for(predicate: Callable[[], Any], seconds: float, what: str) -> None:
-    """Poll ``predicate`` every half second until it is true; fail naming ``what``."""
+def wait_for(
+    predicate: Callable[[], Any],
+    seconds: float,
+    what: str,
+    last_seen: Callable[[], str] | None = None,
+) -> None:
+    """Poll ``predicate`` every half second until it is true; fail naming ``what`` and, when
+    given, what ``last_seen`` says the last poll found."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(0.5)
-    raise AssertionError(f"timed out after {seconds} s waiting for {what}")
+    found = f"; {last_seen()}" if last_seen is not None else ""
+    raise AssertionError(f"timed out after {seconds} s waiting for {what}{found}")
