@@ -87,6 +87,10 @@ class DemoStream:
         self._poison_kind: Counter[str] = Counter()
         self._poison_reason: Counter[str] = Counter()
         self._poison_topic: Counter[str] = Counter()
+        self._poison_topic_reason: dict[str, Counter[str]] = {
+            t: Counter() for t in self.topics.values()
+        }
+        self._dq_topic: dict[str, Counter[str]] = {t: Counter() for t in self.topics.values()}
         self._order_versions: Counter[str] = Counter()
         self._dq: Counter[str] = Counter({DQ_QUANTITY: 0, DQ_EMAIL: 0})
         self._ids_by_type: dict[str, set[int]] = {}
@@ -173,6 +177,7 @@ class DemoStream:
             key = ident.encode()
             if not QUANTITY_RANGE[0] <= qty <= QUANTITY_RANGE[1]:
                 self._dq[DQ_QUANTITY] += 1
+                self._dq_topic[self.topics["order_lines"]][DQ_QUANTITY] += 1
         elif roll < 0.78:
             suffix, version = "customers", versions["v1"]
             ident, msg, email = gen.customer(version, i)
@@ -181,6 +186,7 @@ class DemoStream:
             key = self._serialize(suffix, version, key_msg, headers, key=True)
             if not re.fullmatch(EMAIL_PATTERN, email):
                 self._dq[DQ_EMAIL] += 1
+                self._dq_topic[self.topics["customers"]][DQ_EMAIL] += 1
         else:
             suffix, version = "inventory", versions["v1"]
             if rng.random() < 0.6:
@@ -242,6 +248,7 @@ class DemoStream:
         self._poison_kind[kind.name] += 1
         self._poison_reason[kind.reason_code] += 1
         self._poison_topic[topic] += 1
+        self._poison_topic_reason[topic][kind.reason_code] += 1
         return DemoRecord(topic, f"poison-{k:05d}".encode(), value, headers, None, kind.name)
 
     def __iter__(self) -> Iterator[DemoRecord]:
@@ -267,6 +274,10 @@ class DemoStream:
         s.poison_by_kind = dict(sorted(self._poison_kind.items()))
         s.poison_by_reason = dict(sorted(self._poison_reason.items()))
         s.poison_by_topic = dict(sorted(self._poison_topic.items()))
+        s.poison_by_topic_reason = {
+            t: dict(sorted(c.items())) for t, c in self._poison_topic_reason.items()
+        }
+        s.dq_violations_by_topic = {t: dict(c) for t, c in self._dq_topic.items()}
         s.order_schema_versions = dict(sorted(self._order_versions.items()))
         s.schema_ids_by_type = {n: sorted(v) for n, v in sorted(self._ids_by_type.items())}
         s.schema_guids_by_type = {n: sorted(v) for n, v in sorted(self._guids_by_type.items())}

@@ -107,6 +107,8 @@ class DemoStreamSummary:
     schema_ids_by_type: dict[str, list[int]] = field(default_factory=dict)
     schema_guids_by_type: dict[str, list[str]] = field(default_factory=dict)
     dq_violations: dict[str, int] = field(default_factory=dict)
+    poison_by_topic_reason: dict[str, dict[str, int]] = field(default_factory=dict)
+    dq_violations_by_topic: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def poison(self) -> int:
@@ -127,11 +129,33 @@ class DemoStreamSummary:
             quarantine_rules: the data-quality rules whose policy is ``quarantine`` (their
                 violations become ``DQ_FAILED`` rows); the demo configuration has one.
         """
-        expected = dict(self.poison_by_reason)
-        dq = sum(self.dq_violations.get(rule, 0) for rule in quarantine_rules)
-        if dq:
-            expected["DQ_FAILED"] = expected.get("DQ_FAILED", 0) + dq
-        return expected
+        return _expected_quarantine(self.poison_by_reason, self.dq_violations, quarantine_rules)
+
+    def on_topics(self, topics: Iterable[str]) -> StreamPart:
+        """What the stream holds on ``topics`` (some of :attr:`topics`): a job configured
+        with those topics alone must land exactly that.
+
+        Raises:
+            ValueError: a topic is not one of the stream's.
+        """
+        chosen = sorted(set(topics))
+        unknown = [t for t in chosen if t not in self.per_topic]
+        if unknown:
+            raise ValueError(f"not topics of this stream: {unknown}; it has {self.topics}")
+        types: dict[str, int] = {}
+        reasons: dict[str, int] = {}
+        dq: dict[str, int] = {}
+        for topic in chosen:
+            _add_into(types, self.per_topic_message_type.get(topic, {}))
+            _add_into(reasons, self.poison_by_topic_reason.get(topic, {}))
+            _add_into(dq, self.dq_violations_by_topic.get(topic, {}))
+        return StreamPart(
+            topics=chosen,
+            records=sum(self.per_topic[t] for t in chosen),
+            per_message_type=dict(sorted(types.items())),
+            poison_by_reason=dict(sorted(reasons.items())),
+            dq_violations=dq,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready mapping (see :meth:`from_dict`)."""
@@ -145,6 +169,42 @@ class DemoStreamSummary:
     def from_dict(cls, data: Mapping[str, Any]) -> DemoStreamSummary:
         """Rebuild a summary written by :meth:`to_dict`."""
         return cls(**dict(data))
+
+
+@dataclass(frozen=True)
+class StreamPart:
+    """The records of a demo stream on some of its topics
+    (:meth:`DemoStreamSummary.on_topics`), counted as the summary counts the whole stream."""
+
+    topics: list[str]
+    records: int
+    per_message_type: dict[str, int]
+    poison_by_reason: dict[str, int]
+    dq_violations: dict[str, int]
+
+    def expected_quarantine_by_reason(
+        self, quarantine_rules: Iterable[str] = (DQ_QUANTITY,)
+    ) -> dict[str, int]:
+        """Quarantine rows a job on these topics must write, by reason code (as
+        :meth:`DemoStreamSummary.expected_quarantine_by_reason`)."""
+        return _expected_quarantine(self.poison_by_reason, self.dq_violations, quarantine_rules)
+
+
+def _expected_quarantine(
+    poison_by_reason: Mapping[str, int],
+    dq_violations: Mapping[str, int],
+    quarantine_rules: Iterable[str],
+) -> dict[str, int]:
+    expected = dict(poison_by_reason)
+    dq = sum(dq_violations.get(rule, 0) for rule in quarantine_rules)
+    if dq:
+        expected["DQ_FAILED"] = expected.get("DQ_FAILED", 0) + dq
+    return expected
+
+
+def _add_into(total: dict[str, int], counts: Mapping[str, int]) -> None:
+    for name, n in counts.items():
+        total[name] = total.get(name, 0) + n
 
 
 @dataclass(frozen=True)

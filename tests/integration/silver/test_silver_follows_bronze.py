@@ -57,8 +57,12 @@ def _silver_counts(spark: Any, lake: str) -> dict[str, int]:
 def test_silver_started_first_waits_then_takes_each_new_bronze_table(
     bootstrap: str, registry: Any, spark: Any, tmp_path: Path
 ) -> None:
+    # a topic of each demo stream under the pattern (orders, then customers: another message
+    # type, so another silver table); each topic more would be a query more to wait for
     root = unique_prefix("follow")
-    cfg = _config(tmp_path / "lake", re.escape(root) + ".*", registry.url)
+    first_topic, second_topic = f"{root}a.orders", f"{root}b.customers"
+    pattern = re.escape(root) + r"(a\.orders|b\.customers)"
+    cfg = _config(tmp_path / "lake", pattern, registry.url)
     lake = cfg.lakehouse_path
     result = silver.run(cfg, "processing-time", spark=spark, await_termination=False)
     try:
@@ -68,7 +72,7 @@ def test_silver_started_first_waits_then_takes_each_new_bronze_table(
 
         first = produce_demo_stream(
             bootstrap, registry.url, topic_prefix=f"{root}a.", records=40, poison_every=0
-        )
+        ).on_topics([first_topic])
         bronze.run(cfg, trigger="available-now", spark=spark)
         wait_for(
             lambda: _silver_counts(spark, lake) == first.per_message_type,
@@ -80,7 +84,8 @@ def test_silver_started_first_waits_then_takes_each_new_bronze_table(
         # new topics under the pattern: bronze creates their tables while silver runs
         second = produce_demo_stream(
             bootstrap, registry.url, topic_prefix=f"{root}b.", records=40, poison_every=0
-        )
+        ).on_topics([second_topic])
+        assert not set(first.per_message_type) & set(second.per_message_type)
         bronze.run(cfg, trigger="available-now", spark=spark)
         both = dict(Counter(first.per_message_type) + Counter(second.per_message_type))
         wait_for(lambda: _silver_counts(spark, lake) == both, 300, f"the new topics' rows ({both})")

@@ -143,19 +143,24 @@ def test_demo_stream_every_record_once_with_its_reason(
 def test_registry_outage_fails_the_batch_and_quarantines_nothing(
     bootstrap: str, registry: Any, spark: Any, tmp_path: Path
 ) -> None:
+    # one topic (orders: two message types, schema v1 then v2): an outage is the same for
+    # any number of tables, and each one more costs every silver run its own query
     prefix = unique_prefix("outage")
-    first = produce_demo_stream(
+    first_stream = produce_demo_stream(
         bootstrap, registry.url, topic_prefix=prefix, records=80, seed=1, poison_every=0
     )
-    cfg = make_config(tmp_path / "lake", first.topics, registry.url)
+    orders = [f"{prefix}orders"]
+    first = first_stream.on_topics(orders)
+    cfg = make_config(tmp_path / "lake", orders, registry.url)
     lake = cfg.lakehouse_path
     bronze.run(cfg, trigger="available-now", spark=spark)
     silver.run(cfg, trigger="available-now", spark=spark)
     assert _silver_counts(spark, lake) == first.per_message_type
+    assert len(first.per_message_type) == 2
 
     second = produce_demo_stream(
         bootstrap, registry.url, topic_prefix=prefix, records=80, seed=2, poison_every=0
-    )
+    ).on_topics(orders)
     bronze.run(cfg, trigger="available-now", spark=spark)
     registry.stop()  # mid-stream: bronze has records silver has not seen
     try:
@@ -177,16 +182,20 @@ def test_registry_outage_fails_the_batch_and_quarantines_nothing(
 def test_sigkill_of_a_processing_time_job_then_restart(
     bootstrap: str, registry: Any, spark: Any, tmp_path: Path
 ) -> None:
+    # one topic (orders, with poison records): exactly once after a kill is a property of
+    # each query, and each table more is a query more in the killed process and the restart
     prefix = unique_prefix("kill")
+    orders = [f"{prefix}orders"]
     first = produce_demo_stream(
         bootstrap, registry.url, topic_prefix=prefix, records=100, seed=3, poison_every=10
-    )
+    ).on_topics(orders)
+    assert first.poison_by_reason, "the killed batches hold poison records too"
     lake_dir = tmp_path / "lake"
-    cfg = make_config(lake_dir, first.topics, registry.url, processing_interval="2 seconds")
+    cfg = make_config(lake_dir, orders, registry.url, processing_interval="2 seconds")
     config = write_config_file(
         tmp_path / "silver.toml",
         lake_dir,
-        first.topics,
+        orders,
         registry.url,
         processing_interval="2 seconds",
     )
@@ -213,7 +222,7 @@ def test_sigkill_of_a_processing_time_job_then_restart(
         wait_for(lambda: any(commits.glob("*/commits/0")), 600, "a first committed silver batch")
         second = produce_demo_stream(
             bootstrap, registry.url, topic_prefix=prefix, records=100, seed=4, poison_every=10
-        )
+        ).on_topics(orders)
         bronze.run(cfg, trigger="available-now", spark=spark)
         # kill as soon as the next batch has started (its offsets are logged, not committed)
         wait_for(lambda: any(commits.glob("*/offsets/1")), 600, "a second silver batch")

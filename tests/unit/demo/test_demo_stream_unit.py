@@ -252,6 +252,29 @@ def test_dq_violations_are_counted_from_the_generated_values(demo_stream, schema
     assert 0 < bad_email < 0.1 * stream.summary.per_message_type["shop.v1.Customer"]
 
 
+def test_the_part_on_some_topics_counts_what_was_generated_there(demo_stream):
+    records, stream = demo_stream
+    s = stream.summary
+    reason_of = {k.name: k.reason_code for k in POISON_KINDS}
+    for chosen in ([s.topics[0]], [s.topics[2]], [s.topics[1], s.topics[3]], s.topics):
+        part = s.on_topics(chosen)
+        mine = [r for r in records if r.topic in chosen]
+        good = [r for r in mine if r.poison is None]
+        assert part.records == len(mine) > 0
+        assert part.per_message_type == dict(Counter(r.message_type for r in good))
+        poison = Counter(reason_of[r.poison] for r in mine if r.poison is not None)
+        assert part.expected_quarantine_by_reason(()) == dict(poison)
+    # data-quality violations stay with the topic of the type they are about
+    assert s.on_topics(s.topics).dq_violations == s.dq_violations
+    lines, customers = s.on_topics(["unit.order_lines"]), s.on_topics(["unit.customers"])
+    assert lines.dq_violations == {DQ_QUANTITY: s.dq_violations[DQ_QUANTITY]}
+    assert customers.dq_violations == {DQ_EMAIL: s.dq_violations[DQ_EMAIL]}
+    assert lines.expected_quarantine_by_reason()["DQ_FAILED"] == s.dq_violations[DQ_QUANTITY]
+    assert "DQ_FAILED" not in customers.expected_quarantine_by_reason()
+    with pytest.raises(ValueError, match="not topics of this stream"):
+        s.on_topics(["unit.nowhere"])
+
+
 def test_unsigned_64_bit_values_above_the_signed_range_occur(schema_versions, stream_factory):
     records, _ = stream_factory(records=2000, seed=7, poison_every=0)
     cls = schema_versions["v2"].message_class("shop.v1.Order")
