@@ -177,7 +177,7 @@ class DemoStream:
             key = ident.encode()
             if not QUANTITY_RANGE[0] <= qty <= QUANTITY_RANGE[1]:
                 self._dq[DQ_QUANTITY] += 1
-                self._dq_topic[self.topics["order_lines"]][DQ_QUANTITY] += 1
+                self._dq_topic[self.topics[suffix]][DQ_QUANTITY] += 1
         elif roll < 0.78:
             suffix, version = "customers", versions["v1"]
             ident, msg, email = gen.customer(version, i)
@@ -186,7 +186,7 @@ class DemoStream:
             key = self._serialize(suffix, version, key_msg, headers, key=True)
             if not re.fullmatch(EMAIL_PATTERN, email):
                 self._dq[DQ_EMAIL] += 1
-                self._dq_topic[self.topics["customers"]][DQ_EMAIL] += 1
+                self._dq_topic[self.topics[suffix]][DQ_EMAIL] += 1
         else:
             suffix, version = "inventory", versions["v1"]
             if rng.random() < 0.6:
@@ -277,7 +277,7 @@ class DemoStream:
         s.poison_by_topic_reason = {
             t: dict(sorted(c.items())) for t, c in self._poison_topic_reason.items()
         }
-        s.dq_violations_by_topic = {t: dict(c) for t, c in self._dq_topic.items()}
+        s.dq_violations_by_topic = {t: dict(sorted(c.items())) for t, c in self._dq_topic.items()}
         s.order_schema_versions = dict(sorted(self._order_versions.items()))
         s.schema_ids_by_type = {n: sorted(v) for n, v in sorted(self._ids_by_type.items())}
         s.schema_guids_by_type = {n: sorted(v) for n, v in sorted(self._guids_by_type.items())}

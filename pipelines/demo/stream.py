@@ -89,6 +89,8 @@ class DemoStreamSummary:
     records are not in it); ``poison_by_reason`` counts poison records by the reason code the
     pipeline must quarantine them with; ``dq_violations`` counts well-formed records that break
     one of the demo's data-quality rules (by rule label, see ``DQ_QUANTITY``/``DQ_EMAIL``).
+    ``poison_by_topic_reason`` and ``dq_violations_by_topic`` are those per topic, for
+    :meth:`on_topics`: what a job configured with some of the topics must land.
     """
 
     topic_prefix: str
@@ -132,8 +134,8 @@ class DemoStreamSummary:
         return _expected_quarantine(self.poison_by_reason, self.dq_violations, quarantine_rules)
 
     def on_topics(self, topics: Iterable[str]) -> StreamPart:
-        """What the stream holds on ``topics`` (some of :attr:`topics`): a job configured
-        with those topics alone must land exactly that.
+        """What the stream holds on ``topics`` (some of :attr:`topics`; the part lists them
+        sorted): a job configured with those topics alone must land exactly that.
 
         Raises:
             ValueError: a topic is not one of the stream's.
@@ -152,9 +154,10 @@ class DemoStreamSummary:
         return StreamPart(
             topics=chosen,
             records=sum(self.per_topic[t] for t in chosen),
+            per_topic={t: self.per_topic[t] for t in chosen},
             per_message_type=dict(sorted(types.items())),
             poison_by_reason=dict(sorted(reasons.items())),
-            dq_violations=dq,
+            dq_violations=dict(sorted(dq.items())),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -178,9 +181,15 @@ class StreamPart:
 
     topics: list[str]
     records: int
+    per_topic: dict[str, int]
     per_message_type: dict[str, int]
     poison_by_reason: dict[str, int]
     dq_violations: dict[str, int]
+
+    @property
+    def well_formed(self) -> int:
+        """Number of records the pipeline can decode."""
+        return self.records - sum(self.poison_by_reason.values())
 
     def expected_quarantine_by_reason(
         self, quarantine_rules: Iterable[str] = (DQ_QUANTITY,)

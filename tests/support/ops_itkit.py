@@ -6,11 +6,14 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from registry_server import start_registry_server
 
 from tests.support.stack import BOOTSTRAP, free_port
+
+if TYPE_CHECKING:
+    from pipelines.demo.stream import StreamPart
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,7 +59,7 @@ class Lakehouse:
     config_file: Path
     registry: Any
     prefix: str
-    demo: Any
+    demo: StreamPart  # what the lakehouse holds of the demo stream
     late_topic: str
     tx_topic: str
     late_schema_id: int
@@ -144,9 +147,12 @@ def build_lakehouse(spark: Any, tmp: Path) -> Lakehouse:
 
     registry = start_registry_server(port=0)
     prefix = f"it.ops.{uuid.uuid4().hex[:8]}."
+    # two of the demo's topics (orders, customers with framed keys) beside the late and the
+    # transactional one: the commands treat every table alike, and each topic more is a query
+    # more in every silver run of the tests
     demo = produce_demo_stream(
         BOOTSTRAP, registry.url, topic_prefix=prefix, records=80, seed=11, poison_every=8
-    )
+    ).on_topics([f"{prefix}orders", f"{prefix}customers"])
     late_topic, tx_topic = f"{prefix}late", f"{prefix}tx"
     # the id the registry gives the next schema: nothing else registers before the test does
     late_id = registry.store.next_id

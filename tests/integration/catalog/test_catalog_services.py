@@ -83,6 +83,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
     # two of the stream's topics (orders, evolving from v1 to v2; line items, with a quarantine
     # rule): the catalog names every table alike, and each topic more is a query more per job
     part = demo.on_topics([f"{prefix}orders", f"{prefix}order_lines"])
+    assert part.expected_quarantine_by_reason().get("DQ_FAILED"), "the rule below finds rows"
     topics = ", ".join(f'"{t}"' for t in part.topics)
     config.write_text(
         f'[lakehouse]\npath = "{root}"\n'

@@ -95,10 +95,10 @@ def test_streams_are_started_judged_and_restarted_after_a_kill(
     )
     # two of the stream's topics: the streams treat every table alike, and each topic more is
     # a query more in the silver stream on the same two cores
-    stream = summary.on_topics([f"{topic_prefix}orders", f"{topic_prefix}inventory"])
+    part = summary.on_topics([f"{topic_prefix}orders", f"{topic_prefix}inventory"])
     lake, state = tmp_path / "lake", tmp_path / "streams"
     config = tmp_path / "protolake.toml"
-    topics = ", ".join(json.dumps(t) for t in stream.topics)
+    topics = ", ".join(json.dumps(t) for t in part.topics)
     config.write_text(
         f'[lakehouse]\npath = "{lake}"\n'
         f'[kafka]\nbootstrap_servers = "{bootstrap}"\ntopics = [{topics}]\n'
@@ -125,7 +125,7 @@ def test_streams_are_started_judged_and_restarted_after_a_kill(
         assert (started["verdict"], started["action"]) == ("dead", "started"), started
         first_pid = int((state / "bronze.pid").read_text())
         wait_for(
-            lambda: ((s := totals())[0]["bronze"] == stream.records, s),
+            lambda: ((s := totals())[0]["bronze"] == part.records, s),
             300,  # bronze lands in ~30 s even with both cores busy; past 300 s it has stalled
             "bronze landed",
             ("bronze",),
@@ -138,7 +138,7 @@ def test_streams_are_started_judged_and_restarted_after_a_kill(
         assert silver["action"] == "started", silver
         wait_for(
             lambda: (
-                (s := totals())[0]["silver"] + s[0]["quarantine"] == stream.records
+                (s := totals())[0]["silver"] + s[0]["quarantine"] == part.records
                 and s[0]["silver"] > 0,
                 s,
             ),

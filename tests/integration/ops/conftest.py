@@ -1,5 +1,5 @@
 """Fixtures of the ops integration tests: ONE lakehouse really written by bronze and silver
-from a small demo stream plus two extra topics, with an in-process registry test server
+from two topics of a small demo stream (orders, customers) plus two extra topics, with an in-process registry test server
 (helpers: tests/support/ops_itkit.py):
 
 - ``<prefix>late``: records framed with a schema id the registry does not have yet (silver

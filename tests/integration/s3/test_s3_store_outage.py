@@ -198,18 +198,20 @@ def test_a_store_stopped_mid_silver_batch_fails_it_and_the_restart_lands_every_r
     spark: Any, registry: Any, private_store: PrivateStore
 ) -> None:
     s3 = private_store.store()
-    # one topic of the demo stream (orders): the store's outage is the same for any number
-    # of tables, and each table more is a query more in each of the two silver runs
+    # two topics of the demo stream (orders, inventory): an awaited run takes its queries one
+    # after the other, so the second still runs when a first one committed before the store
+    # went down; each table more would be a query more in each of the two silver runs
     prefix = f"s3outage.{uuid.uuid4().hex[:8]}."
-    orders = [f"{prefix}orders"]
-    stream = produce_demo_stream(BOOTSTRAP, registry.url, topic_prefix=prefix, records=60)
-    part = stream.on_topics(orders)
+    topics = [f"{prefix}orders", f"{prefix}inventory"]
+    part = produce_demo_stream(BOOTSTRAP, registry.url, topic_prefix=prefix, records=60).on_topics(
+        topics
+    )
     lake = f"s3a://{private_store.bucket}/lh"
     no_catalog = {f"{layer}_database": "" for layer in ("bronze", "silver", "quarantine")}
     cfg = parse_config(
         {
             "lakehouse": {"path": lake, "writer_lease_seconds": LEASE_SECONDS},
-            "kafka": {"bootstrap_servers": BOOTSTRAP, "topics": orders},
+            "kafka": {"bootstrap_servers": BOOTSTRAP, "topics": topics},
             "registry": {"url": registry.url},
             "s3": s3.section(),
             "catalog": {**no_catalog, "quality_database": ""},

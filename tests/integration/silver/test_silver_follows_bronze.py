@@ -77,18 +77,18 @@ def test_silver_started_first_waits_then_takes_each_new_bronze_table(
         wait_for(
             lambda: _silver_counts(spark, lake) == first.per_message_type,
             300,
-            f"the first topics' rows in silver ({first.per_message_type})",
+            f"the first topic's rows in silver ({first.per_message_type})",
         )
         assert len(result.queries) == len(first.topics)
 
-        # new topics under the pattern: bronze creates their tables while silver runs
+        # a new topic under the pattern: bronze creates its table while silver runs
         second = produce_demo_stream(
             bootstrap, registry.url, topic_prefix=f"{root}b.", records=40, poison_every=0
         ).on_topics([second_topic])
         assert not set(first.per_message_type) & set(second.per_message_type)
         bronze.run(cfg, trigger="available-now", spark=spark)
         both = dict(Counter(first.per_message_type) + Counter(second.per_message_type))
-        wait_for(lambda: _silver_counts(spark, lake) == both, 300, f"the new topics' rows ({both})")
+        wait_for(lambda: _silver_counts(spark, lake) == both, 300, f"the new topic's rows ({both})")
         assert len(result.queries) == len(first.topics) + len(second.topics)
         assert all(q.isActive for q in result.queries)
     finally:

@@ -1,7 +1,8 @@
 """Silver on real Kafka + bronze: the demo stream, a registry outage, SIGKILL and restart.
 
 Every test produces its own topics with the demo stream producer (confluent-kafka's real
-ProtobufSerializer), lands them with the real bronze job and runs the real silver job.
+ProtobufSerializer), lands them (or the one it configures) with the real bronze job and runs
+the real silver job.
 """
 
 from __future__ import annotations
@@ -146,17 +147,16 @@ def test_registry_outage_fails_the_batch_and_quarantines_nothing(
     # one topic (orders: two message types, schema v1 then v2): an outage is the same for
     # any number of tables, and each one more costs every silver run its own query
     prefix = unique_prefix("outage")
-    first_stream = produce_demo_stream(
-        bootstrap, registry.url, topic_prefix=prefix, records=80, seed=1, poison_every=0
-    )
     orders = [f"{prefix}orders"]
-    first = first_stream.on_topics(orders)
+    first = produce_demo_stream(
+        bootstrap, registry.url, topic_prefix=prefix, records=80, seed=1, poison_every=0
+    ).on_topics(orders)
+    assert len(first.per_message_type) == 2
     cfg = make_config(tmp_path / "lake", orders, registry.url)
     lake = cfg.lakehouse_path
     bronze.run(cfg, trigger="available-now", spark=spark)
     silver.run(cfg, trigger="available-now", spark=spark)
     assert _silver_counts(spark, lake) == first.per_message_type
-    assert len(first.per_message_type) == 2
 
     second = produce_demo_stream(
         bootstrap, registry.url, topic_prefix=prefix, records=80, seed=2, poison_every=0
@@ -189,7 +189,6 @@ def test_sigkill_of_a_processing_time_job_then_restart(
     first = produce_demo_stream(
         bootstrap, registry.url, topic_prefix=prefix, records=100, seed=3, poison_every=10
     ).on_topics(orders)
-    assert first.poison_by_reason, "the killed batches hold poison records too"
     lake_dir = tmp_path / "lake"
     cfg = make_config(lake_dir, orders, registry.url, processing_interval="2 seconds")
     config = write_config_file(
@@ -223,6 +222,7 @@ def test_sigkill_of_a_processing_time_job_then_restart(
         second = produce_demo_stream(
             bootstrap, registry.url, topic_prefix=prefix, records=100, seed=4, poison_every=10
         ).on_topics(orders)
+        assert second.poison_by_reason, "the batch the kill interrupts holds poison records too"
         bronze.run(cfg, trigger="available-now", spark=spark)
         # kill as soon as the next batch has started (its offsets are logged, not committed)
         wait_for(lambda: any(commits.glob("*/offsets/1")), 600, "a second silver batch")

@@ -261,6 +261,8 @@ def test_the_part_on_some_topics_counts_what_was_generated_there(demo_stream):
         mine = [r for r in records if r.topic in chosen]
         good = [r for r in mine if r.poison is None]
         assert part.records == len(mine) > 0
+        assert part.per_topic == dict(Counter(r.topic for r in mine))
+        assert part.well_formed == len(good)
         assert part.per_message_type == dict(Counter(r.message_type for r in good))
         poison = Counter(reason_of[r.poison] for r in mine if r.poison is not None)
         assert part.expected_quarantine_by_reason(()) == dict(poison)
