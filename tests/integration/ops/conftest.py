@@ -1,6 +1,6 @@
 """Fixtures of the ops integration tests: ONE lakehouse really written by bronze and silver
-from two topics of a small demo stream (orders, customers) plus two extra topics, with an in-process registry test server
-(helpers: tests/support/ops_itkit.py):
+from two topics of a small demo stream (orders, customers) plus two extra topics, with an
+in-process registry test server (helpers: tests/support/ops_itkit.py):
 
 - ``<prefix>late``: records framed with a schema id the registry does not have yet (silver
   quarantines them as UNKNOWN_SCHEMA; a test registers the schema and replays them);
