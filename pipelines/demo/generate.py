@@ -85,14 +85,13 @@ class DemoStream:
         self._per_type: Counter[str] = Counter()
         self._per_topic_type: dict[str, Counter[str]] = {t: Counter() for t in self.topics.values()}
         self._poison_kind: Counter[str] = Counter()
-        self._poison_reason: Counter[str] = Counter()
-        self._poison_topic: Counter[str] = Counter()
+        # per topic: the reason codes of its poison records, its data-quality violations (the
+        # summary's totals are their sums)
         self._poison_topic_reason: dict[str, Counter[str]] = {
             t: Counter() for t in self.topics.values()
         }
         self._dq_topic: dict[str, Counter[str]] = {t: Counter() for t in self.topics.values()}
         self._order_versions: Counter[str] = Counter()
-        self._dq: Counter[str] = Counter({DQ_QUANTITY: 0, DQ_EMAIL: 0})
         self._ids_by_type: dict[str, set[int]] = {}
         self._guids_by_type: dict[str, set[str]] = {}
 
@@ -176,7 +175,6 @@ class DemoStream:
             ident, msg, qty = gen.order_line(version, i)
             key = ident.encode()
             if not QUANTITY_RANGE[0] <= qty <= QUANTITY_RANGE[1]:
-                self._dq[DQ_QUANTITY] += 1
                 self._dq_topic[self.topics[suffix]][DQ_QUANTITY] += 1
         elif roll < 0.78:
             suffix, version = "customers", versions["v1"]
@@ -185,7 +183,6 @@ class DemoStream:
             key_msg.customer_id = ident
             key = self._serialize(suffix, version, key_msg, headers, key=True)
             if not re.fullmatch(EMAIL_PATTERN, email):
-                self._dq[DQ_EMAIL] += 1
                 self._dq_topic[self.topics[suffix]][DQ_EMAIL] += 1
         else:
             suffix, version = "inventory", versions["v1"]
@@ -246,8 +243,6 @@ class DemoStream:
             headers.append((VALUE_SCHEMA_ID_HEADER, b"\x01" + guid.bytes + b"\x00"))
             value = payload
         self._poison_kind[kind.name] += 1
-        self._poison_reason[kind.reason_code] += 1
-        self._poison_topic[topic] += 1
         self._poison_topic_reason[topic][kind.reason_code] += 1
         return DemoRecord(topic, f"poison-{k:05d}".encode(), value, headers, None, kind.name)
 
@@ -272,8 +267,11 @@ class DemoStream:
             t: dict(sorted(c.items())) for t, c in self._per_topic_type.items()
         }
         s.poison_by_kind = dict(sorted(self._poison_kind.items()))
-        s.poison_by_reason = dict(sorted(self._poison_reason.items()))
-        s.poison_by_topic = dict(sorted(self._poison_topic.items()))
+        reasons = sum(self._poison_topic_reason.values(), Counter())
+        s.poison_by_reason = dict(sorted(reasons.items()))
+        s.poison_by_topic = {
+            t: sum(c.values()) for t, c in sorted(self._poison_topic_reason.items()) if c
+        }
         s.poison_by_topic_reason = {
             t: dict(sorted(c.items())) for t, c in self._poison_topic_reason.items()
         }
@@ -281,4 +279,5 @@ class DemoStream:
         s.order_schema_versions = dict(sorted(self._order_versions.items()))
         s.schema_ids_by_type = {n: sorted(v) for n, v in sorted(self._ids_by_type.items())}
         s.schema_guids_by_type = {n: sorted(v) for n, v in sorted(self._guids_by_type.items())}
-        s.dq_violations = dict(self._dq)
+        dq = sum(self._dq_topic.values(), Counter())
+        s.dq_violations = {rule: dq[rule] for rule in (DQ_QUANTITY, DQ_EMAIL)}

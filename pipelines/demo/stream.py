@@ -30,6 +30,7 @@ topic                value types (message indexes)          subject name strateg
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -144,13 +145,11 @@ class DemoStreamSummary:
         unknown = [t for t in chosen if t not in self.per_topic]
         if unknown:
             raise ValueError(f"not topics of this stream: {unknown}; it has {self.topics}")
-        types: dict[str, int] = {}
-        reasons: dict[str, int] = {}
-        dq: dict[str, int] = {}
+        types, reasons, dq = Counter[str](), Counter[str](), Counter[str]()
         for topic in chosen:
-            _add_into(types, self.per_topic_message_type.get(topic, {}))
-            _add_into(reasons, self.poison_by_topic_reason.get(topic, {}))
-            _add_into(dq, self.dq_violations_by_topic.get(topic, {}))
+            types.update(self.per_topic_message_type.get(topic, {}))
+            reasons.update(self.poison_by_topic_reason.get(topic, {}))
+            dq.update(self.dq_violations_by_topic.get(topic, {}))
         return StreamPart(
             topics=chosen,
             records=sum(self.per_topic[t] for t in chosen),
@@ -209,11 +208,6 @@ def _expected_quarantine(
     if dq:
         expected["DQ_FAILED"] = expected.get("DQ_FAILED", 0) + dq
     return expected
-
-
-def _add_into(total: dict[str, int], counts: Mapping[str, int]) -> None:
-    for name, n in counts.items():
-        total[name] = total.get(name, 0) + n
 
 
 @dataclass(frozen=True)

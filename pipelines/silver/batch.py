@@ -440,12 +440,7 @@ class SilverBatch:
 
     def _append_quarantine(self, quarantine: DataFrame, batch_id: int) -> None:
         append_idempotent(
-            quarantine,
-            self.layout.quarantine,
-            self.app_id,
-            batch_id,
-            replays=self.replays,
-            logger=log,
+            quarantine, self.layout.quarantine, self.app_id, batch_id, replays=self.replays, logger=log
         )
         self._quarantine_table = True
 

@@ -127,6 +127,7 @@ def test_summary_counts_what_was_generated(demo_stream):
     assert s.poison_by_kind == dict(Counter(r.poison for r in poison))
     reason_of = {k.name: k.reason_code for k in POISON_KINDS}
     assert s.poison_by_reason == dict(Counter(reason_of[r.poison] for r in poison))
+    assert s.poison_by_topic == dict(sorted(Counter(r.topic for r in poison).items()))
     assert set(s.poison_by_kind) == {k.name for k in POISON_KINDS}, "every kind occurs"
     assert s.header_framed == sum(1 for r in good if r.headers)
     assert s.framed_keys == sum(1 for r in good if r.topic == "unit.customers")
