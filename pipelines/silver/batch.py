@@ -16,7 +16,7 @@
 6. check quality (the default suite plus the configured rules): failed rows go to quarantine
    (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
 7. write the silver tables, the quarantine (when it has rows) and the quality results, the
-   commits at the same time: the appends name the app id and batch id
+   commits at the same time (``writes``): the appends name the app id and batch id
    (``lakehouse.delta.append_idempotent``), the quality results replace those of the same
    (app id, batch id);
 8. count, for the summary and the metrics (:class:`pipelines.silver.stats.BatchStats`).
@@ -45,24 +45,17 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import SchemaKey, SchemaResolver
 from lakehouse.catalog import CatalogDatabases
-from lakehouse.delta import (
-    ANY_BATCH_MAY_BE_REPLAYED,
-    Replays,
-    append_idempotent,
-    is_delta_table,
-)
+from lakehouse.delta import ANY_BATCH_MAY_BE_REPLAYED, Replays
 from lakehouse.layout import Layout
-from lakehouse.streaming import run_together
 
 from .decode import DecodeSpec, decode_all
 from .evaluation import ExpressionEvaluation
@@ -74,7 +67,7 @@ from .framing import (
     batch_reference_time,
     head_counts,
 )
-from .plan import TablePlan, plan_tables, table_rows, table_schema
+from .plan import TablePlan, plan_tables, table_rows
 from .record_framing import python_framed
 from .registration import SilverRegistration
 from .rejects import (
@@ -86,7 +79,8 @@ from .rejects import (
 )
 from .resolution import KeyCounts, Resolved, resolve_schema_keys
 from .stats import BatchStats
-from .tables import ensure_table, existing_schema, message_part, union_all, write_partitions
+from .tables import existing_schema, message_part, union_all
+from .writes import BatchWrites
 
 log = logging.getLogger("pipelines.silver")
 # Table creation, catalog registration and resolver calls of concurrent queries (processing-time
@@ -136,13 +130,10 @@ class SilverBatch:
         replays: Replays = ANY_BATCH_MAY_BE_REPLAYED,
     ) -> None:
         self.spark = spark
-        # replay (pipelines/ops/replay.py) updates the quarantine rows it re-decoded instead of
-        # appending new ones; metrics (pipelines/metrics.py) set on_batch to see each batch
-        self.quarantine_writer = quarantine_writer
+        # metrics (pipelines/metrics.py) set on_batch to see each batch
         self.on_batch: Callable[[BatchStats], None] | None = None
         self.layout = Layout(lakehouse_path)
         self.app_id = app_id
-        self.replays = replays
         self.resolver = resolver
         self.max_depth = max_depth
         self.allow_unknown_fields = allow_unknown_fields
@@ -150,14 +141,20 @@ class SilverBatch:
         self.cache_bronze = cache_bronze
         self.checker = checker
         self.history: list[BatchStats] = []
-        # message columns of each table as this query last wrote it: saves reading the Delta
-        # log every batch; dropped when a batch fails (another writer may have changed it)
-        self._schemas: dict[str, T.StructType] = {}
-        self._quarantine_table = False  # the quarantine table is known to exist
         self._lock = _DRIVER_LOCK
         self.evaluation = ExpressionEvaluation.for_session(spark)
-        self.registration = SilverRegistration(
+        registration = SilverRegistration(
             spark, databases or CatalogDatabases("", "", "", ""), self._lock
+        )
+        self.writes = BatchWrites(
+            spark,
+            self.layout,
+            app_id,
+            replays,
+            self._lock,
+            registration,
+            checker,
+            quarantine_writer,
         )
 
     def __call__(self, bronze: DataFrame, batch_id: int) -> None:
@@ -167,7 +164,7 @@ class SilverBatch:
         try:
             self._process(bronze, int(batch_id), stats, persisted)
         except BaseException:
-            self._schemas.clear()
+            self.writes.schemas.clear()
             log.warning("silver: batch %d failed; its steps took %s s", batch_id, stats.steps)
             raise
         finally:
@@ -219,7 +216,7 @@ class SilverBatch:
                 tables, framed, batch_id, reference_time, q_time, quarantine
             )
         with stats.step("write"):
-            quarantined = self._write(to_write, quarantine, results, batch_id, counts, persisted)
+            quarantined = self.writes(to_write, quarantine, results, batch_id, counts, persisted)
         stats.count_outcome(counts, [plan for plan, _ in to_write], quarantined)
 
     # -- the steps --------------------------------------------------------------------------
@@ -260,7 +257,7 @@ class SilverBatch:
         )
 
     def _known_schema(self, path: str) -> T.StructType | None:
-        known = self._schemas.get(path)
+        known = self.writes.schemas.get(path)
         if known is not None:
             return known
         current = existing_schema(self.spark, path)
@@ -369,81 +366,3 @@ class SilverBatch:
             self.checker.write_results(results, batch_id, source=self.app_id)
             raise QualityFailed(failed_outcome)
         return to_write, results
-
-    def _write(
-        self,
-        to_write: list[tuple[TablePlan, DataFrame]],
-        quarantine_parts: list[DataFrame],
-        results: list[Any],
-        batch_id: int,
-        counts: KeyCounts,
-        persisted: list[DataFrame],
-    ) -> list[Row]:
-        """(7) The silver tables, the quarantine and the quality results, committed at the same
-        time (:func:`run_together`), each its own Delta transaction that Delta skips when it
-        is already committed. Returns the quarantine's counts per reason and message type.
-
-        The quarantine rows are counted first (persisted; the count also builds the decoded
-        records' cache at the batch's parallelism, which a small append reads in one task:
-        :func:`write_partitions`), and appended only when there are some or to create the
-        table: an empty append would be a Delta commit for nothing; a retry counts the same
-        rows (module docstring). Replay's ``quarantine_writer`` runs after the appends.
-        """
-        quarantine = union_all(quarantine_parts)
-        assert quarantine is not None
-        quarantine = quarantine.persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(quarantine)
-        quarantined = quarantine.groupBy("reason_code", "_message_type").count().collect()
-        commits: list[Callable[[], None]] = [
-            partial(self._write_table, plan, df, batch_id, counts) for plan, df in to_write
-        ]
-        if self.quarantine_writer is None and (quarantined or not self._has_quarantine_table()):
-            rows = sum(int(row["count"]) for row in quarantined)
-            commits.append(
-                partial(self._append_quarantine, write_partitions(quarantine, rows), batch_id)
-            )
-        if results:
-            commits.append(partial(self._write_results, results, batch_id))
-        run_together(commits)
-        if self.quarantine_writer is not None:
-            self.quarantine_writer(quarantine, batch_id)
-        return quarantined
-
-    def _write_table(
-        self, plan: TablePlan, df: DataFrame, batch_id: int, counts: KeyCounts
-    ) -> None:
-        """One silver table's append (the table created first when this query has not)."""
-        assert plan.merged is not None
-        if plan.path not in self._schemas:
-            with self._lock:
-                ensure_table(self.spark, plan.path, table_schema(plan.merged), plan.message_type)
-        arrived = counts.records_of(r.schema_key for r in plan.versions)  # >= the table's rows
-        append_idempotent(
-            write_partitions(df, arrived),
-            plan.path,
-            self.app_id,
-            batch_id,
-            replays=self.replays,
-            merge_schema=True,
-            logger=log,
-        )
-        self._schemas[plan.path] = plan.merged
-        self.registration.silver_table(plan, counts.topics_of(r.schema_key for r in plan.versions))
-
-    def _has_quarantine_table(self) -> bool:
-        """Whether the quarantine table exists (asked until it does). A clean batch's empty
-        append creates it for its readers (``pipelines.quarantine.ensure_quarantine_table``
-        does, before any batch, when a catalog names it)."""
-        if not self._quarantine_table:
-            self._quarantine_table = is_delta_table(self.layout.quarantine, self.spark)
-        return self._quarantine_table
-
-    def _append_quarantine(self, quarantine: DataFrame, batch_id: int) -> None:
-        append_idempotent(
-            quarantine, self.layout.quarantine, self.app_id, batch_id, replays=self.replays, logger=log
-        )
-        self._quarantine_table = True
-
-    def _write_results(self, results: list[Any], batch_id: int) -> None:
-        self.checker.write_results(results, batch_id, source=self.app_id)
-        self.registration.quality_results(self.layout.quality_results)

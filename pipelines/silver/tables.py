@@ -21,7 +21,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -120,8 +120,19 @@ def align_to(df: DataFrame, target: T.StructType) -> DataFrame:
     return df.select(*cols)
 
 
-def ensure_table(spark: SparkSession, path: str, schema: T.StructType, message_type: str) -> None:
+def ensure_table(
+    spark: SparkSession,
+    path: str,
+    schema: T.StructType,
+    message_type: str,
+    *,
+    comment: str = "",
+    properties: Mapping[str, str] | None = None,
+) -> None:
     """Create the silver table with ``schema`` if needed; check it holds ``message_type``.
+
+    A table created here records ``message_type`` in its properties, beside ``properties``,
+    and ``comment`` as its description (an existing table is left as it is).
 
     Raises:
         TableTypeMismatchError: the table exists and records another message type.
@@ -133,13 +144,12 @@ def ensure_table(spark: SparkSession, path: str, schema: T.StructType, message_t
         if found is not None and found != message_type:
             raise TableTypeMismatchError(f"{path} holds {found}, not {message_type}")
         return
-    (
-        DeltaTable.createIfNotExists(spark)
-        .location(path)
-        .addColumns(schema)
-        .property(MESSAGE_TYPE_PROPERTY, message_type)
-        .execute()
-    )
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+    if comment:
+        builder = builder.comment(comment)
+    for key, value in sorted({**(properties or {}), MESSAGE_TYPE_PROPERTY: message_type}.items()):
+        builder = builder.property(key, value)
+    builder.execute()
 
 
 #: Table property naming the registry's schema versions a silver table holds (comma-separated).

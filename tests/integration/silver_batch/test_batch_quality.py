@@ -142,12 +142,12 @@ def test_a_retried_batch_loses_nothing_when_the_clock_moved(
     attempt 2 (same batch id and app id, days later) must not let it pass into the silver
     append that Delta skips."""
     import quality.checker
-    from pipelines.silver import batch as silver_batch
+    from pipelines.silver import writes as silver_writes
 
     lake = str(tmp_path / "lake")
     write_bronze(spark, f"{lake}/bronze/ut_pings", early_ping)
     bronze = spark.read.format("delta").load(f"{lake}/bronze/ut_pings")
-    real_append = silver_batch.append_idempotent
+    real_append = silver_writes.append_idempotent
 
     def crash_on_quarantine(df: Any, path: str, *args: Any, **kwargs: Any) -> None:
         if path == Layout(lake).quarantine:
@@ -155,14 +155,14 @@ def test_a_retried_batch_loses_nothing_when_the_clock_moved(
         real_append(df, path, *args, **kwargs)
 
     monkeypatch.setattr(quality.checker, "datetime", _frozen_clock(INGESTED))
-    monkeypatch.setattr(silver_batch, "append_idempotent", crash_on_quarantine)
+    monkeypatch.setattr(silver_writes, "append_idempotent", crash_on_quarantine)
     with pytest.raises(RuntimeError, match="killed"):
         _batch(spark, lake, registry, [KEEP_ALL])(bronze, 0)
     silver = f"{lake}/silver/{table_name_for(PING)}"
     kept = spark.read.format("delta").load(silver).collect()
     assert sorted(r["_kafka_offset"] for r in kept) == [0, 1, 2]
 
-    monkeypatch.setattr(silver_batch, "append_idempotent", real_append)
+    monkeypatch.setattr(silver_writes, "append_idempotent", real_append)
     monkeypatch.setattr(quality.checker, "datetime", _frozen_clock(INGESTED + dt.timedelta(days=5)))
     _batch(spark, lake, registry, [KEEP_ALL])(bronze, 0)  # the retry: same batch, same app id
     q = spark.read.format("delta").load(Layout(lake).quarantine).collect()

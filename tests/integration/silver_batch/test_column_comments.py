@@ -3,7 +3,8 @@
 One schema registered as .proto text (so the registry's schema keeps its comments), one
 ``SilverBatch`` over two bronze rows framed with its id, then the column comments read from the
 Delta log and through ``DESCRIBE TABLE`` in the session catalog; ``DESCRIBE TABLE EXTENDED``
-names the message, its Kafka topic and its schema version.
+names the message, its Kafka topic and its schema version, which the table's creating commit
+holds: registering it commits nothing more.
 """
 
 from __future__ import annotations
@@ -66,3 +67,9 @@ def test_field_comments_become_column_comments(spark: Any, tmp_path: Any, regist
     assert f"Kafka topic: {TOPIC}. Schema registry versions: id:{schema_id}." in text
     assert f"protolake.kafka_topics={TOPIC}" in text
     assert f"protolake.schema_versions=id:{schema_id}" in text
+    # created with them, then appended to: the registration found nothing to change
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{lake}/silver/{name}`").collect()
+    assert sorted((r["version"], r["operation"]) for r in history) == [
+        (0, "CREATE TABLE"),
+        (1, "WRITE"),
+    ]

@@ -68,8 +68,13 @@ def test_a_dag_file_imports_no_spark_protobuf_or_great_expectations(run_python, 
 @pytest.mark.parametrize("name", DAG_FILES)
 def test_a_dag_file_parses_in_well_under_a_second(run_python, name):
     # A contract check (the scheduler re-parses every file often), not a benchmark: the best of
-    # three fresh interpreters, so a busy machine does not decide it.
-    best = min(run_python(IMPORT_ONE.format(name=name, heavy=HEAVY))["seconds"] for _ in range(3))
+    # up to three fresh interpreters (each one imports Airflow), so a busy machine does not
+    # decide it; the first under the bound ends the look.
+    best = float("inf")
+    for _ in range(3):
+        best = min(best, run_python(IMPORT_ONE.format(name=name, heavy=HEAVY))["seconds"])
+        if best < 1.0:
+            break
     assert best < 1.0, f"{name}: {best:.3f} s to parse"
 
 

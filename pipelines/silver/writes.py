@@ -1,0 +1,161 @@
+"""Step 7 of a silver micro-batch: the silver tables, the quarantine and the quality results,
+committed at the same time (``lakehouse.streaming.run_together``), each its own Delta
+transaction that Delta skips when it is already committed (``pipelines.silver.batch`` says
+why a retry writes what the first attempt wrote).
+
+A silver table this query has not written yet is created first, with the comment and
+properties its catalog entry shows (``tables.describe_silver_table``) in its creating commit:
+registering it in the catalog then changes nothing in its Delta log.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, Row
+from pyspark.sql import types as T  # noqa: N812
+
+from lakehouse.delta import Replays, append_idempotent, is_delta_table
+from lakehouse.layout import Layout
+from lakehouse.streaming import run_together
+
+from .plan import TablePlan, table_schema
+from .registration import SilverRegistration
+from .resolution import KeyCounts
+from .tables import describe_silver_table, ensure_table, union_all, write_partitions
+
+log = logging.getLogger("pipelines.silver")
+
+
+class BatchWrites:
+    """The writes of one silver query's batches (see the module docstring).
+
+    Args:
+        spark: the session.
+        layout: the lakehouse's layout.
+        app_id: the idempotent-write app id of the query's checkpoint.
+        replays: which batches an earlier run of the query may have written.
+        lock: held while creating a table (concurrent queries share the driver).
+        registration: registers the tables written in the catalog.
+        checker: writes the quality results (a ``quality.checker.QualityChecker``) or None.
+        quarantine_writer: writes the batch's quarantine rows instead of appending them.
+    """
+
+    def __init__(
+        self,
+        spark: Any,
+        layout: Layout,
+        app_id: str,
+        replays: Replays,
+        lock: threading.RLock,
+        registration: SilverRegistration,
+        checker: Any = None,
+        quarantine_writer: Callable[[DataFrame, int], None] | None = None,
+    ) -> None:
+        self.spark = spark
+        self.layout = layout
+        self.app_id = app_id
+        self.replays = replays
+        self._lock = lock
+        self.registration = registration
+        self.checker = checker
+        self.quarantine_writer = quarantine_writer
+        # message columns of each table as this query last wrote it: saves reading the Delta
+        # log every batch; cleared when a batch fails (another writer may have changed it)
+        self.schemas: dict[str, T.StructType] = {}
+        self._quarantine_table = False  # the quarantine table is known to exist
+
+    def __call__(
+        self,
+        to_write: list[tuple[TablePlan, DataFrame]],
+        quarantine_parts: list[DataFrame],
+        results: list[Any],
+        batch_id: int,
+        counts: KeyCounts,
+        persisted: list[DataFrame],
+    ) -> list[Row]:
+        """Commit the batch's writes; return the quarantine's counts per reason and message
+        type.
+
+        The quarantine rows are counted first (persisted; the count also builds the decoded
+        records' cache at the batch's parallelism, which a small append reads in one task:
+        :func:`write_partitions`), and appended only when there are some or to create the
+        table: an empty append would be a Delta commit for nothing; a retry counts the same
+        rows. Replay's ``quarantine_writer`` runs after the appends.
+        """
+        quarantine = union_all(quarantine_parts)
+        assert quarantine is not None
+        quarantine = quarantine.persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(quarantine)
+        quarantined = quarantine.groupBy("reason_code", "_message_type").count().collect()
+        commits: list[Callable[[], None]] = [
+            partial(self._table, plan, df, batch_id, counts) for plan, df in to_write
+        ]
+        if self.quarantine_writer is None and (quarantined or not self._has_quarantine_table()):
+            rows = sum(int(row["count"]) for row in quarantined)
+            commits.append(partial(self._quarantine, write_partitions(quarantine, rows), batch_id))
+        if results:
+            commits.append(partial(self._results, results, batch_id))
+        run_together(commits)
+        if self.quarantine_writer is not None:
+            self.quarantine_writer(quarantine, batch_id)
+        return quarantined
+
+    def _table(self, plan: TablePlan, df: DataFrame, batch_id: int, counts: KeyCounts) -> None:
+        """One silver table's append (the table created first when this query has not)."""
+        assert plan.merged is not None
+        topics = counts.topics_of(r.schema_key for r in plan.versions)
+        if plan.path not in self.schemas:
+            versions = sorted({r.version for r in plan.versions})
+            comment, properties = describe_silver_table(
+                plan.message_type, plan.versions, versions, sorted(topics)
+            )
+            with self._lock:
+                ensure_table(
+                    self.spark,
+                    plan.path,
+                    table_schema(plan.merged),
+                    plan.message_type,
+                    comment=comment,
+                    properties=properties,
+                )
+        arrived = counts.records_of(r.schema_key for r in plan.versions)  # >= the table's rows
+        append_idempotent(
+            write_partitions(df, arrived),
+            plan.path,
+            self.app_id,
+            batch_id,
+            replays=self.replays,
+            merge_schema=True,
+            logger=log,
+        )
+        self.schemas[plan.path] = plan.merged
+        self.registration.silver_table(plan, topics)
+
+    def _has_quarantine_table(self) -> bool:
+        """Whether the quarantine table exists (asked until it does). A clean batch's empty
+        append creates it for its readers (``pipelines.quarantine.ensure_quarantine_table``
+        does, before any batch, when a catalog names it)."""
+        if not self._quarantine_table:
+            self._quarantine_table = is_delta_table(self.layout.quarantine, self.spark)
+        return self._quarantine_table
+
+    def _quarantine(self, quarantine: DataFrame, batch_id: int) -> None:
+        append_idempotent(
+            quarantine,
+            self.layout.quarantine,
+            self.app_id,
+            batch_id,
+            replays=self.replays,
+            logger=log,
+        )
+        self._quarantine_table = True
+
+    def _results(self, results: list[Any], batch_id: int) -> None:
+        self.checker.write_results(results, batch_id, source=self.app_id)
+        self.registration.quality_results(self.layout.quality_results)
