@@ -197,6 +197,16 @@ class StreamPart:
         :meth:`DemoStreamSummary.expected_quarantine_by_reason`)."""
         return _expected_quarantine(self.poison_by_reason, self.dq_violations, quarantine_rules)
 
+    def silver_rows_by_table(self) -> dict[str, int]:
+        """The rows of each silver table a job on these topics must fill, by table name
+        (``pipelines.naming.table_name_for``; no data-quality rule quarantining). Compare it
+        with the tables that hold rows: a corrupt payload is framed with the schema id of
+        the demo's last good record, which may be another topic's type, so silver may also
+        create an empty table of a type these topics do not carry."""
+        from pipelines.naming import table_name_for
+
+        return {table_name_for(t): n for t, n in self.per_message_type.items()}
+
 
 def _expected_quarantine(
     poison_by_reason: Mapping[str, int],

@@ -23,6 +23,7 @@ from pipelines.demo.stream import (
     VALUE_SCHEMA_ID_HEADER,
     DemoStreamSummary,
 )
+from pipelines.naming import table_name_for
 
 # Poison kinds the framing layer alone must reject (the others need the registry or the schema).
 FRAMING_KINDS = {"wrong_magic", "truncated_frame", "plain_json", "empty_value"}
@@ -265,6 +266,8 @@ def test_the_part_on_some_topics_counts_what_was_generated_there(demo_stream):
         assert part.per_topic == dict(Counter(r.topic for r in mine))
         assert part.well_formed == len(good)
         assert part.per_message_type == dict(Counter(r.message_type for r in good))
+        tables = Counter(table_name_for(str(r.message_type)) for r in good)
+        assert part.silver_rows_by_table() == dict(tables)
         poison = Counter(reason_of[r.poison] for r in mine if r.poison is not None)
         assert part.expected_quarantine_by_reason(()) == dict(poison)
     # data-quality violations stay with the topic of the type they are about
