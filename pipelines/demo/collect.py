@@ -1,9 +1,10 @@
 """Read the lakehouse into a :class:`pipelines.demo.report.DemoReport`, with Spark.
 
 :func:`collect_report` fills, in this order: every Delta table of each layer with its row
-count; bronze rows of the demo topics; silver rows per message type and quarantine rows per
-reason (demo topics only, replayed rows not counted); the invariant bronze = silver +
-quarantine, record by record (:func:`pipelines.quarantine.check_invariant`); the quality
+count (from its Delta log's statistics, read by ``deltalake``: no Spark job per table);
+bronze rows of the demo topics; silver rows per message type and quarantine rows per reason
+(demo topics only, replayed rows not counted); the invariant bronze = silver + quarantine,
+record by record (:func:`pipelines.quarantine.check_invariant`); the quality
 summary and the ``DQ_FAILED`` rows of quarantine (over every topic, as the quality results
 are); the Data Docs page; an example query and its result. Then it evaluates the checks.
 Every path comes from :class:`lakehouse.layout.Layout`.
@@ -16,21 +17,29 @@ from typing import Any
 
 from lakehouse.delta import list_delta_tables
 from lakehouse.layout import LAYERS, Layout, table_name
+from lakehouse.row_counts import delta_row_count
+from lakehouse.store import Store
 from lakehouse.streaming import read_text_lines
 from pipelines.demo.produce import first_line
 from pipelines.demo.report import DemoReport, evaluate_checks
 from pipelines.naming import bronze_table_of_topic, table_name_for
 from pipelines.settings import ProtolakeConfig
+from pipelines.settings.clients import lakehouse_store
 
 
 def collect_report(spark: Any, cfg: ProtolakeConfig, report: DemoReport) -> None:
     """Fill ``report`` from the lakehouse (tables, counts, invariant, quality, SQL)."""
     layout = Layout(cfg.lakehouse_path)
+    store = lakehouse_store(cfg)
     for layer in LAYERS:
         for path in list_delta_tables(layout.layer(layer), spark):
-            rows = int(spark.read.format("delta").load(path).count())
             report.tables.append(
-                {"layer": layer, "table": table_name(path), "path": path, "rows": rows}
+                {
+                    "layer": layer,
+                    "table": table_name(path),
+                    "path": path,
+                    "rows": _table_rows(spark, path, store),
+                }
             )
     bronze_names = {bronze_table_of_topic(t) for t in report.topics}
     bronze_paths = [
@@ -49,6 +58,15 @@ def collect_report(spark: Any, cfg: ProtolakeConfig, report: DemoReport) -> None
     _collect_quality(spark, layout, report)
     _collect_sql(spark, cfg, report)
     evaluate_checks(report)
+
+
+def _table_rows(spark: Any, path: str, store: Store | None) -> int:
+    """The rows of a Delta table: from its log's statistics when ``store`` reads it (no Spark
+    job), else (or for a file written without statistics) counted by Spark."""
+    rows = delta_row_count(path, store) if store is not None else None
+    if rows is None:
+        rows = int(spark.read.format("delta").load(path).count())
+    return rows
 
 
 def _count_bronze(spark: Any, paths: Sequence[str], topics: Sequence[str]) -> int:

@@ -35,6 +35,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pipelines.naming import table_name_for
+
 #: Topic names without the prefix, in the order poison records are spread over them.
 TOPIC_SUFFIXES: tuple[str, ...] = ("orders", "order_lines", "customers", "inventory")
 PARTITIONS = 3
@@ -42,7 +44,9 @@ PARTITIONS = 3
 #: Data-quality rules the stream violates on purpose (pipelines/demo/demo.toml declares them).
 QUANTITY_RANGE: tuple[int, int] = (1, 100)
 EMAIL_PATTERN = r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$"
-DQ_QUANTITY = "shop.v1.Order.LineItem.quantity between 1 and 100"
+#: the message type the quantity rule checks
+LINE_ITEM = "shop.v1.Order.LineItem"
+DQ_QUANTITY = f"{LINE_ITEM}.quantity between 1 and 100"
 DQ_EMAIL = "shop.v1.Customer.email matches e-mail pattern"
 
 
@@ -197,15 +201,19 @@ class StreamPart:
         :meth:`DemoStreamSummary.expected_quarantine_by_reason`)."""
         return _expected_quarantine(self.poison_by_reason, self.dq_violations, quarantine_rules)
 
-    def silver_rows_by_table(self) -> dict[str, int]:
+    def silver_rows_by_table(
+        self, quarantine_rules: Iterable[str] = (DQ_QUANTITY,)
+    ) -> dict[str, int]:
         """The rows of each silver table a job on these topics must fill, by table name
-        (``pipelines.naming.table_name_for``; no data-quality rule quarantining). Compare it
-        with the tables that hold rows: a corrupt payload is framed with the schema id of
-        the demo's last good record, which may be another topic's type, so silver may also
-        create an empty table of a type these topics do not carry."""
-        from pipelines.naming import table_name_for
-
-        return {table_name_for(t): n for t, n in self.per_message_type.items()}
+        (``pipelines.naming.table_name_for``), with the same ``quarantine_rules`` as
+        :meth:`expected_quarantine_by_reason` (the quantity rule's rows leave the line items'
+        table). Compare it with the tables that hold rows: a corrupt payload is framed with
+        the schema id of the demo's last good record, which may be another topic's type, so
+        silver may also create an empty table of a type these topics do not carry."""
+        rows = dict(self.per_message_type)
+        if DQ_QUANTITY in quarantine_rules and self.dq_violations.get(DQ_QUANTITY):
+            rows[LINE_ITEM] -= self.dq_violations[DQ_QUANTITY]
+        return {table_name_for(t): n for t, n in rows.items()}
 
 
 def _expected_quarantine(

@@ -1,6 +1,7 @@
 """One silver micro-batch: bronze rows -> silver tables + quarantine, in ONE ``foreachBatch``.
 
-:class:`SilverBatch` runs these steps, each a method of its own:
+:class:`SilverBatch` runs these steps, each a method of its own (the writes of step 7 are
+``writes.BatchWrites``):
 
 1. frame (``framing``): the JVM cuts each record's frame head; the driver reads each distinct
    head once into a ``codec.SchemaKey`` and a payload offset (``record_framing`` frames the
@@ -149,12 +150,12 @@ class SilverBatch:
         self.writes = BatchWrites(
             spark,
             self.layout,
-            app_id,
-            replays,
-            self._lock,
-            registration,
-            checker,
-            quarantine_writer,
+            app_id=app_id,
+            replays=replays,
+            lock=self._lock,
+            registration=registration,
+            checker=checker,
+            quarantine_writer=quarantine_writer,
         )
 
     def __call__(self, bronze: DataFrame, batch_id: int) -> None:
@@ -164,7 +165,7 @@ class SilverBatch:
         try:
             self._process(bronze, int(batch_id), stats, persisted)
         except BaseException:
-            self.writes.schemas.clear()
+            self.writes.forget_schemas()
             log.warning("silver: batch %d failed; its steps took %s s", batch_id, stats.steps)
             raise
         finally:
@@ -257,7 +258,7 @@ class SilverBatch:
         )
 
     def _known_schema(self, path: str) -> T.StructType | None:
-        known = self.writes.schemas.get(path)
+        known = self.writes.known_schema(path)
         if known is not None:
             return known
         current = existing_schema(self.spark, path)

@@ -60,6 +60,17 @@ class SilverRegistration:
             )
         self._registered[plan.table] = (all_versions, all_topics)
 
+    def creation_description(
+        self, plan: TablePlan, topics: list[str]
+    ) -> tuple[str, dict[str, str]]:
+        """The comment and properties a new table of ``plan`` holding ``topics`` is created
+        with: what :meth:`silver_table` registers it with, so that registering it changes
+        nothing in its log; none without a silver database (nothing would keep them current)."""
+        if not self.databases.silver:
+            return "", {}
+        versions = sorted({r.version for r in plan.versions})
+        return describe_silver_table(plan.message_type, plan.versions, versions, topics)
+
     def quality_results(self, path: str) -> None:
         """Register the quality results table at ``path`` (once a run)."""
         if not self.databases.quality or self._quality_registered:

@@ -1,4 +1,5 @@
-"""Steps 3 and 7 of a silver micro-batch: schema evolution and idempotent Delta writes.
+"""The silver tables: their schema as versions evolve (step 3 of a micro-batch), their
+creation and the shape of their appends (step 7's writes are ``pipelines.silver.writes``).
 
 - One table per fully-qualified message type, at ``<lakehouse>/silver/<table_name_for(type)>``;
   every schema version of the type writes there. The table schema is the union of the
@@ -9,13 +10,13 @@
   quarantine with ``SCHEMA_CONFLICT``; the table is left as it was.
 - Each table records its message type in the table property ``protolake.message_type``;
   writing another type there raises (it would take a hash collision, see naming.py).
-- Writes (``lakehouse.delta.append_idempotent``) name the query's app id and batch id in the
-  commit: a replayed batch that a table already has is skipped, so a retried micro-batch
-  never duplicates.
-  Concurrent commits from another query (two bronze tables holding one message type) are
-  retried a few times.
+- The batch's appends (``pipelines.silver.writes``, with ``lakehouse.delta.append_idempotent``)
+  name the query's app id and batch id in the commit: a replayed batch that a table already
+  has is skipped, so a retried micro-batch never duplicates. Concurrent commits from another
+  query (two bronze tables holding one message type) are retried a few times.
 - The batch registers each table in the catalog as ``<silver database>.<table>``
-  (``lakehouse.catalog``), with :func:`describe_silver_table`'s comment and properties.
+  (``pipelines.silver.registration``), with :func:`describe_silver_table`'s comment and
+  properties.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@ committed at the same time (``lakehouse.streaming.run_together``), each its own 
 transaction that Delta skips when it is already committed (``pipelines.silver.batch`` says
 why a retry writes what the first attempt wrote).
 
-A silver table this query has not written yet is created first, with the comment and
-properties its catalog entry shows (``tables.describe_silver_table``) in its creating commit:
-registering it in the catalog then changes nothing in its Delta log.
+A silver table this query has not written yet is created first; with a silver catalog
+database, with the comment and properties its catalog entry shows
+(``SilverRegistration.creation_description``) in its creating commit: registering it then
+changes nothing in its Delta log.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from functools import partial
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import types as T  # noqa: N812
 
 from lakehouse.delta import Replays, append_idempotent, is_delta_table
@@ -27,7 +28,7 @@ from lakehouse.streaming import run_together
 from .plan import TablePlan, table_schema
 from .registration import SilverRegistration
 from .resolution import KeyCounts
-from .tables import describe_silver_table, ensure_table, union_all, write_partitions
+from .tables import ensure_table, union_all, write_partitions
 
 log = logging.getLogger("pipelines.silver")
 
@@ -48,8 +49,9 @@ class BatchWrites:
 
     def __init__(
         self,
-        spark: Any,
+        spark: SparkSession,
         layout: Layout,
+        *,
         app_id: str,
         replays: Replays,
         lock: threading.RLock,
@@ -66,7 +68,7 @@ class BatchWrites:
         self.checker = checker
         self.quarantine_writer = quarantine_writer
         # message columns of each table as this query last wrote it: saves reading the Delta
-        # log every batch; cleared when a batch fails (another writer may have changed it)
+        # log every batch; forgotten when a batch fails (another writer may have changed it)
         self.schemas: dict[str, T.StructType] = {}
         self._quarantine_table = False  # the quarantine table is known to exist
 
@@ -106,15 +108,22 @@ class BatchWrites:
             self.quarantine_writer(quarantine, batch_id)
         return quarantined
 
+    def known_schema(self, path: str) -> T.StructType | None:
+        """The message columns of the table at ``path`` as this query last wrote it (None:
+        not written by this query since its last failed batch)."""
+        return self.schemas.get(path)
+
+    def forget_schemas(self) -> None:
+        """Forget what this query wrote (a batch failed: another writer may have changed the
+        tables)."""
+        self.schemas.clear()
+
     def _table(self, plan: TablePlan, df: DataFrame, batch_id: int, counts: KeyCounts) -> None:
         """One silver table's append (the table created first when this query has not)."""
         assert plan.merged is not None
         topics = counts.topics_of(r.schema_key for r in plan.versions)
         if plan.path not in self.schemas:
-            versions = sorted({r.version for r in plan.versions})
-            comment, properties = describe_silver_table(
-                plan.message_type, plan.versions, versions, sorted(topics)
-            )
+            comment, properties = self.registration.creation_description(plan, topics)
             with self._lock:
                 ensure_table(
                     self.spark,
