@@ -19,7 +19,7 @@ from lakehouse.layout import Layout
 from lakehouse.streaming import read_text_lines, write_text
 from pipelines.demo.config import DemoOptions
 from pipelines.demo.generate import DemoStream
-from pipelines.demo.stream import DQ_QUANTITY, DemoStreamSummary
+from pipelines.demo.stream import DQ_QUANTITY, LINE_ITEM, DemoStreamSummary
 from pipelines.settings import ProtolakeConfig
 
 STREAMS_FILE = "_demo/streams.json"
@@ -82,8 +82,7 @@ def expected_counts(summaries: Sequence[DemoStreamSummary], dq_quarantined: bool
         for reason, n in s.expected_quarantine_by_reason(rules).items():
             quarantine[reason] = quarantine.get(reason, 0) + n
         if dq_quarantined:
-            name = "shop.v1.Order.LineItem"
-            per_type[name] = per_type.get(name, 0) - s.dq_violations.get(DQ_QUANTITY, 0)
+            per_type[LINE_ITEM] = per_type.get(LINE_ITEM, 0) - s.dq_violations.get(DQ_QUANTITY, 0)
     return {
         "records": records,
         "silver_by_type": dict(sorted(per_type.items())),
@@ -97,7 +96,7 @@ def dq_quarantines_quantity(cfg: ProtolakeConfig) -> bool:
     for rule in cfg.quality.expectations:
         kwargs = rule.get("kwargs") or {}
         if (
-            rule.get("message_type") == "shop.v1.Order.LineItem"
+            rule.get("message_type") == LINE_ITEM
             and rule.get("policy") == "quarantine"
             and kwargs.get("column") == "quantity"
         ):

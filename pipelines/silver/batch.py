@@ -134,7 +134,6 @@ class SilverBatch:
         # metrics (pipelines/metrics.py) set on_batch to see each batch
         self.on_batch: Callable[[BatchStats], None] | None = None
         self.layout = Layout(lakehouse_path)
-        self.app_id = app_id
         self.resolver = resolver
         self.max_depth = max_depth
         self.allow_unknown_fields = allow_unknown_fields
@@ -364,6 +363,6 @@ class SilverBatch:
         if failed_outcome is not None:
             from quality.checker import QualityFailed
 
-            self.checker.write_results(results, batch_id, source=self.app_id)
+            self.writes.quality_results(results, batch_id)
             raise QualityFailed(failed_outcome)
         return to_write, results

@@ -165,6 +165,11 @@ class BatchWrites:
         )
         self._quarantine_table = True
 
-    def _results(self, results: list[Any], batch_id: int) -> None:
+    def quality_results(self, results: list[Any], batch_id: int) -> None:
+        """Write the batch's quality results under this query's app id (they replace those
+        of the same batch); a failing batch's too, before it raises."""
         self.checker.write_results(results, batch_id, source=self.app_id)
+
+    def _results(self, results: list[Any], batch_id: int) -> None:
+        self.quality_results(results, batch_id)
         self.registration.quality_results(self.layout.quality_results)
