@@ -3,20 +3,51 @@
 # infra/.cache/jars/{spark,kafka,s3,postgres},
 # and the SeaweedFS server binary (the local S3-compatible store) into infra/.cache/bin.
 # Safe to repeat: a folder with its .complete marker is not fetched again (works offline after).
+#
+# Each folder is kept once per machine, in the user's cache (PROTOLAKE_SHARED_CACHE, default
+# ${XDG_CACHE_HOME:-~/.cache}/protolake/jars), under a name that digests what it was fetched
+# from (the pom and the arguments below); the checkout's folder is a link to it. So another
+# clone of the project on the same machine copies nothing (each `mvn` run costs seconds even
+# with Maven's repository warm), and a changed pom is a new folder, never a stale one.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${PROTOLAKE_JAR_CACHE:-$here/.cache/jars}"
+shared="${PROTOLAKE_SHARED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/protolake}/jars"
 settings="$here/maven/settings.xml"
+
+# keep NAME KEY: link $cache/NAME to the shared folder NAME-KEY once that is complete; the
+# fetch (its command after KEY) writes into $1 of its own, which appears whole (a rename).
+keep() {  # keep NAME KEY COMMAND...
+  local name="$1" key="$2"; shift 2
+  local out="$cache/$name" kept="$shared/$name-$key"
+  if [ -f "$out/.complete" ]; then return 0; fi
+  if [ ! -f "$kept/.complete" ]; then
+    echo "fetching $name from Maven Central into $kept"
+    mkdir -p "$shared"
+    local tmp; tmp="$(mktemp -d -p "$shared" ".$name.XXXXXX")"
+    "$@" "$tmp" || { rm -rf "$tmp"; return 1; }
+    touch "$tmp/.complete"
+    # another set-up may have kept the same folder meanwhile: then ours goes
+    mv -T "$tmp" "$kept" 2>/dev/null || rm -rf "$tmp"
+  fi
+  mkdir -p "$cache"
+  rm -rf "$out"; ln -s "$kept" "$out"
+}
+
+digest() {  # digest FILE [words...]: 16 hex digits of the file and the words
+  { cat "$1"; shift; printf '%s\n' "$@"; } | sha256sum | cut -c1-16
+}
+
+copy_dependencies() {  # copy_dependencies NAME [maven args...] OUT
+  local name="$1"; shift
+  local out="${*: -1}"
+  mvn -q -B -s "$settings" -f "$here/maven/$name/pom.xml" dependency:copy-dependencies \
+      -DincludeScope=runtime -DoutputDirectory="$out" "${@:1:$#-1}"
+}
 
 fetch() {  # fetch NAME [maven args...]
   local name="$1"; shift
-  local out="$cache/$name"
-  if [ -f "$out/.complete" ]; then return 0; fi
-  echo "fetching $name jars from Maven Central into $out"
-  rm -rf "$out.tmp"
-  mvn -q -B -s "$settings" -f "$here/maven/$name/pom.xml" dependency:copy-dependencies \
-      -DincludeScope=runtime -DoutputDirectory="$out.tmp" "$@"
-  rm -rf "$out"; mv "$out.tmp" "$out"; touch "$out/.complete"
+  keep "$name" "$(digest "$here/maven/$name/pom.xml" "$@")" copy_dependencies "$name" "$@"
 }
 
 # Only what pyspark's own jars lack: the Kafka source and Delta (and their own dependencies).
@@ -33,18 +64,15 @@ fetch postgres
 # /apis/ccompat/v7): its Quarkus distribution, published on Maven Central as the `all` tar.gz
 # of io.apicurio:apicurio-registry-app. 2.6.x runs on Java 17 (3.x needs Java 21).
 APICURIO_VERSION="${PROTOLAKE_APICURIO_VERSION:-2.6.13.Final}"
-fetch_apicurio() {
-  local out="$cache/apicurio-$APICURIO_VERSION"
-  if [ -f "$out/.complete" ]; then return 0; fi
-  echo "fetching Apicurio Registry $APICURIO_VERSION from Maven Central into $out"
-  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+fetch_apicurio() {  # fetch_apicurio OUT
+  local out="$1" archive="apicurio-registry-app-$APICURIO_VERSION-all.tar.gz"
   # dependency:copy, then tar: `unpack` would keep a marker file and skip a second unpack.
   mvn -q -B -s "$settings" -f "$here/maven/kafka/pom.xml" dependency:copy \
       -Dartifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" \
-      -DoutputDirectory="$out.tmp"
-  tar -xzf "$out.tmp/apicurio-registry-app-$APICURIO_VERSION-all.tar.gz" -C "$out.tmp"
-  rm -f "$out.tmp/apicurio-registry-app-$APICURIO_VERSION-all.tar.gz"
-  ls "$out.tmp"/apicurio-registry-app-*-runner.jar >/dev/null
-  rm -rf "$out"; mv "$out.tmp" "$out"; touch "$out/.complete"
+      -DoutputDirectory="$out"
+  tar -xzf "$out/$archive" -C "$out"
+  rm -f "$out/$archive"
+  ls "$out"/apicurio-registry-app-*-runner.jar >/dev/null
 }
-fetch_apicurio
+keep "apicurio-$APICURIO_VERSION" "$(digest "$here/maven/kafka/pom.xml" "$APICURIO_VERSION")" \
+  fetch_apicurio

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build SeaweedFS's `weed` (the stack's S3-compatible object store, infra/s3.sh) from the Go
-# module proxy, once, into infra/.cache/bin/weed. Safe to repeat: a binary of the pinned
-# version is kept (infra/.cache/bin/weed.version names it); it works offline after.
+# module proxy, once per machine and version, linked from infra/.cache/bin/weed. Safe to
+# repeat: a binary of the pinned version is kept (infra/.cache/bin/weed.version names it); it
+# works offline after.
 #
 # `go install module@version` refuses SeaweedFS (its go.mod has `replace` directives), so the
 # module's source is downloaded through the proxy and built as the main module. The build
@@ -14,8 +15,18 @@ bin="${PROTOLAKE_BIN_CACHE:-$here/.cache/bin}"
 module="github.com/seaweedfs/seaweedfs"
 
 if [ -x "$bin/weed" ] && [ "$(cat "$bin/weed.version" 2>/dev/null)" = "$version" ]; then exit 0; fi
+# The binary is kept once per machine, per version, in the user's cache (as the jars are,
+# infra/fetch_jars.sh); $bin/weed is a link to it. Another clone links it instead of building.
+shared="${PROTOLAKE_SHARED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/protolake}/bin"
+kept="$shared/weed-$version"
+link_kept() {
+  mkdir -p "$bin"
+  ln -sfn "$kept" "$bin/weed"
+  echo "$version" > "$bin/weed.version"
+}
+if [ -x "$kept" ]; then link_kept; exit 0; fi
 command -v go >/dev/null || { echo "go (1.26+) is required to build SeaweedFS" >&2; exit 1; }
-echo "building SeaweedFS $version from the Go module proxy into $bin/weed (a few minutes)"
+echo "building SeaweedFS $version from the Go module proxy into $kept (a few minutes)"
 # On failure `go mod download -json` prints the reason as the JSON's "Error" and exits non-zero.
 if ! info="$(go mod download -json "$module@$version")"; then
   why="$(sed -n 's/^\s*"Error": "\(.*\)",\{0,1\}$/\1/p' <<< "$info")"
@@ -27,11 +38,11 @@ src="$(sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p' <<< "$info")"
 work="$(mktemp -d)"
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 cp -r "$src" "$work/src"; chmod -R u+w "$work/src"
-mkdir -p "$bin"
+mkdir -p "$shared"
 # A name of its own: two set-ups building at once never move each other's half-written file.
-tmp_bin="$(mktemp -p "$bin" weed.XXXXXX)"
+tmp_bin="$(mktemp -p "$shared" .weed.XXXXXX)"
 (cd "$work/src" && CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$tmp_bin" ./weed) \
   || { rm -f "$tmp_bin"; exit 1; }
 chmod 755 "$tmp_bin"
-mv "$tmp_bin" "$bin/weed"
-echo "$version" > "$bin/weed.version"
+mv "$tmp_bin" "$kept"
+link_kept

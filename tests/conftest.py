@@ -51,7 +51,7 @@ _use_suite_spark_settings()
 # task generates the source code of Delta's action deserializer anew (Spark generates it for
 # typed operations even when expressions are interpreted). With two tasks that took about 8 %
 # of a session's JVM CPU over tests/spark; with one, tests/spark used about 7 % less CPU (A/B
-# runs). These JVMs (the two test processes' sessions) use about half of the suite's CPU. The
+# runs). These JVMs (the test processes' sessions) use about half of the suite's CPU. The
 # results are the same.
 SPARK_TEST_CONF = {
     "spark.sql.shuffle.partitions": "2",
@@ -114,10 +114,10 @@ def registry() -> Iterator[Any]:
     handle.stop()
 
 
-# `make test` runs the suite on two processes (pytest-xdist, `--dist loadfile
+# `make test` runs the suite on three processes (pytest-xdist, `--dist loadfile
 # --no-loadscope-reorder`), which hand out whole files in collection order. The files that take
 # minutes go first, longest first, and the many short files fill in around them; otherwise a
-# long file handed out last runs alone while the other process idles. Then the rest of
+# long file handed out last runs alone while the other processes idle. Then the rest of
 # tests/integration, tests/spark, and tests/unit last. Figures: seconds of one serial run.
 LONG_FILES_FIRST = (
     "tests/integration/catalog/test_catalog_services.py",  # ~430 s: jobs, a second application

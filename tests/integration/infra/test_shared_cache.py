@@ -1,0 +1,72 @@
+"""What set-up fetches or builds once per machine (infra/fetch_jars.sh, infra/fetch_seaweedfs.sh):
+another checkout's folders are links to the kept ones, made without Maven or Go, and hold the
+same files as this checkout's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[3]
+INFRA = ROOT / "infra"
+SHARED = Path(
+    os.environ.get("PROTOLAKE_SHARED_CACHE")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "protolake"
+)
+
+
+def _run(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(INFRA / script)],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _names(folder: Path) -> set[str]:
+    return {p.name for p in folder.iterdir()}
+
+
+def test_a_second_checkouts_jars_are_links_to_the_kept_folders(tmp_path: Path) -> None:
+    ours = INFRA / ".cache" / "jars"
+    theirs = tmp_path / "jars"
+    done = _run("fetch_jars.sh", {"PROTOLAKE_JAR_CACHE": str(theirs)})
+    assert done.returncode == 0, done.stderr
+    assert "fetching" not in done.stdout + done.stderr  # no Maven run: every folder was kept
+    assert _names(theirs) == _names(ours)
+    for folder in theirs.iterdir():
+        assert folder.is_symlink(), folder
+        kept = folder.resolve()
+        assert kept.parent == (SHARED / "jars").resolve(), kept
+        assert (kept / ".complete").is_file()
+        assert any(kept.rglob("*.jar")), kept
+        assert _names(kept) == _names(ours / folder.name)
+    # again: nothing to do, the same links
+    links = {f.name: f.resolve() for f in theirs.iterdir()}
+    again = _run("fetch_jars.sh", {"PROTOLAKE_JAR_CACHE": str(theirs)})
+    assert again.returncode == 0 and not again.stdout, again.stdout + again.stderr
+    assert {f.name: f.resolve() for f in theirs.iterdir()} == links
+
+
+def test_a_second_checkouts_seaweedfs_is_a_link_to_the_kept_binary(tmp_path: Path) -> None:
+    theirs = tmp_path / "bin"
+    done = _run("fetch_seaweedfs.sh", {"PROTOLAKE_BIN_CACHE": str(theirs)})
+    assert done.returncode == 0, done.stderr
+    assert "building" not in done.stdout + done.stderr
+    version = (theirs / "weed.version").read_text().strip()
+    assert version == (INFRA / ".cache" / "bin" / "weed.version").read_text().strip()
+    weed = theirs / "weed"
+    assert weed.is_symlink()
+    assert weed.resolve() == (SHARED / "bin" / f"weed-{version}").resolve()
+    answer = subprocess.run(
+        [str(weed), "version"], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "version" in answer.stdout.lower(), answer.stdout
