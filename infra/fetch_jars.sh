@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetch the JVM jars protolake needs from Maven Central, once, into
-# infra/.cache/jars/{spark,kafka,s3,postgres},
-# and the SeaweedFS server binary (the local S3-compatible store) into infra/.cache/bin.
+# infra/.cache/jars/{spark,kafka,s3,postgres,apicurio-VERSION} (SeaweedFS, the stack's object
+# store, is infra/fetch_seaweedfs.sh's).
 # Safe to repeat: a folder with its .complete marker is not fetched again (works offline after).
 #
 # Each folder is kept once per machine, in the user's cache (PROTOLAKE_SHARED_CACHE, default
@@ -15,8 +15,8 @@ cache="${PROTOLAKE_JAR_CACHE:-$here/.cache/jars}"
 shared="${PROTOLAKE_SHARED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/protolake}/jars"
 settings="$here/maven/settings.xml"
 
-# keep NAME KEY: link $cache/NAME to the shared folder NAME-KEY once that is complete; the
-# fetch (its command after KEY) writes into $1 of its own, which appears whole (a rename).
+# Link $cache/NAME to the kept folder NAME-KEY, fetching that first when it is missing: the
+# command after KEY fills a new folder (its last argument), which then appears whole (a rename).
 keep() {  # keep NAME KEY COMMAND...
   local name="$1" key="$2"; shift 2
   local out="$cache/$name" kept="$shared/$name-$key"
