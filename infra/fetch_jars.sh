@@ -4,15 +4,19 @@
 # store, is infra/fetch_seaweedfs.sh's).
 # Safe to repeat: a folder with its .complete marker is not fetched again (works offline after).
 #
-# Each folder is kept once per machine, in the user's cache (PROTOLAKE_SHARED_CACHE, default
-# ${XDG_CACHE_HOME:-~/.cache}/protolake/jars), under a name that digests what it was fetched
-# from (the pom and the arguments below); the checkout's folder is a link to it. So another
-# clone of the project on the same machine copies nothing (each `mvn` run costs seconds even
-# with Maven's repository warm), and a changed pom is a new folder, never a stale one.
+# Each folder is kept once per machine, in $PROTOLAKE_SHARED_CACHE/jars (default
+# ${XDG_CACHE_HOME:-~/.cache}/protolake/jars), under a name that digests what it is fetched
+# from (the pom, the arguments and the recipe below); the checkout's folder is a link to it.
+# So another clone of the project on the same machine fetches nothing (each `mvn` run costs
+# seconds even with Maven's repository warm), and a changed pom is a new folder, never a stale
+# one. A checkout's folder that is not a link to the current one (an older key, or a folder an
+# earlier set-up fetched in place) is replaced by the link.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${PROTOLAKE_JAR_CACHE:-$here/.cache/jars}"
 shared="${PROTOLAKE_SHARED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/protolake}/jars"
+mkdir -p "$shared" "$cache"
+shared="$(cd "$shared" && pwd)"  # absolute: the links must resolve from anywhere
 settings="$here/maven/settings.xml"
 
 # Link $cache/NAME to the kept folder NAME-KEY, fetching that first when it is missing: the
@@ -20,18 +24,21 @@ settings="$here/maven/settings.xml"
 keep() {  # keep NAME KEY COMMAND...
   local name="$1" key="$2"; shift 2
   local out="$cache/$name" kept="$shared/$name-$key"
-  if [ -f "$out/.complete" ]; then return 0; fi
+  if [ "$(readlink -- "$out" || true)" = "$kept" ] && [ -f "$kept/.complete" ]; then return 0; fi
   if [ ! -f "$kept/.complete" ]; then
     echo "fetching $name from Maven Central into $kept"
-    mkdir -p "$shared"
     local tmp; tmp="$(mktemp -d -p "$shared" ".$name.XXXXXX")"
-    "$@" "$tmp" || { rm -rf "$tmp"; return 1; }
+    chmod 755 "$tmp"
+    if ! "$@" "$tmp"; then rm -rf "$tmp"; return 1; fi
     touch "$tmp/.complete"
     # another set-up may have kept the same folder meanwhile: then ours goes
     mv -T "$tmp" "$kept" 2>/dev/null || rm -rf "$tmp"
+    [ -f "$kept/.complete" ] || { echo "fetch_jars: $kept is incomplete; remove it" >&2; return 1; }
   fi
-  mkdir -p "$cache"
-  rm -rf "$out"; ln -s "$kept" "$out"
+  # the link replaces what was there in one rename, so a concurrent set-up sees one or the other
+  ln -sfn "$kept" "$out.$$"
+  [ ! -d "$out" ] || [ -L "$out" ] || rm -rf "$out"
+  mv -Tf "$out.$$" "$out"
 }
 
 digest() {  # digest FILE [words...]: 16 hex digits of the file and the words
@@ -47,7 +54,8 @@ copy_dependencies() {  # copy_dependencies NAME [maven args...] OUT
 
 fetch() {  # fetch NAME [maven args...]
   local name="$1"; shift
-  keep "$name" "$(digest "$here/maven/$name/pom.xml" "$@")" copy_dependencies "$name" "$@"
+  local key; key="$(digest "$here/maven/$name/pom.xml" "$@" "$(declare -f copy_dependencies)")"
+  keep "$name" "$key" copy_dependencies "$name" "$@"
 }
 
 # Only what pyspark's own jars lack: the Kafka source and Delta (and their own dependencies).
@@ -64,15 +72,17 @@ fetch postgres
 # /apis/ccompat/v7): its Quarkus distribution, published on Maven Central as the `all` tar.gz
 # of io.apicurio:apicurio-registry-app. 2.6.x runs on Java 17 (3.x needs Java 21).
 APICURIO_VERSION="${PROTOLAKE_APICURIO_VERSION:-2.6.13.Final}"
+# (keep runs it where `set -e` does not hold: each step says whether it failed)
 fetch_apicurio() {  # fetch_apicurio OUT
   local out="$1" archive="apicurio-registry-app-$APICURIO_VERSION-all.tar.gz"
   # dependency:copy, then tar: `unpack` would keep a marker file and skip a second unpack.
   mvn -q -B -s "$settings" -f "$here/maven/kafka/pom.xml" dependency:copy \
       -Dartifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" \
-      -DoutputDirectory="$out"
-  tar -xzf "$out/$archive" -C "$out"
-  rm -f "$out/$archive"
+      -DoutputDirectory="$out" || return 1
+  tar -xzf "$out/$archive" -C "$out" || return 1
+  rm -f "$out/$archive" || return 1
   ls "$out"/apicurio-registry-app-*-runner.jar >/dev/null
 }
-keep "apicurio-$APICURIO_VERSION" "$(digest "$here/maven/kafka/pom.xml" "$APICURIO_VERSION")" \
-  fetch_apicurio
+apicurio_key="$(digest "$here/maven/kafka/pom.xml" "$APICURIO_VERSION" \
+  "$(declare -f fetch_apicurio)")"
+keep "apicurio-$APICURIO_VERSION" "$apicurio_key" fetch_apicurio

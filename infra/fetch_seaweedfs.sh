@@ -14,17 +14,30 @@ version="${PROTOLAKE_SEAWEEDFS_VERSION:-v0.0.0-20261109003541-7506e5f91cd6}"
 bin="${PROTOLAKE_BIN_CACHE:-$here/.cache/bin}"
 module="github.com/seaweedfs/seaweedfs"
 
-if [ -x "$bin/weed" ] && [ "$(cat "$bin/weed.version" 2>/dev/null)" = "$version" ]; then exit 0; fi
-# The binary is kept once per machine, per version, in the user's cache (as the jars are,
-# infra/fetch_jars.sh); $bin/weed is a link to it. Another clone links it instead of building.
+# The binary is kept once per machine and version in $PROTOLAKE_SHARED_CACHE/bin (default
+# ${XDG_CACHE_HOME:-~/.cache}/protolake/bin, as the jars are: infra/fetch_jars.sh); $bin/weed
+# is a link to it. Another clone links it instead of building.
 shared="${PROTOLAKE_SHARED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/protolake}/bin"
+mkdir -p "$shared" "$bin"
+shared="$(cd "$shared" && pwd)"  # absolute: the link must resolve from anywhere
 kept="$shared/weed-$version"
-link_kept() {
-  mkdir -p "$bin"
-  ln -sfn "$kept" "$bin/weed"
-  echo "$version" > "$bin/weed.version"
+link_kept() {  # the link and the version file replace what was there, each in one rename
+  ln -sfn "$kept" "$bin/weed.$$"
+  mv -Tf "$bin/weed.$$" "$bin/weed"
+  echo "$version" > "$bin/weed.version.$$"
+  mv -f "$bin/weed.version.$$" "$bin/weed.version"
 }
-if [ -x "$kept" ]; then link_kept; exit 0; fi
+current="$([ "$(cat "$bin/weed.version" 2>/dev/null)" = "$version" ] && echo yes || true)"
+if [ -x "$kept" ]; then
+  [ "$current" = yes ] && [ "$(readlink -- "$bin/weed" || true)" = "$kept" ] || link_kept
+  exit 0
+fi
+# a binary of this version built in place by an earlier set-up becomes the kept one
+if [ "$current" = yes ] && [ -x "$bin/weed" ] && [ ! -L "$bin/weed" ]; then
+  mv -f "$bin/weed" "$kept"
+  link_kept
+  exit 0
+fi
 command -v go >/dev/null || { echo "go (1.26+) is required to build SeaweedFS" >&2; exit 1; }
 echo "building SeaweedFS $version from the Go module proxy into $kept (a few minutes)"
 # On failure `go mod download -json` prints the reason as the JSON's "Error" and exits non-zero.

@@ -96,11 +96,10 @@ for arg in "$@"; do
   case "$arg" in -*) ;; *) if [ -e "${arg%%::*}" ]; then targets=(); break; fi ;; esac
 done
 # Three test processes by default (PROTOLAKE_TEST_WORKERS; 0 runs in this process), on two
-# cores too: much of the suite waits on Kafka, subprocesses and stream triggers, and with two
-# processes the cores idled for about a third of the run (1,929 s of the tests' CPU in 1,354 s
-# of pytest); a third fills those waits (974 s of pytest on the same machine). Files go out
-# longest first (tests/conftest.py); a whole file stays on one process, so its module fixtures
-# run once.
+# cores too: much of the suite waits on Kafka, subprocesses and stream triggers, and a third
+# process keeps both cores busy through those waits (a fourth only adds contention). Files go
+# out longest first (tests/conftest.py); a whole file stays on one process, so its module
+# fixtures run once.
 workers="${PROTOLAKE_TEST_WORKERS:-3}"
 parallel=()
 [ "$workers" = "0" ] || parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)

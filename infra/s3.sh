@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # The stack's S3-compatible object store: SeaweedFS (master, volume, filer and S3 gateway in
-# one `weed server` process) on 127.0.0.1, installed by infra/setup.sh into infra/.cache/bin.
+# one `weed server` process) on 127.0.0.1, linked by infra/setup.sh from infra/.cache/bin.
 # Sourced by infra/stack.sh (which defines spawn, pid_of, service_down, await_start, ...).
 #
 #   run/s3/                  SeaweedFS data (volumes, filer store; kept across restarts)

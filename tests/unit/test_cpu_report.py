@@ -1,5 +1,5 @@
 """``--cpu-report`` (tests/support/cpu_report.py) on a small suite run in a fresh pytest, with
-two xdist processes as ``make test`` runs: a test whose subprocess burns CPU is charged that
+two xdist processes (``make test`` runs three): a test whose subprocess burns CPU is charged that
 subprocess's own CPU time, whether the test waited for it, left it running (idle), or started
 it through a process that ended without waiting for it; a test that only sleeps uses next to
 none."""
