@@ -14,9 +14,9 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${PROTOLAKE_JAR_CACHE:-$here/.cache/jars}"
-shared="${PROTOLAKE_SHARED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/protolake}/jars"
-mkdir -p "$shared" "$cache"
-shared="$(cd "$shared" && pwd)"  # absolute: the links must resolve from anywhere
+. "$here/machine_cache.sh"
+shared="$(machine_cache jars)"
+mkdir -p "$cache"
 settings="$here/maven/settings.xml"
 
 # Link $cache/NAME to the kept folder NAME-KEY, fetching that first when it is missing: the
@@ -35,10 +35,7 @@ keep() {  # keep NAME KEY COMMAND...
     mv -T "$tmp" "$kept" 2>/dev/null || rm -rf "$tmp"
     [ -f "$kept/.complete" ] || { echo "fetch_jars: $kept is incomplete; remove it" >&2; return 1; }
   fi
-  # the link replaces what was there in one rename, so a concurrent set-up sees one or the other
-  ln -sfn "$kept" "$out.$$"
-  [ ! -d "$out" ] || [ -L "$out" ] || rm -rf "$out"
-  mv -Tf "$out.$$" "$out"
+  link_to "$kept" "$out"  # one rename: a concurrent set-up sees the old link or the new
 }
 
 digest() {  # digest FILE [words...]: 16 hex digits of the file and the words

@@ -17,23 +17,22 @@ module="github.com/seaweedfs/seaweedfs"
 # The binary is kept once per machine and version in $PROTOLAKE_SHARED_CACHE/bin (default
 # ${XDG_CACHE_HOME:-~/.cache}/protolake/bin, as the jars are: infra/fetch_jars.sh); $bin/weed
 # is a link to it. Another clone links it instead of building.
-shared="${PROTOLAKE_SHARED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/protolake}/bin"
-mkdir -p "$shared" "$bin"
-shared="$(cd "$shared" && pwd)"  # absolute: the link must resolve from anywhere
+. "$here/machine_cache.sh"
+shared="$(machine_cache bin)"
 kept="$shared/weed-$version"
+mkdir -p "$bin"
 link_kept() {  # the link and the version file replace what was there, each in one rename
-  ln -sfn "$kept" "$bin/weed.$$"
-  mv -Tf "$bin/weed.$$" "$bin/weed"
+  link_to "$kept" "$bin/weed"
   echo "$version" > "$bin/weed.version.$$"
   mv -f "$bin/weed.version.$$" "$bin/weed.version"
 }
-current="$([ "$(cat "$bin/weed.version" 2>/dev/null)" = "$version" ] && echo yes || true)"
 if [ -x "$kept" ]; then
-  [ "$current" = yes ] && [ "$(readlink -- "$bin/weed" || true)" = "$kept" ] || link_kept
+  [ "$(readlink -- "$bin/weed" || true)" = "$kept" ] && [ -f "$bin/weed.version" ] || link_kept
   exit 0
 fi
 # a binary of this version built in place by an earlier set-up becomes the kept one
-if [ "$current" = yes ] && [ -x "$bin/weed" ] && [ ! -L "$bin/weed" ]; then
+if [ "$(cat "$bin/weed.version" 2>/dev/null || true)" = "$version" ] && [ -x "$bin/weed" ] &&
+  [ ! -L "$bin/weed" ]; then
   mv -f "$bin/weed" "$kept"
   link_kept
   exit 0
@@ -51,7 +50,6 @@ src="$(sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p' <<< "$info")"
 work="$(mktemp -d)"
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 cp -r "$src" "$work/src"; chmod -R u+w "$work/src"
-mkdir -p "$shared"
 # A name of its own: two set-ups building at once never move each other's half-written file.
 tmp_bin="$(mktemp -p "$shared" .weed.XXXXXX)"
 (cd "$work/src" && CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$tmp_bin" ./weed) \
