@@ -27,7 +27,7 @@ from tests.support.stack import BOOTSTRAP, REGISTRY, check_kafka, check_registry
 # Every Spark application of the suite (this process's session, jobs run as subprocesses or
 # through spark-submit, DAG tasks) reads tests/spark-conf/spark-defaults.conf: JVM options for
 # short runs on small data (the file says why). When infra/run_tests.sh has built the suite's
-# class archive (tests/support/jvm_archive.py), they read its copy in run/test-spark-conf,
+# class archive (tests/support/jvm_archive.py), they read its copy in the machine's cache,
 # which adds the archive and the class path it needs. Standalone masters and workers take the
 # same from SPARK_DAEMON_JAVA_OPTS and SPARK_DAEMON_CLASSPATH. A caller's own settings win.
 TEST_SPARK_CONF_DIR = jvm_archive.current_conf_dir() or jvm_archive.SUITE_CONF_DIR

@@ -2,9 +2,10 @@
 
 The C file ships inside the package (and so inside the ``--py-files`` zip). It is compiled
 with the system C compiler (``$CC``, else ``cc``/``gcc``) once per source version and machine
-type into ``$PROTOLAKE_NATIVE_CACHE`` (default ``~/.cache/protolake/native``, else the temp
-folder), on each machine that needs it, executors included. With no compiler, or with
-``PROTOLAKE_NATIVE=0``, :func:`library` is None: one warning, and the upb path runs.
+type into ``$PROTOLAKE_NATIVE_CACHE`` (default ``native`` in the machine's cache,
+:func:`pipelines.machine_cache.machine_cache_dir`; else the temp folder), on each machine that
+needs it, executors included. With no compiler, or with ``PROTOLAKE_NATIVE=0``,
+:func:`library` is None: one warning, and the upb path runs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pipelines.machine_cache import machine_cache_dir
+
 log = logging.getLogger("pipelines.proto_types._native")
 
 _LIB_LOCK = threading.Lock()
@@ -31,7 +34,7 @@ _LIB: list[Any] = []  # [ctypes.CDLL or None], filled once per process
 def _cache_dir() -> Path:
     configured = os.environ.get("PROTOLAKE_NATIVE_CACHE")
     candidates = [Path(configured)] if configured else []
-    candidates += [Path.home() / ".cache" / "protolake" / "native"]
+    candidates += [machine_cache_dir("native")]
     candidates += [Path(tempfile.gettempdir()) / f"protolake-native-{os.getuid()}"]
     for folder in candidates:
         try:

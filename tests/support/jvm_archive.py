@@ -20,10 +20,14 @@ reaches a job's output.
 
 ``python -m tests.support.jvm_archive`` (``infra/run_tests.sh`` runs it before pytest) builds
 the folder when none is current: the suite's ``tests/spark-conf/spark-defaults.conf`` plus the
-class path and the archive, in ``<run>/test-spark-conf/<stamp>``, where the stamp digests what
-the archive depends on (the JDK, Spark's jars, the suite's settings, this module and its
-workload). ``tests/conftest.py`` uses the current folder, else ``tests/spark-conf``: the same
-settings, without the archive.
+class path and the archive, in ``<stamp>`` of :func:`archives_folder` (``jvm-archive`` in the
+machine's cache, :func:`pipelines.machine_cache.machine_cache_dir`), where the stamp digests
+what the archive depends on (the JDK, Spark's jars, the suite's settings, this module and its
+workload). The JVM uses an archive only with the class path it was recorded with, path for path
+and jar for jar, and a checkout's virtualenv has a path of its own: so the class path names a
+copy of Spark's jars in the same cache (hard links where the file system allows), and every
+checkout of the machine uses the archive that one recorded. ``tests/conftest.py`` uses the
+current folder, else ``tests/spark-conf``: the same settings, without the archive.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ import time
 from pathlib import Path
 
 from pipelines.jobs import read_spark_defaults, spark_submit_path
-from tests.support.stack import ROOT, run_dir
+from pipelines.machine_cache import machine_cache_dir
+from tests.support.stack import ROOT
 
 SUITE_CONF_DIR = ROOT / "tests" / "spark-conf"
 WORKLOAD = Path(__file__).with_name("jvm_archive_workload.py")
@@ -49,6 +54,9 @@ CLASS_PATH_KEYS = ("spark.driver.extraClassPath", "spark.executor.extraClassPath
 QUIET_CDS = "-Xlog:cds*=off"
 ARCHIVE = "classes.jsa"
 RECORD_TIMEOUT = 300  # seconds; recording takes about a minute on 2 busy cores
+# Folders of other stamps (another checkout's settings, an older JDK) and their jars are removed
+# when no checkout has used them for this long; a folder is touched each time it is used.
+KEEP_UNUSED_SECONDS = 7 * 24 * 3600
 HEADER = (
     "# Written by tests/support/jvm_archive.py from tests/spark-conf/spark-defaults.conf "
     "(edit that one): the suite's settings, the class archive and the class path it needs."
@@ -56,13 +64,50 @@ HEADER = (
 
 
 def archives_folder() -> Path:
-    """``<run>/test-spark-conf``: one folder per stamp, the current one used."""
-    return run_dir() / "test-spark-conf"
+    """``jvm-archive`` in the machine's cache: a folder per stamp, and the jars they name."""
+    return machine_cache_dir("jvm-archive")
 
 
 def spark_jars() -> Path:
     """The jars of the Spark installation spark-submit runs (``$SPARK_HOME``, else pyspark's)."""
     return Path(spark_submit_path()).parents[1] / "jars"
+
+
+def _jar_list() -> str:
+    """Spark's jars by name and size, one per line: which Spark they are (the names carry the
+    versions), whatever folder they were installed in."""
+    return "".join(f"{jar.name}:{jar.stat().st_size}\n" for jar in sorted(spark_jars().glob("*.jar")))
+
+
+def kept_jars(jar_list: str | None = None) -> Path:
+    """The folder of the machine's copy of Spark's jars (``jar_list``: :func:`_jar_list`)."""
+    digest = hashlib.sha256((jar_list or _jar_list()).encode()).hexdigest()[:16]
+    return archives_folder() / f"spark-jars-{digest}"
+
+
+def keep_jars() -> Path:
+    """The machine's copy of Spark's jars, made when missing: hard links to the installed jars
+    (a copy across file systems), so a file keeps the size and time the archive checks. The
+    folder appears whole (a rename)."""
+    target = kept_jars()
+    if target.is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".building-") as scratch:
+        staged = Path(scratch) / "jars"
+        staged.mkdir()
+        for jar in sorted(spark_jars().glob("*.jar")):
+            try:
+                os.link(jar, staged / jar.name)
+            except OSError:
+                shutil.copy2(jar, staged / jar.name)
+        staged.chmod(0o755)
+        try:
+            staged.rename(target)
+        except OSError:  # another checkout's build made it first
+            if not target.is_dir():
+                raise
+    return target
 
 
 def _java() -> str:
@@ -81,9 +126,7 @@ def stamp() -> str:
     digest.update(java.stderr.encode())
     for source in (SUITE_CONF_DIR / "spark-defaults.conf", Path(__file__), WORKLOAD):
         digest.update(source.read_bytes())
-    for jar in sorted(spark_jars().glob("*.jar")):
-        info = jar.stat()
-        digest.update(f"{jar}:{info.st_size}:{info.st_mtime_ns}\n".encode())
+    digest.update(_jar_list().encode())
     return digest.hexdigest()[:16]
 
 
@@ -91,11 +134,18 @@ def current_conf_dir() -> Path | None:
     """The conf folder with the archive when one is built for the current stamp, else None."""
     try:
         conf_dir = archives_folder() / stamp()
+        jars = kept_jars()
     except (OSError, subprocess.SubprocessError):
         return None
-    if (conf_dir / ARCHIVE).is_file() and (conf_dir / "spark-defaults.conf").is_file():
-        return conf_dir
-    return None
+    whole = (conf_dir / ARCHIVE).is_file() and (conf_dir / "spark-defaults.conf").is_file()
+    if not (whole and jars.is_dir()):
+        return None
+    for used in (conf_dir, jars):  # in use: not removed as unused (KEEP_UNUSED_SECONDS)
+        try:
+            os.utime(used)
+        except OSError:
+            pass
+    return conf_dir
 
 
 def driver_jvm_options(conf_dir: Path, settings: dict[str, str] | None = None) -> str:
@@ -118,27 +168,29 @@ def daemon_settings(conf_dir: Path) -> dict[str, str]:
     return env
 
 
-def write_conf(conf_dir: Path, archive_option: str) -> None:
+def write_conf(conf_dir: Path, archive_option: str, jars: Path) -> None:
     """``conf_dir/spark-defaults.conf``: the suite's settings with ``archive_option`` (and the
-    CDS messages off) added to the JVM options, and Spark's jars first on the class path."""
+    CDS messages off) added to the JVM options, and Spark's jars (the folder ``jars``, a copy of
+    them) first on the class path."""
     lines = [HEADER]
     for line in (SUITE_CONF_DIR / "spark-defaults.conf").read_text().splitlines():
         if line.startswith(JAVA_OPTION_KEYS):
             line = f"{line} {QUIET_CDS} {archive_option}"
         lines.append(line)
-    lines += [f"{key} {spark_jars()}/*" for key in CLASS_PATH_KEYS]
+    lines += [f"{key} {jars}/*" for key in CLASS_PATH_KEYS]
     conf_dir.mkdir(parents=True, exist_ok=True)
     (conf_dir / "spark-defaults.conf").write_text("\n".join(lines) + "\n")
 
 
-def record(archive: Path, scratch: Path) -> None:
-    """Run the workload in a JVM that writes ``archive`` as it exits.
+def record(archive: Path, scratch: Path, jars: Path) -> None:
+    """Run the workload in a JVM that writes ``archive`` as it exits, with Spark's jars of the
+    folder ``jars`` first on its class path.
 
     Raises:
         RuntimeError: the workload failed, timed out or the JVM wrote no archive.
     """
     conf_dir = scratch / "conf"
-    write_conf(conf_dir, f"-XX:ArchiveClassesAtExit={archive}")
+    write_conf(conf_dir, f"-XX:ArchiveClassesAtExit={archive}", jars)
     env = {**os.environ, "SPARK_CONF_DIR": str(conf_dir), "SPARK_LOCAL_IP": "127.0.0.1"}
     env.pop("PYSPARK_SUBMIT_ARGS", None)
     # The JVM writes the archive as it exits, after the Python process: it shares the stderr
@@ -167,26 +219,40 @@ def record(archive: Path, scratch: Path) -> None:
 
 def build() -> Path:
     """Record the archive and write the conf folder that uses it, for the current stamp; the
-    folder appears whole (a rename) and replaces those of other stamps."""
+    folder appears whole (a rename). Folders no checkout used for :data:`KEEP_UNUSED_SECONDS`
+    are removed."""
     root = archives_folder()
     root.mkdir(parents=True, exist_ok=True)
     conf_dir = root / stamp()
+    jars = keep_jars()
     with tempfile.TemporaryDirectory(dir=root, prefix=".building-") as scratch:
         recorded = Path(scratch) / ARCHIVE
-        record(recorded, Path(scratch))
+        record(recorded, Path(scratch), jars)
         staged = Path(scratch) / "staged"
-        write_conf(staged, f"-XX:SharedArchiveFile={conf_dir / ARCHIVE}")
+        write_conf(staged, f"-XX:SharedArchiveFile={conf_dir / ARCHIVE}", jars)
         recorded.rename(staged / ARCHIVE)
+        staged.chmod(0o755)
         shutil.rmtree(conf_dir, ignore_errors=True)
         staged.rename(conf_dir)
+    remove_unused(root, keep={conf_dir, jars})
+    return conf_dir
+
+
+def remove_unused(root: Path, keep: set[Path]) -> None:
+    """Remove what of ``root`` is not in ``keep`` and has not been used (its time) for
+    :data:`KEEP_UNUSED_SECONDS`: the folders of other stamps, their jars, abandoned builds."""
+    oldest = time.time() - KEEP_UNUSED_SECONDS
     for other in root.iterdir():
-        if other == conf_dir or other.name.startswith(".building-"):
+        try:
+            unused = other not in keep and other.lstat().st_mtime < oldest
+        except OSError:
             continue
-        if other.is_dir():
+        if not unused:
+            continue
+        if other.is_dir() and not other.is_symlink():
             shutil.rmtree(other, ignore_errors=True)
         else:
             other.unlink(missing_ok=True)
-    return conf_dir
 
 
 def main() -> int:

@@ -5,6 +5,9 @@ it (tests/spark/pipelines/test_spark_session.py)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -12,10 +15,27 @@ import pytest
 from tests.support import jvm_archive
 
 
+def _spark_jars(monkeypatch: pytest.MonkeyPatch, folder: Path, **jars: bytes) -> Path:
+    """Spark's jars for these tests: small files in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, content in jars.items():
+        (folder / f"{name}.jar").write_bytes(content)
+    monkeypatch.setattr(jvm_archive, "spark_jars", lambda: folder)
+    return folder
+
+
+def _in_cache(monkeypatch: pytest.MonkeyPatch, cache: Path, stamp: str) -> Path:
+    """The machine's cache in ``cache``, the current stamp ``stamp``; the archives' folder."""
+    monkeypatch.setenv("PROTOLAKE_SHARED_CACHE", str(cache))
+    monkeypatch.setattr(jvm_archive, "stamp", lambda: stamp)
+    _spark_jars(monkeypatch, cache.parent / "venv-jars", **{"spark-core_2.13-4.2.0": b"core"})
+    return cache / "jvm-archive"
+
+
 def test_the_conf_keeps_the_suites_settings_and_adds_the_archive_and_class_path(
     tmp_path: Path,
 ) -> None:
-    jvm_archive.write_conf(tmp_path, "-XX:SharedArchiveFile=/a/classes.jsa")
+    jvm_archive.write_conf(tmp_path, "-XX:SharedArchiveFile=/a/classes.jsa", Path("/kept/jars"))
 
     suite = jvm_archive.read_spark_defaults(jvm_archive.SUITE_CONF_DIR / "spark-defaults.conf")
     written = jvm_archive.read_spark_defaults(tmp_path / "spark-defaults.conf")
@@ -29,13 +49,12 @@ def test_the_conf_keeps_the_suites_settings_and_adds_the_archive_and_class_path(
         else:
             assert written[key] == value
     # Spark's jars only: Delta and Kafka stay in spark.jars, as deployments have them
-    assert written["spark.driver.extraClassPath"] == f"{jvm_archive.spark_jars()}/*"
+    assert written["spark.driver.extraClassPath"] == "/kept/jars/*"
     assert written["spark.executor.extraClassPath"] == written["spark.driver.extraClassPath"]
-    assert any(jvm_archive.spark_jars().glob("spark-core_*.jar"))
 
 
 def test_the_daemons_get_the_drivers_options_and_class_path(tmp_path: Path) -> None:
-    jvm_archive.write_conf(tmp_path, "-XX:SharedArchiveFile=/a/classes.jsa")
+    jvm_archive.write_conf(tmp_path, "-XX:SharedArchiveFile=/a/classes.jsa", Path("/kept/jars"))
     written = jvm_archive.read_spark_defaults(tmp_path / "spark-defaults.conf")
 
     assert jvm_archive.daemon_settings(tmp_path) == {
@@ -47,33 +66,51 @@ def test_the_daemons_get_the_drivers_options_and_class_path(tmp_path: Path) -> N
     assert set(plain) == {"SPARK_DAEMON_JAVA_OPTS"}
 
 
-def _in_run_folder(monkeypatch: pytest.MonkeyPatch, run: Path, stamp: str) -> None:
-    monkeypatch.setenv("PROTOLAKE_RUN_DIR", str(run))
-    monkeypatch.setattr(jvm_archive, "stamp", lambda: stamp)
+def test_the_kept_jars_are_links_to_the_installed_ones_and_named_by_which_they_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROTOLAKE_SHARED_CACHE", str(tmp_path / "cache"))
+    installed = _spark_jars(monkeypatch, tmp_path / "a", **{"spark-core": b"core", "scala": b"s"})
+
+    kept = jvm_archive.keep_jars()
+
+    assert kept.parent == tmp_path / "cache" / "jvm-archive"
+    assert sorted(p.name for p in kept.iterdir()) == ["scala.jar", "spark-core.jar"]
+    for jar in installed.iterdir():  # the same file: the size and time the archive checks
+        assert (kept / jar.name).stat().st_ino == jar.stat().st_ino
+    # the same jars installed in another checkout's folder: the same kept folder
+    _spark_jars(monkeypatch, tmp_path / "b", **{"spark-core": b"core", "scala": b"s"})
+    assert jvm_archive.keep_jars() == kept
+    # other jars (another Spark): another folder
+    _spark_jars(monkeypatch, tmp_path / "c", **{"spark-core": b"core 2", "scala": b"s"})
+    assert jvm_archive.kept_jars() != kept
 
 
 def test_only_a_whole_folder_of_the_current_stamp_is_current(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _in_run_folder(monkeypatch, tmp_path, "new")
-    old = tmp_path / "test-spark-conf" / "old"
-    jvm_archive.write_conf(old, "-XX:SharedArchiveFile=x")
+    root = _in_cache(monkeypatch, tmp_path / "cache", "new")
+    jars = jvm_archive.keep_jars()
+    old = root / "old"
+    jvm_archive.write_conf(old, "-XX:SharedArchiveFile=x", jars)
     (old / jvm_archive.ARCHIVE).write_bytes(b"archive")
     assert jvm_archive.current_conf_dir() is None  # another stamp: stale
 
-    new = tmp_path / "test-spark-conf" / "new"
-    jvm_archive.write_conf(new, "-XX:SharedArchiveFile=x")
+    new = root / "new"
+    jvm_archive.write_conf(new, "-XX:SharedArchiveFile=x", jars)
     assert jvm_archive.current_conf_dir() is None  # no archive yet
     (new / jvm_archive.ARCHIVE).write_bytes(b"archive")
     assert jvm_archive.current_conf_dir() == new
+    shutil.rmtree(jars)
+    assert jvm_archive.current_conf_dir() is None  # the jars its class path names are gone
 
 
 def test_a_failed_build_says_so_and_leaves_no_current_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _in_run_folder(monkeypatch, tmp_path, "new")
+    root = _in_cache(monkeypatch, tmp_path / "cache", "new")
 
-    def no_archive(archive: Path, scratch: Path) -> None:
+    def no_archive(archive: Path, scratch: Path, jars: Path) -> None:
         raise RuntimeError("the JVM wrote no archive (exit 1): boom")
 
     monkeypatch.setattr(jvm_archive, "record", no_archive)
@@ -81,25 +118,34 @@ def test_a_failed_build_says_so_and_leaves_no_current_folder(
     assert jvm_archive.main() == 1
     assert "no class archive (the JVM wrote no archive (exit 1): boom)" in capsys.readouterr().err
     assert jvm_archive.current_conf_dir() is None
-    assert [p.name for p in (tmp_path / "test-spark-conf").iterdir()] == []
+    assert [p.name for p in root.iterdir()] == [jvm_archive.kept_jars().name]
 
 
-def test_a_build_replaces_the_folders_of_other_stamps(
+def test_a_build_removes_what_no_checkout_used_for_a_week(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _in_run_folder(monkeypatch, tmp_path, "new")
-    stale = tmp_path / "test-spark-conf" / "old"
-    stale.mkdir(parents=True)
+    root = _in_cache(monkeypatch, tmp_path / "cache", "new")
+    week_ago = time.time() - jvm_archive.KEEP_UNUSED_SECONDS - 60
+    for name in ("old", "spark-jars-old", "recent"):
+        (root / name).mkdir(parents=True)
+    for name in ("old", "spark-jars-old"):
+        os.utime(root / name, (week_ago, week_ago))
+    recorded: list[Path] = []
 
-    def fake_record(archive: Path, scratch: Path) -> None:
+    def fake_record(archive: Path, scratch: Path, jars: Path) -> None:
+        recorded.append(jars)
         archive.write_bytes(b"archive")
 
     monkeypatch.setattr(jvm_archive, "record", fake_record)
 
     built = jvm_archive.build()
 
-    assert built == tmp_path / "test-spark-conf" / "new"
-    assert sorted(p.name for p in built.parent.iterdir()) == ["new"]
+    jars = jvm_archive.kept_jars()
+    assert built == root / "new"
+    assert recorded == [jars]  # recorded with the class path the conf names
+    assert sorted(p.name for p in root.iterdir()) == sorted(["new", "recent", jars.name])
     assert jvm_archive.current_conf_dir() == built
-    options = jvm_archive.driver_jvm_options(built)
+    settings = jvm_archive.read_spark_defaults(built / "spark-defaults.conf")
+    options = jvm_archive.driver_jvm_options(built, settings)
     assert f"-XX:SharedArchiveFile={built / jvm_archive.ARCHIVE}" in options.split()
+    assert settings["spark.driver.extraClassPath"] == f"{jars}/*"
