@@ -85,6 +85,7 @@ chain_logs=()
 [ "$checks_ok" = 1 ] || { echo "run_tests: static checks failed" >&2; exit 1; }
 [ "$stack_ok" = 1 ] || exit 1
 infra/stack.sh status
+echo "run_tests: static checks and stack in ${SECONDS} s"
 # The class archive of the suite's Spark JVMs (tests/support/jvm_archive.py: a quarter less CPU
 # per JVM start), built when missing or stale; the suite runs without it when that fails. Not
 # alongside the services' start: on 2 cores it would push them past their start timeout.
@@ -106,6 +107,6 @@ parallel=()
 # The report lists the 30 slowest tests and the 30 that used the most CPU time: the suite is
 # CPU-bound, and a test's CPU time (its processes') is what it costs the run.
 report=(--durations=30 -p tests.support.cpu_report --cpu-report=30)
-echo "== pytest ${targets[*]} ${parallel[*]} $*"
+echo "== pytest ${targets[*]} ${parallel[*]} $*  (${SECONDS} s after the start)"
 "$venv/bin/python" -m pytest "${targets[@]}" -q "${report[@]}" "${parallel[@]}" "$@"
 exit $?
