@@ -394,11 +394,32 @@ def test_audit_names_offending_records(lake: Lakehouse, spark: Any, tmp_path: Pa
     ]
 
 
+def _split_into_files(spark: Any, table: str, files: int) -> int:
+    """Rewrite the Delta table ``table`` as ``files`` files of the same rows (no data change);
+    returns how many files the rewrite replaced."""
+    from delta.tables import DeltaTable
+
+    replaced = DeltaTable.forPath(spark, table).detail().first()["numFiles"]
+    rows = spark.read.format("delta").load(table)
+    rows.repartition(files).write.format("delta").mode("overwrite").option(
+        "dataChange", "false"
+    ).save(table)
+    assert DeltaTable.forPath(spark, table).detail().first()["numFiles"] == files
+    return int(replaced)
+
+
 def test_maintain_optimizes_and_vacuums_safely(
     lake: Lakehouse, spark: Any, tmp_path: Path, capsys: Any
 ) -> None:
     cfg = _copy(lake, spark, tmp_path)
     root = cfg.lakehouse_path
+    # A bronze batch writes a table's rows in as many files as the session has cores, or fewer
+    # (the parts mix the batch's topics' partitions as they fall): the orders table is split
+    # into three files first, its rows as they were, so that OPTIMIZE always has files to join.
+    orders = next(t for t in lake.demo.topics if t.endswith("orders"))
+    split_away = _split_into_files(
+        spark, Layout(root).bronze_table(bronze_table_of_topic(orders)), 3
+    )
     before = check_invariant(spark, root)
     with pytest.raises(maintain_mod.RetentionRefusedError):
         maintain_mod.maintain(spark, root, retention_hours=1, show_progress=False)
@@ -420,8 +441,12 @@ def test_maintain_optimizes_and_vacuums_safely(
 
     real = maintain_mod.maintain(spark, root, group="bronze", show_progress=False)
     assert not real["failed"] and len(real["tables"]) == len(lake.cfg.kafka.topics)
-    compacted = [t for t in real["tables"] if t["optimize"]["files_removed"] > 1]
-    assert compacted  # bronze tables of a multi-partition stream hold several files
+    compacted = {
+        t["table"].rsplit("/", 1)[-1]: t["optimize"]["files_removed"]
+        for t in real["tables"]
+        if t["optimize"]["files_removed"] > 1
+    }
+    assert compacted.get(bronze_table_of_topic(orders)) == 3, real["tables"]
     for t in real["tables"]:
         assert t["files_after"] <= t["files_before"]
         assert t["vacuum"]["files_deleted"] == 0  # nothing older than 168 h
@@ -438,7 +463,8 @@ def test_maintain_optimizes_and_vacuums_safely(
         show_progress=False,
     )
     assert forced["forced_retention"] is True
-    assert sum(t["vacuum"]["files_deleted"] for t in forced["tables"]) == sum(
+    # the files OPTIMIZE joined, and those the split replaced
+    assert sum(t["vacuum"]["files_deleted"] for t in forced["tables"]) == split_away + sum(
         t["optimize"]["files_removed"] for t in real["tables"]
     )
     assert check_invariant(spark, root).bronze_records == before.bronze_records
