@@ -49,14 +49,18 @@ want="$(sha256sum pyproject.toml | cut -d' ' -f1) compile-bytecode"
 # (CI images often set it) compiles every module from source in every process, and a job's
 # processes (its driver, Spark's Python workers, Airflow's tasks) import thousands of modules:
 # `import great_expectations` alone took 9.4 s of CPU without bytecode and 4.8 s with it.
+# The dependencies PyPI has as source only come from wheels built once per machine
+# (infra/fetch_wheels.sh: otherwise each install downloads and builds pyspark again).
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "installing protolake and its dependencies into $venv"
+  wheels="$("$root/infra/fetch_wheels.sh" "$venv/bin/python")"
   if "$venv/bin/python" -m pip install -q uv; then
-    "$venv/bin/uv" pip install -q --compile-bytecode --python "$venv/bin/python" -e ".[all,dev]"
+    "$venv/bin/uv" pip install -q --compile-bytecode --find-links "$wheels" \
+      --python "$venv/bin/python" -e ".[all,dev]"
   else
     echo "setup: no uv; installing with pip" >&2
     "$venv/bin/python" -m pip install -q --upgrade pip
-    "$venv/bin/python" -m pip install -q -e ".[all,dev]"
+    "$venv/bin/python" -m pip install -q --find-links "$wheels" -e ".[all,dev]"
   fi
   echo "$want" > "$stamp"
 fi

@@ -1,30 +1,34 @@
-"""What set-up fetches or builds once per machine (infra/fetch_jars.sh, infra/fetch_seaweedfs.sh):
-another checkout's folders are links to the kept ones, made without Maven or Go, and hold the
-same files as this checkout's."""
+"""What set-up fetches or builds once per machine (infra/fetch_jars.sh, infra/fetch_seaweedfs.sh,
+infra/fetch_wheels.sh): another checkout's folders are links to the kept ones, made without
+Maven or Go, and hold the same files as this checkout's; the wheels of the source-only Python
+dependencies are built once, and install without the index."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from pipelines.machine_cache import machine_cache_dir
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[3]
 INFRA = ROOT / "infra"
-SHARED = Path(
-    os.environ.get("PROTOLAKE_SHARED_CACHE")
-    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "protolake"
-)
+SHARED = machine_cache_dir()
 
 
-def _run(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _run(
+    script: str, env: dict[str, str], *args: str
+) -> subprocess.CompletedProcess[str]:
     """Run a set-up script; on a timeout its whole session goes (a Maven or Go run with it)."""
     proc = subprocess.Popen(
-        [str(INFRA / script)],
+        [str(INFRA / script), *args],
         env={**os.environ, **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -82,3 +86,37 @@ def test_a_second_checkouts_seaweedfs_is_a_link_to_the_kept_binary(tmp_path: Pat
         [str(weed), "version"], capture_output=True, text=True, timeout=60, check=True
     )
     assert "version" in answer.stdout.lower(), answer.stdout
+
+
+def test_the_source_only_dependencies_install_from_the_kept_wheels(tmp_path: Path) -> None:
+    done = _run("fetch_wheels.sh", {}, sys.executable)
+    assert done.returncode == 0, done.stderr
+    assert "building" not in done.stderr  # set-up built them: kept, not built again
+    wheels = Path(done.stdout.strip())
+    assert wheels == SHARED / "wheels"
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    pins = [
+        f"{name}=={version}"
+        for name, version in re.findall(
+            r'"(pyspark|pyspark-client|pyhive)(?:\[[^\]"]*\])?==([^"]+)"', pyproject
+        )
+    ]
+    assert len(pins) == 3, pins
+    # into an empty virtualenv, offline, from that folder alone: the wheels are whole
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    uv = Path(sys.executable).parent / "uv"
+    cmd = [str(uv), "pip", "install", "--offline", "--no-deps", "--no-index"]
+    cmd += ["--find-links", str(wheels), "--python", str(venv / "bin" / "python"), *pins]
+    installed = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr
+    names = [pin.split("==")[0] for pin in pins]
+    read = "import sys; from importlib.metadata import version as v; "
+    read += "print(*(f'{n}=={v(n)}' for n in sys.argv[1:]))"
+    found = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", read, *names],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert found.stdout.split() == pins
