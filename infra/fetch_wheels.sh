@@ -5,7 +5,8 @@
 # builds them (pyspark: 400 MB, about 30 s on 2 cores): the index here answers a cache's
 # revalidation with a new copy, so neither uv nor pip reuses what it built, and uv keeps each
 # build in its cache. Built with PYTHON's pip (a virtualenv's), versions from pyproject.toml.
-# A wheel that cannot be built is left out: the install then builds that package from source.
+# A wheel that cannot be built is left out, with a warning: the install then builds that
+# package from source. Nothing prunes the wheels of older pins (pyspark's is 430 MB).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 python="$1"
@@ -15,24 +16,23 @@ wheels="$(machine_cache wheels)"
 
 # "name==version" of each source-only pin in pyproject.toml (extras dropped)
 pins="$(grep -oiE '"(pyspark|pyspark-client|pyhive)(\[[^]"]*\])?==[^"]+"' "$root/pyproject.toml" |
-  tr -d '"' | sed -E 's/\[[^]]*\]//')"
-missing=()
+  tr -d '"' | sed -E 's/\[[^]]*\]//' | sort -u || true)"
+[ -n "$pins" ] || echo "fetch_wheels: no pin of pyspark, pyspark-client or PyHive in pyproject.toml" >&2
+scratch=""
+trap '[ -z "$scratch" ] || rm -rf "$scratch"' EXIT
 for pin in $pins; do
   name="${pin%%==*}" version="${pin#*==}"
   # a wheel's file name spells the project with underscores, in any case
-  if ! find "$wheels" -maxdepth 1 -iname "${name//-/_}-${version}-*.whl" | grep -q .; then
-    missing+=("$pin")
+  [ -z "$(find "$wheels" -maxdepth 1 -iname "${name//-/_}-${version}-*.whl" -print -quit)" ] || continue
+  echo "building a wheel of $pin (once per machine, into $wheels)" >&2
+  [ -n "$scratch" ] || scratch="$(mktemp -d "$wheels/.building-XXXXXX")"
+  if "$python" -m pip wheel -q --no-deps -w "$scratch" "$pin" >&2; then
+    for wheel in "$scratch"/*.whl; do
+      chmod 0644 "$wheel"
+      mv -f "$wheel" "$wheels"/  # whole: a rename within the folder
+    done
+  else
+    echo "fetch_wheels: could not build $pin; the install builds it from source" >&2
   fi
 done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "building wheels of ${missing[*]} (once per machine, into $wheels)" >&2
-  scratch="$(mktemp -d "$wheels/.building-XXXXXX")"
-  trap 'rm -rf "$scratch"' EXIT
-  if "$python" -m pip wheel -q --no-deps -w "$scratch" "${missing[@]}" >&2; then
-    chmod 0644 "$scratch"/*.whl
-    mv -f "$scratch"/*.whl "$wheels"/  # each file whole: a rename within the folder
-  else
-    echo "fetch_wheels: could not build ${missing[*]}; the install builds them from source" >&2
-  fi
-fi
 echo "$wheels"

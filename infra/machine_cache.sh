@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # The machine's cache of what set-up fetches and builds once (the jars, infra/fetch_jars.sh;
-# SeaweedFS, infra/fetch_seaweedfs.sh): $PROTOLAKE_SHARED_CACHE, default
-# ${XDG_CACHE_HOME:-~/.cache}/protolake. A checkout links to what is kept there.
-# Sourced by those two scripts.
+# SeaweedFS, infra/fetch_seaweedfs.sh; wheels, infra/fetch_wheels.sh): $PROTOLAKE_SHARED_CACHE,
+# default ${XDG_CACHE_HOME:-~/.cache}/protolake. A checkout links to what is kept there.
+# Sourced by those scripts; pipelines/machine_cache.py names the same folder for Python.
 
 machine_cache() {  # machine_cache SUBFOLDER: its absolute path, created when missing
   local dir="${PROTOLAKE_SHARED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/protolake}/$1"

@@ -53,14 +53,19 @@ want="$(sha256sum pyproject.toml | cut -d' ' -f1) compile-bytecode"
 # (infra/fetch_wheels.sh: otherwise each install downloads and builds pyspark again).
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "installing protolake and its dependencies into $venv"
-  wheels="$("$root/infra/fetch_wheels.sh" "$venv/bin/python")"
+  kept=()
+  if wheels="$("$root/infra/fetch_wheels.sh" "$venv/bin/python")"; then
+    kept=(--find-links "$wheels")
+  else
+    echo "setup: no kept wheels; the install builds pyspark from source" >&2
+  fi
   if "$venv/bin/python" -m pip install -q uv; then
-    "$venv/bin/uv" pip install -q --compile-bytecode --find-links "$wheels" \
+    "$venv/bin/uv" pip install -q --compile-bytecode "${kept[@]}" \
       --python "$venv/bin/python" -e ".[all,dev]"
   else
     echo "setup: no uv; installing with pip" >&2
     "$venv/bin/python" -m pip install -q --upgrade pip
-    "$venv/bin/python" -m pip install -q --find-links "$wheels" -e ".[all,dev]"
+    "$venv/bin/python" -m pip install -q "${kept[@]}" -e ".[all,dev]"
   fi
   echo "$want" > "$stamp"
 fi

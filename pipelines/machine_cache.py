@@ -18,5 +18,5 @@ def machine_cache_dir(subfolder: str = "") -> Path:
     if not root:
         base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         root = str(Path(base) / "protolake")
-    folder = Path(root).expanduser().absolute()
+    folder = Path(os.path.abspath(root))  # as the shell's `cd "$dir" && pwd` spells it
     return folder / subfolder if subfolder else folder

@@ -32,6 +32,7 @@ current folder, else ``tests/spark-conf``: the same settings, without the archiv
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -40,6 +41,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pipelines.jobs import read_spark_defaults, spark_submit_path
@@ -57,6 +60,9 @@ RECORD_TIMEOUT = 300  # seconds; recording takes about a minute on 2 busy cores
 # Folders of other stamps (another checkout's settings, an older JDK) and their jars are removed
 # when no checkout has used them for this long; a folder is touched each time it is used.
 KEEP_UNUSED_SECONDS = 7 * 24 * 3600
+TAIL_BYTES = 65536
+JARS_MANIFEST = "jars.manifest"  # the kept jars' sizes and times when the archive was recorded
+LOCK = ".lock"
 HEADER = (
     "# Written by tests/support/jvm_archive.py from tests/spark-conf/spark-defaults.conf "
     "(edit that one): the suite's settings, the class archive and the class path it needs."
@@ -73,24 +79,45 @@ def spark_jars() -> Path:
     return Path(spark_submit_path()).parents[1] / "jars"
 
 
-def _jar_list() -> str:
-    """Spark's jars by name and size, one per line: which Spark they are (the names carry the
-    versions), whatever folder they were installed in."""
-    return "".join(f"{jar.name}:{jar.stat().st_size}\n" for jar in sorted(spark_jars().glob("*.jar")))
+def _jar_list(folder: Path | None = None) -> str:
+    """The jars of ``folder`` (default: :func:`spark_jars`), a line each: name, size and a digest
+    of the file's last :data:`TAIL_BYTES` (where a jar keeps the index of its entries, with their
+    checksums). Which Spark they are, whatever folder they were installed in."""
+    lines = []
+    for jar in sorted((folder or spark_jars()).glob("*.jar")):
+        size = jar.stat().st_size
+        with jar.open("rb") as f:
+            f.seek(max(0, size - TAIL_BYTES))
+            tail = hashlib.sha256(f.read()).hexdigest()[:16]
+        lines.append(f"{jar.name}:{size}:{tail}\n")
+    return "".join(lines)
+
+
+def _jar_times(folder: Path) -> str:
+    """The jars of ``folder`` by name, size and modification time: what the JVM checks of each
+    class-path entry before it uses the archive."""
+    return "".join(
+        f"{jar.name}:{info.st_size}:{info.st_mtime_ns}\n"
+        for jar in sorted(folder.glob("*.jar"))
+        for info in [jar.stat()]
+    )
 
 
 def kept_jars(jar_list: str | None = None) -> Path:
-    """The folder of the machine's copy of Spark's jars (``jar_list``: :func:`_jar_list`)."""
-    digest = hashlib.sha256((jar_list or _jar_list()).encode()).hexdigest()[:16]
+    """The folder of the machine's copy of Spark's jars (``jar_list``: :func:`_jar_list`, read
+    when None)."""
+    listing = _jar_list() if jar_list is None else jar_list
+    digest = hashlib.sha256(listing.encode()).hexdigest()[:16]
     return archives_folder() / f"spark-jars-{digest}"
 
 
 def keep_jars() -> Path:
     """The machine's copy of Spark's jars, made when missing: hard links to the installed jars
     (a copy across file systems), so a file keeps the size and time the archive checks. The
-    folder appears whole (a rename)."""
+    folder appears whole (a rename); one that exists is marked as used."""
     target = kept_jars()
     if target.is_dir():
+        os.utime(target)
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".building-") as scratch:
@@ -110,15 +137,27 @@ def keep_jars() -> Path:
     return target
 
 
+@contextmanager
+def _building(root: Path) -> Iterator[None]:
+    """One build at a time on the machine (an exclusive lock on ``root/.lock``)."""
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / LOCK).open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _java() -> str:
     """The ``java`` Spark's launcher runs: ``$JAVA_HOME/bin/java``, else the one on the path."""
     home = os.environ.get("JAVA_HOME")
     return str(Path(home) / "bin" / "java") if home else "java"
 
 
-def stamp() -> str:
-    """A digest of what the archive depends on: the JDK, Spark's jars (names, sizes, times),
-    the suite's Spark settings, this module and the workload it records."""
+def stamp(jar_list: str | None = None) -> str:
+    """A digest of what the archive depends on: the JDK, Spark's jars (:func:`_jar_list`, read
+    when ``jar_list`` is None), the suite's Spark settings, this module and its workload."""
     digest = hashlib.sha256()
     java = subprocess.run(
         [_java(), "-version"], capture_output=True, text=True, check=True, timeout=30
@@ -126,19 +165,23 @@ def stamp() -> str:
     digest.update(java.stderr.encode())
     for source in (SUITE_CONF_DIR / "spark-defaults.conf", Path(__file__), WORKLOAD):
         digest.update(source.read_bytes())
-    digest.update(_jar_list().encode())
+    digest.update((_jar_list() if jar_list is None else jar_list).encode())
     return digest.hexdigest()[:16]
 
 
 def current_conf_dir() -> Path | None:
-    """The conf folder with the archive when one is built for the current stamp, else None."""
+    """The conf folder with the archive when one is built for the current stamp and the kept
+    jars it names are the files it was recorded with, else None."""
     try:
-        conf_dir = archives_folder() / stamp()
-        jars = kept_jars()
+        listing = _jar_list()
+        conf_dir = archives_folder() / stamp(listing)
+        jars = kept_jars(listing)
+        whole = (conf_dir / ARCHIVE).is_file() and (conf_dir / "spark-defaults.conf").is_file()
+        if not (whole and jars.is_dir()):
+            return None
+        if (conf_dir / JARS_MANIFEST).read_text() != _jar_times(jars):
+            return None  # the JVM would refuse the archive
     except (OSError, subprocess.SubprocessError):
-        return None
-    whole = (conf_dir / ARCHIVE).is_file() and (conf_dir / "spark-defaults.conf").is_file()
-    if not (whole and jars.is_dir()):
         return None
     for used in (conf_dir, jars):  # in use: not removed as unused (KEEP_UNUSED_SECONDS)
         try:
@@ -220,7 +263,7 @@ def record(archive: Path, scratch: Path, jars: Path) -> None:
 def build() -> Path:
     """Record the archive and write the conf folder that uses it, for the current stamp; the
     folder appears whole (a rename). Folders no checkout used for :data:`KEEP_UNUSED_SECONDS`
-    are removed."""
+    are removed. The caller holds the machine's build lock (:func:`main`)."""
     root = archives_folder()
     root.mkdir(parents=True, exist_ok=True)
     conf_dir = root / stamp()
@@ -231,8 +274,10 @@ def build() -> Path:
         staged = Path(scratch) / "staged"
         write_conf(staged, f"-XX:SharedArchiveFile={conf_dir / ARCHIVE}", jars)
         recorded.rename(staged / ARCHIVE)
+        (staged / JARS_MANIFEST).write_text(_jar_times(jars))
         staged.chmod(0o755)
-        shutil.rmtree(conf_dir, ignore_errors=True)
+        if conf_dir.exists():  # stale (another JDK's answer, other jar times): out in one rename
+            conf_dir.rename(Path(scratch) / "stale")
         staged.rename(conf_dir)
     remove_unused(root, keep={conf_dir, jars})
     return conf_dir
@@ -240,17 +285,25 @@ def build() -> Path:
 
 def remove_unused(root: Path, keep: set[Path]) -> None:
     """Remove what of ``root`` is not in ``keep`` and has not been used (its time) for
-    :data:`KEEP_UNUSED_SECONDS`: the folders of other stamps, their jars, abandoned builds."""
+    :data:`KEEP_UNUSED_SECONDS`: the folders of other stamps, their jars, abandoned builds. A
+    folder leaves in one rename before it is deleted, so nobody sees half of one."""
     oldest = time.time() - KEEP_UNUSED_SECONDS
     for other in root.iterdir():
         try:
-            unused = other not in keep and other.lstat().st_mtime < oldest
+            unused = other.name != LOCK and other not in keep and other.lstat().st_mtime < oldest
         except OSError:
             continue
-        if not unused:
+        if not unused and not other.name.startswith(".removing-"):
             continue
         if other.is_dir() and not other.is_symlink():
-            shutil.rmtree(other, ignore_errors=True)
+            gone = (
+                other if other.name.startswith(".removing-") else root / f".removing-{other.name}"
+            )
+            try:
+                other.rename(gone)
+            except OSError:
+                continue
+            shutil.rmtree(gone, ignore_errors=True)
         else:
             other.unlink(missing_ok=True)
 
@@ -264,7 +317,9 @@ def main() -> int:
         return 0
     started = time.monotonic()
     try:
-        conf_dir = build()
+        with _building(archives_folder()):
+            # another checkout may have built it while this one waited for the lock
+            conf_dir = current_conf_dir() or build()
     except Exception as exc:  # noqa: BLE001 - any failure leaves the suite its plain settings
         print(f"jvm_archive: no class archive ({exc}); the suite runs without it", file=sys.stderr)
         return 1

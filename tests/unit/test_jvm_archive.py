@@ -27,7 +27,7 @@ def _spark_jars(monkeypatch: pytest.MonkeyPatch, folder: Path, **jars: bytes) ->
 def _in_cache(monkeypatch: pytest.MonkeyPatch, cache: Path, stamp: str) -> Path:
     """The machine's cache in ``cache``, the current stamp ``stamp``; the archives' folder."""
     monkeypatch.setenv("PROTOLAKE_SHARED_CACHE", str(cache))
-    monkeypatch.setattr(jvm_archive, "stamp", lambda: stamp)
+    monkeypatch.setattr(jvm_archive, "stamp", lambda jar_list=None: stamp)
     _spark_jars(monkeypatch, cache.parent / "venv-jars", **{"spark-core_2.13-4.2.0": b"core"})
     return cache / "jvm-archive"
 
@@ -98,8 +98,15 @@ def test_only_a_whole_folder_of_the_current_stamp_is_current(
 
     new = root / "new"
     jvm_archive.write_conf(new, "-XX:SharedArchiveFile=x", jars)
+    (new / jvm_archive.JARS_MANIFEST).write_text(jvm_archive._jar_times(jars))
     assert jvm_archive.current_conf_dir() is None  # no archive yet
     (new / jvm_archive.ARCHIVE).write_bytes(b"archive")
+    assert jvm_archive.current_conf_dir() == new
+    # a kept jar whose time changed: the JVM would refuse the archive
+    jar = next(jars.glob("*.jar"))
+    os.utime(jar, (1, 1))
+    assert jvm_archive.current_conf_dir() is None
+    (new / jvm_archive.JARS_MANIFEST).write_text(jvm_archive._jar_times(jars))
     assert jvm_archive.current_conf_dir() == new
     shutil.rmtree(jars)
     assert jvm_archive.current_conf_dir() is None  # the jars its class path names are gone
@@ -118,7 +125,10 @@ def test_a_failed_build_says_so_and_leaves_no_current_folder(
     assert jvm_archive.main() == 1
     assert "no class archive (the JVM wrote no archive (exit 1): boom)" in capsys.readouterr().err
     assert jvm_archive.current_conf_dir() is None
-    assert [p.name for p in root.iterdir()] == [jvm_archive.kept_jars().name]
+    assert sorted(p.name for p in root.iterdir()) == [
+        jvm_archive.LOCK,
+        jvm_archive.kept_jars().name,
+    ]
 
 
 def test_a_build_removes_what_no_checkout_used_for_a_week(
@@ -126,7 +136,7 @@ def test_a_build_removes_what_no_checkout_used_for_a_week(
 ) -> None:
     root = _in_cache(monkeypatch, tmp_path / "cache", "new")
     week_ago = time.time() - jvm_archive.KEEP_UNUSED_SECONDS - 60
-    for name in ("old", "spark-jars-old", "recent"):
+    for name in ("old", "spark-jars-old", "recent", ".removing-half"):
         (root / name).mkdir(parents=True)
     for name in ("old", "spark-jars-old"):
         os.utime(root / name, (week_ago, week_ago))
@@ -149,3 +159,16 @@ def test_a_build_removes_what_no_checkout_used_for_a_week(
     options = jvm_archive.driver_jvm_options(built, settings)
     assert f"-XX:SharedArchiveFile={built / jvm_archive.ARCHIVE}" in options.split()
     assert settings["spark.driver.extraClassPath"] == f"{jars}/*"
+    assert (built / jvm_archive.JARS_MANIFEST).read_text() == jvm_archive._jar_times(jars)
+
+
+def test_spark_jars_of_the_same_names_and_sizes_but_other_content_are_other_jars(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROTOLAKE_SHARED_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(jvm_archive, "_java", lambda: "true")  # no JVM in the unit tests
+    _spark_jars(monkeypatch, tmp_path / "a", **{"spark-core": b"core 1"})
+    first = (jvm_archive.kept_jars(), jvm_archive.stamp())
+    _spark_jars(monkeypatch, tmp_path / "b", **{"spark-core": b"core 2"})
+    assert jvm_archive.kept_jars() != first[0]
+    assert jvm_archive.stamp() != first[1]

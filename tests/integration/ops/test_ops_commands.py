@@ -394,18 +394,20 @@ def test_audit_names_offending_records(lake: Lakehouse, spark: Any, tmp_path: Pa
     ]
 
 
-def _split_into_files(spark: Any, table: str, files: int) -> int:
-    """Rewrite the Delta table ``table`` as ``files`` files of the same rows (no data change);
-    returns how many files the rewrite replaced."""
+def _split_into_files(spark: Any, table: str, parts: int) -> tuple[int, int]:
+    """Rewrite the Delta table ``table`` in ``parts`` parts of the same rows (no data change):
+    as many files, or more when the table is partitioned; returns (files replaced, files now)."""
     from delta.tables import DeltaTable
 
-    replaced = DeltaTable.forPath(spark, table).detail().first()["numFiles"]
+    def files() -> int:
+        return int(DeltaTable.forPath(spark, table).detail().first()["numFiles"])
+
+    replaced = files()
     rows = spark.read.format("delta").load(table)
-    rows.repartition(files).write.format("delta").mode("overwrite").option(
+    rows.repartition(parts).write.format("delta").mode("overwrite").option(
         "dataChange", "false"
     ).save(table)
-    assert DeltaTable.forPath(spark, table).detail().first()["numFiles"] == files
-    return int(replaced)
+    return replaced, files()
 
 
 def test_maintain_optimizes_and_vacuums_safely(
@@ -417,9 +419,10 @@ def test_maintain_optimizes_and_vacuums_safely(
     # (the parts mix the batch's topics' partitions as they fall): the orders table is split
     # into three files first, its rows as they were, so that OPTIMIZE always has files to join.
     orders = next(t for t in lake.demo.topics if t.endswith("orders"))
-    split_away = _split_into_files(
+    split_away, split_files = _split_into_files(
         spark, Layout(root).bronze_table(bronze_table_of_topic(orders)), 3
     )
+    assert split_files >= 3
     before = check_invariant(spark, root)
     with pytest.raises(maintain_mod.RetentionRefusedError):
         maintain_mod.maintain(spark, root, retention_hours=1, show_progress=False)
@@ -446,7 +449,8 @@ def test_maintain_optimizes_and_vacuums_safely(
         for t in real["tables"]
         if t["optimize"]["files_removed"] > 1
     }
-    assert compacted.get(bronze_table_of_topic(orders)) == 3, real["tables"]
+    # all its files joined (of a date with one file left, when the rows span midnight, all but it)
+    assert 1 < compacted.get(bronze_table_of_topic(orders), 0) <= split_files, real["tables"]
     for t in real["tables"]:
         assert t["files_after"] <= t["files_before"]
         assert t["vacuum"]["files_deleted"] == 0  # nothing older than 168 h
