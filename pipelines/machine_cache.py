@@ -1,9 +1,9 @@
 """The machine's cache folder: what is built once per machine and shared by every checkout.
 
 ``$PROTOLAKE_SHARED_CACHE``, else ``${XDG_CACHE_HOME:-~/.cache}/protolake``: the same folder as
-set-up's (``infra/machine_cache.sh``), which keeps the jars and SeaweedFS there. Python keeps
-the compiled decoder (``pipelines.proto_types._library``) and the test suite's class archive
-(``tests/support/jvm_archive.py``) in it.
+set-up's (``infra/machine_cache.sh``), which keeps the jars, SeaweedFS and wheels there.
+Python keeps the compiled decoder (``pipelines.proto_types._library``) and the test suite's
+class archive (``tests/support/jvm_archive.py``) in it.
 """
 
 from __future__ import annotations

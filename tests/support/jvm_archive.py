@@ -36,7 +36,6 @@ import fcntl
 import hashlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -47,6 +46,7 @@ from pathlib import Path
 
 from pipelines.jobs import read_spark_defaults, spark_submit_path
 from pipelines.machine_cache import machine_cache_dir
+from tests.support.processes import run_in_own_session
 from tests.support.stack import ROOT
 
 SUITE_CONF_DIR = ROOT / "tests" / "spark-conf"
@@ -111,11 +111,12 @@ def kept_jars(jar_list: str | None = None) -> Path:
     return archives_folder() / f"spark-jars-{digest}"
 
 
-def keep_jars() -> Path:
+def keep_jars(jar_list: str | None = None) -> Path:
     """The machine's copy of Spark's jars, made when missing: hard links to the installed jars
     (a copy across file systems), so a file keeps the size and time the archive checks. The
-    folder appears whole (a rename); one that exists is marked as used."""
-    target = kept_jars()
+    folder appears whole (a rename); one that exists is marked as used (``jar_list``:
+    :func:`_jar_list`, read when None)."""
+    target = kept_jars(jar_list)
     if target.is_dir():
         os.utime(target)
         return target
@@ -239,22 +240,19 @@ def record(archive: Path, scratch: Path, jars: Path) -> None:
     # The JVM writes the archive as it exits, after the Python process: it shares the stderr
     # pipe, so reading the pipe to its end waits for the JVM too. Its own session, so that a
     # timeout stops the JVM with it.
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.jvm_archive_workload", str(scratch)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
-        start_new_session=True,
-    )
     try:
-        _, stderr = proc.communicate(timeout=RECORD_TIMEOUT)
+        proc = run_in_own_session(
+            [sys.executable, "-m", "tests.support.jvm_archive_workload", str(scratch)],
+            timeout=RECORD_TIMEOUT,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            errors="replace",
+        )
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
         raise RuntimeError(f"the workload took more than {RECORD_TIMEOUT} s") from None
+    stderr = proc.stderr
     if proc.returncode != 0 or not archive.is_file():
         tail = "\n".join(stderr.splitlines()[-5:])
         raise RuntimeError(f"the JVM wrote no archive (exit {proc.returncode}): {tail}")
@@ -266,8 +264,9 @@ def build() -> Path:
     are removed. The caller holds the machine's build lock (:func:`main`)."""
     root = archives_folder()
     root.mkdir(parents=True, exist_ok=True)
-    conf_dir = root / stamp()
-    jars = keep_jars()
+    listing = _jar_list()
+    conf_dir = root / stamp(listing)
+    jars = keep_jars(listing)
     with tempfile.TemporaryDirectory(dir=root, prefix=".building-") as scratch:
         recorded = Path(scratch) / ARCHIVE
         record(recorded, Path(scratch), jars)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.machine_cache import machine_cache_dir
+from tests.support.processes import run_in_own_session
 
 pytestmark = pytest.mark.integration
 
@@ -27,21 +27,13 @@ def _run(
     script: str, env: dict[str, str], *args: str, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """Run a set-up script; on a timeout its whole session goes (a Maven or Go run with it)."""
-    proc = subprocess.Popen(
+    return run_in_own_session(
         [str(INFRA / script), *args],
+        timeout=timeout,
         env={**os.environ, **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
     )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _names(folder: Path) -> set[str]:
