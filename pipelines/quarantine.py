@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
+from lakehouse import sql_text
 from lakehouse.delta import is_delta_table, list_delta_tables
 from lakehouse.layout import Layout, table_name
 from pipelines.quarantine_state import OUTCOME_COLUMN, REPLAYED
@@ -89,39 +90,48 @@ def to_quarantine_rows(
 ) -> DataFrame:
     """Project any DataFrame onto :data:`QUARANTINE_SCHEMA` (a pure transform).
 
-    Each argument is a column name or a Column of ``df``; None means null.
+    Each argument is a column name, a Column of ``df`` or SQL text
+    (``lakehouse.sql_text.SqlText``: cheaper to build than a Column); None means null.
     """
-
-    def c(x: Column | str | None) -> Column:
-        if x is None:
-            return F.lit(None)
-        return F.col(x) if isinstance(x, str) else x
-
     exprs = [
-        c(key),
-        c(value),
-        c(headers),
-        c(topic),
-        c(partition),
-        c(offset),
-        c(timestamp),
-        c(reason_code),
-        c(stage),
-        c(reason),
-        c(schema_id),
-        c(schema_guid),
-        c(message_indexes),
-        c(message_type),
-        quarantined_at if quarantined_at is not None else F.current_timestamp(),
-        F.lit(None),
-        F.lit(None),
+        key,
+        value,
+        headers,
+        topic,
+        partition,
+        offset,
+        timestamp,
+        reason_code,
+        stage,
+        reason,
+        schema_id,
+        schema_guid,
+        message_indexes,
+        message_type,
+        quarantined_at if quarantined_at is not None else _NOW,
+        None,
+        None,
     ]
     return df.select(
-        *[
-            e.cast(f.dataType).alias(f.name)
-            for e, f in zip(exprs, QUARANTINE_SCHEMA.fields, strict=True)
-        ]
+        *[_cast_to(e, f) for e, f in zip(exprs, QUARANTINE_SCHEMA.fields, strict=True)]
     )
+
+
+_NOW = sql_text.SqlText("current_timestamp()")
+
+
+def _cast_to(expr: Column | str | None, field: T.StructField) -> Column:
+    """``expr`` (a Column, a column name, ``lakehouse.sql_text.SqlText``, None: null) cast to the
+    field's type and named after it; names and nulls as SQL text (``lakehouse.sql_text``)."""
+    if isinstance(expr, Column):
+        return expr.cast(field.dataType).alias(field.name)
+    if expr is None:
+        source = "NULL"
+    else:
+        source = expr if isinstance(expr, sql_text.SqlText) else sql_text.quoted(expr)
+    text = sql_text.cast(source, field.dataType)
+    assert text is not None, field  # the quarantine's types are all said in SQL
+    return sql_text.column(text, field.name)
 
 
 def ensure_quarantine_table(spark: SparkSession, lakehouse_path: str) -> str:

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
+from lakehouse.sql_text import column, literal
 from pipelines.naming import table_name_for
 
 from .decode import ERROR_COLUMNS, message_spark_schema
@@ -105,14 +105,13 @@ def table_schema(message: T.StructType) -> T.StructType:
 def table_rows(decoded: DataFrame, res: Resolution, plan: TablePlan, q_time: Column) -> DataFrame:
     """The decoded rows of one version with their lineage, aligned to the table's schema."""
     assert plan.merged is not None
-    rows = (
-        decoded.where(F.col("_decode_code").isNull())
-        .drop(*ERROR_COLUMNS)
-        .withColumn("_schema_id", F.lit(res.schema_id).cast("long"))
-        .withColumn("_schema_guid", F.lit(res.schema_guid).cast("string"))
-        .withColumn("_message_type", F.lit(plan.message_type))
-        .withColumn("_processed_at", q_time)
-    )
+    lineage = {  # as SQL text: a parse each (lakehouse.sql_text)
+        "_schema_id": column(f"CAST({literal(res.schema_id)} AS BIGINT)"),
+        "_schema_guid": column(f"CAST({literal(res.schema_guid)} AS STRING)"),
+        "_message_type": column(literal(plan.message_type)),
+        "_processed_at": q_time,
+    }
+    rows = decoded.where("`_decode_code` IS NULL").drop(*ERROR_COLUMNS).withColumns(lineage)
     return align_to(rows, table_schema(plan.merged))
 
 

@@ -21,6 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
+from lakehouse.sql_text import SqlText, is_not_null, literal, renamed
 from pipelines.quarantine import to_quarantine_rows
 
 from .framing import SCHEMA_KEY_TYPE, key_matches
@@ -44,7 +45,7 @@ def quarantine_framed(
     stage: Column | str,
     reason: Column | str,
     q_time: Column,
-    message_type: Column | None = None,
+    message_type: Column | str | None = None,
 ) -> DataFrame:
     """Quarantine rows of framed records (columns of ``framing.FramedBatch.framed``)."""
     return to_quarantine_rows(
@@ -70,7 +71,7 @@ def quarantine_framed(
 def quarantine_bad_frames(framed: DataFrame, q_time: Column) -> DataFrame:
     """Records whose value could not be framed (the framing's code, stage and reason)."""
     return quarantine_framed(
-        framed.where(F.col("_frame_code").isNotNull()),
+        framed.where(is_not_null("_frame_code")),
         "_frame_code",
         "_frame_stage",
         "_frame_reason",
@@ -98,11 +99,11 @@ def quarantine_conflicts(framed: DataFrame, plan: TablePlan, q_time: Column) -> 
     return [
         quarantine_framed(
             framed.where(key_matches("_schema_key", res.schema_key)),
-            F.lit(SCHEMA_CONFLICT),
-            F.lit("schema"),
-            F.lit(reason),
+            SqlText(literal(SCHEMA_CONFLICT)),
+            SqlText(literal("schema")),
+            SqlText(literal(reason)),
             q_time,
-            message_type=F.lit(plan.message_type),
+            message_type=SqlText(literal(plan.message_type)),
         )
         for res, reason in plan.conflicts
     ]
@@ -113,7 +114,7 @@ def quarantine_decode_failures(
 ) -> DataFrame:
     """Decoded rows of one schema version that failed (``decode.decode_records``' errors)."""
     return to_quarantine_rows(
-        decoded.where(F.col("_decode_code").isNotNull()),
+        decoded.where(is_not_null("_decode_code")),
         key="_key",
         value="_value",
         headers="_headers",
@@ -124,10 +125,10 @@ def quarantine_decode_failures(
         reason_code="_decode_code",
         stage="_decode_stage",
         reason="_decode_reason",
-        schema_id=F.lit(res.schema_id),
-        schema_guid=F.lit(res.schema_guid),
-        message_indexes=F.array(*[F.lit(i) for i in res.message_indexes]),
-        message_type=F.lit(message_type),
+        schema_id=SqlText(literal(res.schema_id)),
+        schema_guid=SqlText(literal(res.schema_guid)),
+        message_indexes=SqlText(literal(list(res.message_indexes))),
+        message_type=SqlText(literal(message_type)),
         quarantined_at=q_time,
     )
 
@@ -146,12 +147,16 @@ def quarantine_dq(
         rows: how many rows ``failed`` holds, when known: the join broadcasts them when few.
     """
     ids = failed.select(
-        F.col("_kafka_topic").alias("topic"),
-        F.col("_kafka_partition").alias("partition"),
-        F.col("_kafka_offset").alias("offset"),
-        F.col("reason_code").alias("_dq_code"),
-        F.col("stage").alias("_dq_stage"),
-        F.col("reason").alias("_dq_reason"),
+        *renamed(
+            [
+                ("_kafka_topic", "topic"),
+                ("_kafka_partition", "partition"),
+                ("_kafka_offset", "offset"),
+                ("reason_code", "_dq_code"),
+                ("stage", "_dq_stage"),
+                ("reason", "_dq_reason"),
+            ]
+        )
     )
     if rows is not None and rows <= BROADCAST_DQ_ROWS:
         ids = F.broadcast(ids)
@@ -162,5 +167,5 @@ def quarantine_dq(
         "_dq_stage",
         "_dq_reason",
         q_time,
-        message_type=F.lit(plan.message_type),
+        message_type=SqlText(literal(plan.message_type)),
     )

@@ -29,6 +29,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
+from lakehouse import sql_text
 from lakehouse.delta import is_delta_table, table_properties
 from pipelines.naming import KAFKA_TOPICS_PROPERTY, MESSAGE_TYPE_PROPERTY
 
@@ -106,19 +107,27 @@ def align_column(expr: Column, source: T.DataType, target: T.DataType) -> Column
 
 
 def align_to(df: DataFrame, target: T.StructType) -> DataFrame:
-    """Select ``df``'s columns in ``target``'s order and types; missing ones are null."""
+    """Select ``df``'s columns in ``target``'s order and types; missing ones are null.
+
+    Columns that need no reshaping are built as SQL text (``lakehouse.sql_text``: a parse
+    each, not a JVM call per node); a frame already of ``target``'s schema is returned as is.
+    """
+    if df.schema == target:
+        return df
     by_name = {f.name: f for f in df.schema.fields}
-    cols = []
-    for f in target.fields:
-        if f.name in by_name:
-            cols.append(
-                align_column(F.col(f"`{f.name}`"), by_name[f.name].dataType, f.dataType).alias(
-                    f.name
-                )
-            )
-        else:
-            cols.append(F.lit(None).cast(f.dataType).alias(f.name))
-    return df.select(*cols)
+    return df.select(*[_aligned(by_name.get(f.name), f) for f in target.fields])
+
+
+def _aligned(source: T.StructField | None, target: T.StructField) -> Column:
+    if source is not None and source.dataType == target.dataType:
+        return sql_text.column(sql_text.quoted(target.name), target.name)
+    if source is not None:
+        column = F.col(sql_text.quoted(target.name))
+        return align_column(column, source.dataType, target.dataType).alias(target.name)
+    null = sql_text.cast("NULL", target.dataType)
+    if null is not None:
+        return sql_text.column(null, target.name)
+    return F.lit(None).cast(target.dataType).alias(target.name)
 
 
 def ensure_table(
