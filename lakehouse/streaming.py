@@ -22,8 +22,9 @@
   there first, then each one that appears; a listing that fails (an object store's hiccup)
   is logged and tried again at the next poll.
 
-- :func:`run_together`: a micro-batch's commits to several tables at once (driver threads
-  that keep the batch's Spark properties), every one to its end, the first failure raised.
+- :func:`run_together`: a micro-batch's commits to (or checks of) several tables at once
+  (driver threads that keep the batch's Spark properties), every one to its end, their
+  results in order, the first failure raised.
 
 - :func:`read_text_lines` / :func:`write_text`: small text files (checkpoint logs, app ids,
   the demo's bookkeeping).
@@ -42,7 +43,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakehouse.delta import Replays, list_delta_tables
 from lakehouse.hadoop import hadoop_path
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 TRIGGERS = ("available-now", "processing-time")
 
@@ -171,32 +173,33 @@ def write_text(spark: SparkSession, location: str, text: str) -> None:
         out.close()
 
 
-def run_together(tasks: Sequence[Callable[[], None]]) -> None:
-    """Run ``tasks`` at the same time and wait for all of them; raise the first failure.
+def run_together(tasks: Sequence[Callable[[], T]]) -> list[T]:
+    """Run ``tasks`` at the same time, wait for all of them and return their results in
+    order; raise the first failure.
 
-    Meant for a ``foreachBatch`` that commits to several Delta tables: a small batch's time
-    goes mostly to each commit's driver work (the transaction, the log, the checksum), one
-    after the other; run together they overlap each other and the other commits' Spark jobs.
-    Each task runs in a ``pyspark.InheritableThread``, which carries the batch thread's
-    Spark properties (job group, streaming query id) into its jobs. Every task runs to its
-    end even when another fails, so a failed batch leaves no commit half-started behind it;
-    the tasks must be idempotent (the batch is run again after a failure).
+    Meant for a ``foreachBatch`` that commits to several Delta tables or checks several
+    tables: a small batch's time goes mostly to each Spark job's and commit's driver work (the
+    plan, the transaction, the log, the checksum), one after the other; run together they
+    overlap each other and the other tasks' Spark jobs. Each task runs in a
+    ``pyspark.InheritableThread``, which carries the batch thread's Spark properties (job
+    group, streaming query id) into its jobs. Every task runs to its end even when another
+    fails, so a failed batch leaves no commit half-started behind it; the tasks must be
+    idempotent (the batch is run again after a failure).
     """
     if len(tasks) <= 1:
-        for task in tasks:
-            task()
-        return
+        return [task() for task in tasks]
     from pyspark import InheritableThread
 
+    results: list[Any] = [None] * len(tasks)
     errors: list[BaseException] = []
 
-    def run(task: Callable[[], None]) -> None:
+    def run(index: int, task: Callable[[], T]) -> None:
         try:
-            task()
+            results[index] = task()
         except BaseException as exc:  # noqa: BLE001 - raised below, in the caller's thread
             errors.append(exc)
 
-    threads = [InheritableThread(target=run, args=(task,)) for task in tasks]
+    threads = [InheritableThread(target=run, args=(i, task)) for i, task in enumerate(tasks)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -205,6 +208,7 @@ def run_together(tasks: Sequence[Callable[[], None]]) -> None:
         log.warning("run_together: another task failed too: %r", other)
     if errors:
         raise errors[0]
+    return results
 
 
 def with_trigger(writer: Any, trigger: str, interval: str) -> Any:

@@ -14,8 +14,9 @@
 4. quarantine bad frames, failed resolutions and schema conflicts with their raw bytes;
 5. decode the records of every schema version in one pass through the Python workers, into
    one cache (``decode.decode_all``); rows that fail go to quarantine with their raw bytes;
-6. check quality (the default suite plus the configured rules): failed rows go to quarantine
-   (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
+6. check quality (the default suite plus the configured rules), the tables at the same time
+   (``lakehouse.streaming.run_together``): failed rows go to quarantine (``DQ_FAILED``); a
+   ``fail`` policy fails the batch before any write;
 7. write the silver tables, the quarantine (when it has rows) and the quality results, the
    commits at the same time (``writes``): the appends name the app id and batch id
    (``lakehouse.delta.append_idempotent``), the quality results replace those of the same
@@ -46,6 +47,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from pyspark import StorageLevel
@@ -57,6 +59,8 @@ from codec import SchemaKey, SchemaResolver
 from lakehouse.catalog import CatalogDatabases
 from lakehouse.delta import ANY_BATCH_MAY_BE_REPLAYED, Replays
 from lakehouse.layout import Layout
+from lakehouse.materialized import materialize, release
+from lakehouse.streaming import run_together
 
 from .decode import DecodeSpec, decode_all
 from .evaluation import ExpressionEvaluation
@@ -169,7 +173,7 @@ class SilverBatch:
             raise
         finally:
             for df in persisted:
-                df.unpersist()
+                release(df)
         stats.seconds = round(time.monotonic() - t0, 3)
         self.history.append(stats)
         if self.on_batch is not None:
@@ -311,7 +315,8 @@ class SilverBatch:
         persisted: list[DataFrame],
     ) -> dict[SchemaKey, DataFrame]:
         """Each schema version the plans take, decoded (``decode.decode_all``: several in one
-        pass) and cached, as both outcomes read it; returns each version's rows."""
+        pass) and kept computed (``lakehouse.materialized``), as every outcome reads it;
+        returns each version's rows."""
         specs: dict[SchemaKey, DecodeSpec] = {}
         for plan in plans:
             for res in plan.versions:
@@ -324,8 +329,8 @@ class SilverBatch:
                     key_types=key_types,
                     native=self.native,
                 )
-        passes, versions = decode_all(batch, specs)
-        persisted.extend(p.persist(StorageLevel.MEMORY_AND_DISK) for p in passes)
+        passes, versions = decode_all(batch, specs, keep=materialize)
+        persisted.extend(passes)
         return versions
 
     def _check(
@@ -344,14 +349,20 @@ class SilverBatch:
         to_write: list[tuple[TablePlan, DataFrame]] = []
         results: list[Any] = []
         failed_outcome: Any = None
-        for plan, table_df in tables:
-            outcome = self.checker.validate(
+        validations = [
+            partial(
+                self.checker.validate,
                 table_df,
                 message_type=plan.message_type,
                 table=plan.table,
                 batch_id=batch_id,
                 reference_time=reference_time,
             )
+            for plan, table_df in tables
+        ]
+        # the tables' aggregations at the same time: a small batch's checks are mostly each
+        # Spark job's driver work, which overlaps that of the others
+        for (plan, _), outcome in zip(tables, run_together(validations), strict=True):
             results.extend(outcome.results)
             if outcome.fail_batch and failed_outcome is None:
                 failed_outcome = outcome

@@ -27,7 +27,7 @@ message's columns, then
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -327,14 +327,18 @@ VERSIONS_PER_PASS = 8
 
 
 def decode_all(
-    batch: FramedBatch, specs: Mapping[SchemaKey, DecodeSpec]
+    batch: FramedBatch,
+    specs: Mapping[SchemaKey, DecodeSpec],
+    keep: Callable[[DataFrame], DataFrame] = lambda df: df,
 ) -> tuple[list[DataFrame], dict[SchemaKey, DataFrame]]:
-    """The records of each schema version of ``specs`` decoded: the frames to cache (every
-    outcome reads them) and each version's rows of them, in :func:`decode_records`' schema.
+    """The records of each schema version of ``specs`` decoded: the passes, each as ``keep``
+    returns it (every outcome reads a pass: the batch keeps it computed,
+    ``lakehouse.materialized``), and each version's rows of them, in :func:`decode_records`'
+    schema.
 
     One version alone is decoded as it is (:func:`decode_version`); several go through the
     Python workers together (:func:`decode_versions`, up to :data:`VERSIONS_PER_PASS` a
-    pass): one scan of the batch, one pass, one query to plan and cache for them all.
+    pass): one scan of the batch, one pass, one query to plan and keep for them all.
     """
     keys = list(specs)
     with_keys = any(s.key_types for s in specs.values())
@@ -343,11 +347,11 @@ def decode_all(
     for start in range(0, len(keys), VERSIONS_PER_PASS):
         chunk = keys[start : start + VERSIONS_PER_PASS]
         if len(chunk) == 1:
-            decoded = decode_version(batch.records_of(chunk[0], with_keys), specs[chunk[0]])
+            decoded = keep(decode_version(batch.records_of(chunk[0], with_keys), specs[chunk[0]]))
             versions[chunk[0]] = decoded
         else:
             records = batch.records_of_versions(chunk, with_keys)
-            decoded = decode_versions(records, [specs[k] for k in chunk])
+            decoded = keep(decode_versions(records, [specs[k] for k in chunk]))
             versions.update((key, version_rows(decoded, i)) for i, key in enumerate(chunk))
         passes.append(decoded)
     return passes, versions

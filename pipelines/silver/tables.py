@@ -230,8 +230,8 @@ def write_partitions(df: DataFrame, rows: int) -> DataFrame:
     common) and writes a file from each one with rows. A larger batch keeps its partitions:
     coalescing merges them by count, not by rows, so a skewed batch would land in a few
     hands. The caller must have materialized the expensive inputs before, at the batch's
-    parallelism (silver: the decoded records are persisted and the quarantine's count reads
-    every version of them), or the one task would compute them."""
+    parallelism (silver: the decoded records and the quarantine rows are computed before,
+    ``lakehouse.materialized``), or the one task would compute them."""
     return df.coalesce(1) if rows <= ROWS_PER_WRITE_TASK else df
 
 

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import types as T  # noqa: N812
 
 from lakehouse.delta import Replays, append_idempotent, is_delta_table
 from lakehouse.layout import Layout
+from lakehouse.materialized import materialize
 from lakehouse.streaming import run_together
 
 from .plan import TablePlan, table_schema
@@ -84,15 +84,15 @@ class BatchWrites:
         """Commit the batch's writes; return the quarantine's counts per reason and message
         type.
 
-        The quarantine rows are counted first (persisted; the count also builds the decoded
-        records' cache at the batch's parallelism, which a small append reads in one task:
-        :func:`write_partitions`), and appended only when there are some or to create the
-        table: an empty append would be a Delta commit for nothing; a retry counts the same
-        rows. Replay's ``quarantine_writer`` runs after the appends.
+        The quarantine rows are computed first (``lakehouse.materialized``: at the batch's
+        parallelism, which a small append reads in one task: :func:`write_partitions`),
+        counted, and appended only when there are some or to create the table: an empty append
+        would be a Delta commit for nothing; a retry counts the same rows. Replay's
+        ``quarantine_writer`` runs after the appends.
         """
         quarantine = union_all(quarantine_parts)
         assert quarantine is not None
-        quarantine = quarantine.persist(StorageLevel.MEMORY_AND_DISK)
+        quarantine = materialize(quarantine)
         persisted.append(quarantine)
         quarantined = quarantine.groupBy("reason_code", "_message_type").count().collect()
         commits: list[Callable[[], None]] = [

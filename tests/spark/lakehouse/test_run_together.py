@@ -52,3 +52,21 @@ def test_one_task_runs_in_the_callers_thread(spark: Any) -> None:
     run_together([lambda: threads.append(threading.current_thread())])
     assert threads == [threading.current_thread()]
     run_together([])  # nothing to run: nothing happens
+
+
+def test_the_results_come_back_in_the_order_of_the_tasks(spark: Any) -> None:
+    finish_first = threading.Event()
+
+    def late() -> int:
+        finish_first.wait(30)  # the later task ends first
+        return spark.range(5).count()
+
+    def early() -> str:
+        try:
+            return f"{spark.range(2).count()} rows"
+        finally:
+            finish_first.set()
+
+    assert run_together([late, early]) == [5, "2 rows"]
+    assert run_together([lambda: 1]) == [1]
+    assert run_together([]) == []

@@ -1,0 +1,49 @@
+"""``lakehouse.materialized``: a frame computed once, read back from the kept rows as a leaf,
+and freed (a real session)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pyspark.sql import functions as F  # noqa: N812
+
+from lakehouse.materialized import materialize, release
+
+
+def _persistent_rdds(spark: Any) -> set[int]:
+    return {int(i) for i in spark.sparkContext._jsc.getPersistentRDDs().keySet()}
+
+
+def test_the_frame_is_computed_once_and_read_back_from_its_kept_rows(spark: Any) -> None:
+    runs = spark.sparkContext.accumulator(0)
+
+    def counted(n):  # noqa: ANN001, ANN202 - no hints: pyspark reads them as an eval type
+        runs.add(1)
+        return n * 2
+
+    doubled = F.udf(counted, "long")
+    before = _persistent_rdds(spark)
+    kept = materialize(spark.range(0, 50, numPartitions=2).select(doubled("id").alias("twice")))
+    assert runs.value == 50  # computed at once, before any query of it
+    assert sorted(r.twice for r in kept.collect()) == [2 * i for i in range(50)]
+    assert kept.where("twice >= 90").count() == 5
+    assert runs.value == 50  # the queries read the kept rows: nothing recomputed
+    plan = kept._jdf.queryExecution().logical()
+    assert plan.getClass().getSimpleName() == "LogicalRDD"  # a leaf, not the frame's plan
+    assert plan.children().size() == 0
+    assert len(_persistent_rdds(spark) - before) == 1
+
+    release(kept)
+    assert _persistent_rdds(spark) - before == set()
+    with pytest.raises(Exception, match="(?i)checkpoint block"):
+        kept.count()  # freed: its rows are gone
+
+
+def test_release_unpersists_a_persisted_frame(spark: Any) -> None:
+    cached = spark.range(10).persist()
+    assert cached.count() == 10
+    assert cached.storageLevel.useMemory
+    release(cached)
+    assert not cached.storageLevel.useMemory
+    assert cached.count() == 10  # a persisted frame is only uncached: it can still be read
