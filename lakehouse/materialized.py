@@ -8,9 +8,9 @@ returns reads those blocks, and its plan is one leaf.
 Why not ``persist``: a persisted frame keeps its whole plan (here the bronze scan, the framing
 expressions, the decoding pass and its wide nested schema), and every query built on it is
 analysed over that plan and matched against Spark's cache, fragment by fragment, before the
-cached rows replace it. On a small batch that driver work is most of the batch: a 500-record
-batch of the demo's six message types spent 1.5 s in ``persist`` alone and its checks and
-writes another 3 s more than over a leaf (``bench/small_batch_bench.py`` prints the figures).
+cached rows replace it. On a small batch that driver work is a large part of the batch
+(``bench/kept_frames_bench.py`` compares the two ways on 500-record batches of the demo's six
+message types).
 
 The price: the kept rows are not recomputed when an executor that holds some is lost; a job
 that reads them then fails, which fails the micro-batch, and the query's restart runs the
