@@ -1,21 +1,23 @@
-"""A micro-batch's intermediate frames, computed once and read back as a plain leaf.
+"""A micro-batch's intermediate frames, computed once and read back without recomputing.
 
 A silver batch reads its decoded records several times (the quality checks, each table's
 append, the quarantine). :func:`materialize` computes such a frame now, in one Spark job, and
-keeps its rows in the executors' block stores (``DataFrame.localCheckpoint``); the frame it
-returns reads those blocks, and its plan is one leaf.
+keeps its rows in the executors' block stores. How it keeps them depends on where the
+executors run:
 
-Why not ``persist``: a persisted frame keeps its whole plan (here the bronze scan, the framing
-expressions, the decoding pass and its wide nested schema), and every query built on it is
-analysed over that plan and matched against Spark's cache, fragment by fragment, before the
-cached rows replace it. On a small batch that driver work is a large part of the batch
-(``bench/kept_frames_bench.py`` compares the two ways on 500-record batches of the demo's six
-message types).
+- On a local master (driver and executors in one JVM) the rows are kept as a local
+  checkpoint (``DataFrame.localCheckpoint``): the frame returned reads the kept blocks and its
+  plan is one leaf. A persisted frame instead keeps its whole plan (the bronze scan, the
+  framing expressions, the decoding pass and its wide nested schema), and every query built
+  on it is analysed over that plan and matched against Spark's cache, fragment by fragment,
+  before the cached rows replace it; on a small batch that driver work is a large part of the
+  batch (``bench/kept_frames_bench.py`` compares the two ways on 500-record batches of the
+  demo's six message types). A local master has no executor to lose, so nothing is given up.
+- On a cluster the frame is persisted: a local checkpoint's rows are not recomputed when an
+  executor that holds some is lost (the job reading them fails), a persisted frame's are, from
+  its plan.
 
-The price: the kept rows are not recomputed when an executor that holds some is lost; a job
-that reads them then fails, which fails the micro-batch, and the query's restart runs the
-batch again from its checkpoint (every write of a batch is idempotent). :func:`release` frees
-the rows when the batch is done.
+:func:`release` frees the rows when the batch is done, either way.
 """
 
 from __future__ import annotations
@@ -24,17 +26,33 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
 
-def materialize(df: DataFrame, level: StorageLevel = StorageLevel.MEMORY_AND_DISK) -> DataFrame:
+def keeps_as_leaf(df: DataFrame) -> bool:
+    """Whether :func:`materialize` keeps ``df`` as a local checkpoint: on a local master."""
+    return str(df.sparkSession.sparkContext.master).startswith("local")
+
+
+def materialize(
+    df: DataFrame,
+    level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
+    *,
+    as_leaf: bool | None = None,
+) -> DataFrame:
     """``df`` computed now (one Spark job) and kept at ``level``; the frame returned reads the
-    kept rows (see the module docstring). Free them with :func:`release`."""
-    return df.localCheckpoint(eager=True, storageLevel=level)
+    kept rows, as a leaf when ``as_leaf`` (default: :func:`keeps_as_leaf`), else through Spark's
+    cache (see the module docstring). Free them with :func:`release`."""
+    if keeps_as_leaf(df) if as_leaf is None else as_leaf:
+        return df.localCheckpoint(eager=True, storageLevel=level)
+    kept = df.persist(level)
+    kept.count()
+    return kept
 
 
 def release(df: DataFrame) -> None:
-    """Free the rows kept for ``df``: those :func:`materialize` kept, or ``df``'s cache when it
-    was persisted. The frame cannot be read afterwards."""
+    """Free the rows kept for ``df`` by :func:`materialize` (or by ``persist``). A frame kept as
+    a leaf cannot be read afterwards; a persisted one is only uncached. Any other frame: no-op."""
+    if df.is_cached:
+        df.unpersist()
+        return
     plan = df._jdf.queryExecution().logical()
     if plan.getClass().getSimpleName() == "LogicalRDD":
         plan.rdd().unpersist(False)
-    else:
-        df.unpersist()

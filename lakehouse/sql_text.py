@@ -52,6 +52,8 @@ def sql_type(data_type: T.DataType) -> str | None:
     a collated string, a type not listed here)."""
     if isinstance(data_type, T.StringType):
         return "STRING" if data_type == T.StringType() else None
+    if isinstance(data_type, T.TimestampType):  # plain TIMESTAMP follows spark.sql.timestampType
+        return "TIMESTAMP_LTZ"
     if isinstance(data_type, _ATOMIC):
         return data_type.simpleString().upper()
     if isinstance(data_type, T.ArrayType):

@@ -175,7 +175,7 @@ def write_text(spark: SparkSession, location: str, text: str) -> None:
 
 def run_together(tasks: Sequence[Callable[[], T]]) -> list[T]:
     """Run ``tasks`` at the same time, wait for all of them and return their results in
-    order; raise the first failure.
+    order; raise the failure of the first task (in ``tasks``' order) that failed.
 
     Meant for a ``foreachBatch`` that commits to several Delta tables or checks several
     tables: a small batch's time goes mostly to each Spark job's and commit's driver work (the
@@ -191,19 +191,20 @@ def run_together(tasks: Sequence[Callable[[], T]]) -> list[T]:
     from pyspark import InheritableThread
 
     results: list[Any] = [None] * len(tasks)
-    errors: list[BaseException] = []
+    failures: dict[int, BaseException] = {}
 
     def run(index: int, task: Callable[[], T]) -> None:
         try:
             results[index] = task()
         except BaseException as exc:  # noqa: BLE001 - raised below, in the caller's thread
-            errors.append(exc)
+            failures[index] = exc
 
     threads = [InheritableThread(target=run, args=(i, task)) for i, task in enumerate(tasks)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    errors = [failures[i] for i in sorted(failures)]
     for other in errors[1:]:  # raised is the first; the others would leave no trace
         log.warning("run_together: another task failed too: %r", other)
     if errors:

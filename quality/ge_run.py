@@ -61,8 +61,9 @@ class GreatExpectationsRunner:
         self.lock = threading.RLock()
         # persist=False: GE's default persists every batch it loads (each run() and each
         # flag_by_keys() call) and never unpersists it; a long-running stream then fills the
-        # executors' memory and disk with every batch it ever checked. The caller persists the
-        # batch when computing it twice is expensive (silver persists its decoded rows).
+        # executors' memory and disk with every batch it ever checked. The caller keeps the
+        # batch computed when computing it twice is expensive (silver keeps its decoded rows,
+        # lakehouse.materialized).
         self._datasource = context.data_sources.add_or_update_spark(name=DATASOURCE, persist=False)
         self._batch_definitions: dict[str, BatchDefinition] = {}
 

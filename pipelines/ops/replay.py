@@ -30,6 +30,7 @@ from typing import Any
 
 from lakehouse.delta import is_delta_table, table_version
 from lakehouse.layout import Layout
+from lakehouse.materialized import materialize, release
 from pipelines.ops.common import emit, parse_time, progress, table
 from pipelines.ops.replay_state import (
     ReplayFilter,
@@ -173,7 +174,7 @@ def _write_and_mark(
             failures = no_failures(spark)
         with steps.step("marking quarantine rows"):
             outcomes = mark_outcomes(spark, cfg.lakehouse_path, pending, failures)
-        failures.unpersist()
+        release(failures)
     finally:
         to_write.rows.unpersist()
     for outcome, count in outcomes.items():
@@ -195,9 +196,8 @@ def _run_silver(
     steps: Any,
     report: ReplayReport,
 ) -> Any:
-    """Feed the selection to silver's batch function; return the still-failing keys (persisted)."""
-    from pyspark import StorageLevel
-
+    """Feed the selection to silver's batch function; return the still-failing keys (kept,
+    ``lakehouse.materialized``)."""
     from pipelines.settings.clients import catalog_databases, open_resolver
     from pipelines.silver.batch import SilverBatch
     from pipelines.silver.job import make_checker
@@ -206,10 +206,8 @@ def _run_silver(
     captured: list[Any] = []
 
     def keep_failures(quarantine: Any, _batch_id: int) -> None:
-        # materialized now, while silver's persisted frames are still there
-        q = quarantine.select(*RECORD_KEY, "reason_code").persist(StorageLevel.MEMORY_AND_DISK)
-        q.count()
-        captured.append(q)
+        # computed now: silver frees the frames its quarantine reads when the batch ends
+        captured.append(materialize(quarantine.select(*RECORD_KEY, "reason_code")))
 
     batch = SilverBatch(
         spark,

@@ -12,8 +12,9 @@
 3. plan each table's schema (``plan``): compatible versions are merged, others go to
    quarantine with ``SCHEMA_CONFLICT``;
 4. quarantine bad frames, failed resolutions and schema conflicts with their raw bytes;
-5. decode the records of every schema version in one pass through the Python workers, into
-   one cache (``decode.decode_all``); rows that fail go to quarantine with their raw bytes;
+5. decode the records of every schema version in one pass through the Python workers, kept
+   computed for the later steps (``decode.decode_all``, ``lakehouse.materialized``); rows that
+   fail go to quarantine with their raw bytes;
 6. check quality (the default suite plus the configured rules), the tables at the same time
    (``lakehouse.streaming.run_together``): failed rows go to quarantine (``DQ_FAILED``); a
    ``fail`` policy fails the batch before any write;
@@ -172,8 +173,7 @@ class SilverBatch:
             log.warning("silver: batch %d failed; its steps took %s s", batch_id, stats.steps)
             raise
         finally:
-            for df in persisted:
-                release(df)
+            self._release(persisted)
         stats.seconds = round(time.monotonic() - t0, 3)
         self.history.append(stats)
         if self.on_batch is not None:
@@ -186,6 +186,16 @@ class SilverBatch:
             stats.quarantined,
             stats.seconds,
         )
+
+    @staticmethod
+    def _release(persisted: list[DataFrame]) -> None:
+        """Free every frame the batch kept; one that cannot be freed is logged, not raised
+        (it would hide the batch's own outcome)."""
+        for df in persisted:
+            try:
+                release(df)
+            except Exception:  # noqa: BLE001 - the batch's result matters more than a leak
+                log.warning("silver: could not free a kept frame", exc_info=True)
 
     def _process(
         self, bronze: DataFrame, batch_id: int, stats: BatchStats, persisted: list[DataFrame]
@@ -329,9 +339,13 @@ class SilverBatch:
                     key_types=key_types,
                     native=self.native,
                 )
-        passes, versions = decode_all(batch, specs, keep=materialize)
-        persisted.extend(passes)
-        return versions
+
+        def keep(decoded: DataFrame) -> DataFrame:
+            kept = materialize(decoded)
+            persisted.append(kept)
+            return kept
+
+        return decode_all(batch, specs, keep=keep)
 
     def _check(
         self,

@@ -322,7 +322,7 @@ def decode_version(records: DataFrame, spec: DecodeSpec) -> DataFrame:
 
 
 # At most this many schema versions share a pass: each row carries a null struct column for
-# every other version of its pass, and each version's rows are read from the pass's cache.
+# every other version of its pass, and each version's rows are read from the kept pass.
 VERSIONS_PER_PASS = 8
 
 
@@ -330,11 +330,11 @@ def decode_all(
     batch: FramedBatch,
     specs: Mapping[SchemaKey, DecodeSpec],
     keep: Callable[[DataFrame], DataFrame] = lambda df: df,
-) -> tuple[list[DataFrame], dict[SchemaKey, DataFrame]]:
-    """The records of each schema version of ``specs`` decoded: the passes, each as ``keep``
-    returns it (every outcome reads a pass: the batch keeps it computed,
-    ``lakehouse.materialized``), and each version's rows of them, in :func:`decode_records`'
-    schema.
+) -> dict[SchemaKey, DataFrame]:
+    """The records of each schema version of ``specs`` decoded, in :func:`decode_records`'
+    schema. Each pass goes through ``keep`` as soon as it is planned (every outcome reads a
+    pass: the batch keeps it computed, ``lakehouse.materialized``, and frees what ``keep``
+    saw even when a later pass fails).
 
     One version alone is decoded as it is (:func:`decode_version`); several go through the
     Python workers together (:func:`decode_versions`, up to :data:`VERSIONS_PER_PASS` a
@@ -342,7 +342,6 @@ def decode_all(
     """
     keys = list(specs)
     with_keys = any(s.key_types for s in specs.values())
-    passes: list[DataFrame] = []
     versions: dict[SchemaKey, DataFrame] = {}
     for start in range(0, len(keys), VERSIONS_PER_PASS):
         chunk = keys[start : start + VERSIONS_PER_PASS]
@@ -353,8 +352,7 @@ def decode_all(
             records = batch.records_of_versions(chunk, with_keys)
             decoded = keep(decode_versions(records, [specs[k] for k in chunk]))
             versions.update((key, version_rows(decoded, i)) for i, key in enumerate(chunk))
-        passes.append(decoded)
-    return passes, versions
+    return versions
 
 
 def version_column(index: int) -> str:

@@ -219,7 +219,9 @@ def test_every_table_gets_the_default_suite(
         SchemaResolver(open_registry(registry.url)),
         checker=checker,
     )
+    before = _persistent_rdds(spark)
     batch(spark.read.format("delta").load(f"{lake}/bronze/ut_pings"), 0)
+    assert _persistent_rdds(spark) <= before  # every frame the batch kept is freed
 
     results = spark.read.format("delta").load(f"{lake}/quality/results")
     found: dict[str, set[str]] = {}
@@ -236,3 +238,39 @@ def test_every_table_gets_the_default_suite(
     assert [(r["_kafka_offset"], r["reason_code"]) for r in q] == [(4, "DQ_FAILED")]
     assert "_kafka_timestamp" in q[0]["reason"]
     assert check_invariant(spark, lake).holds
+
+
+def _persistent_rdds(spark: Any) -> set[str]:
+    """The persisted RDDs of the session, but Delta's own cache of each table's state."""
+    rdds = spark.sparkContext._jsc.getPersistentRDDs()
+    names = (f"{i}: {rdds.get(i).name()}" for i in rdds.keySet())
+    return {name for name in names if "Delta Table State" not in name}
+
+
+def test_a_fail_policy_on_one_of_two_tables_commits_nothing_and_frees_the_batch(
+    spark: Any, tmp_path: Any, registry: Any, two_types: Any
+) -> None:
+    from quality.checker import QualityFailed
+
+    lake = str(tmp_path / "lake")
+    write_bronze(spark, f"{lake}/bronze/ut_pings", two_types)
+    rules = [
+        {  # the orders pass theirs; the pings' is failed by every ping
+            "message_type": ORDER,
+            "expectation": "expect_column_values_to_not_be_null",
+            "kwargs": {"column": "order_id"},
+            "policy": "fail",
+        },
+        {
+            "message_type": PING,
+            "expectation": "expect_column_values_to_match_regex",
+            "kwargs": {"column": "id", "regex": "^good-"},
+            "policy": "fail",
+        },
+    ]
+    before = _persistent_rdds(spark)
+    with pytest.raises(QualityFailed, match="match_regex"):
+        _batch(spark, lake, registry, rules)(spark.read.format("delta").load(f"{lake}/bronze/ut_pings"), 0)
+    assert _persistent_rdds(spark) <= before
+    assert list_delta_tables(f"{lake}/silver", spark) == []
+    assert list_delta_tables(f"{lake}/quarantine", spark) == []

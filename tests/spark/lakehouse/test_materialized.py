@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F  # noqa: N812
 
-from lakehouse.materialized import materialize, release
+from lakehouse.materialized import keeps_as_leaf, materialize, release
 
 
 def _persistent_rdds(spark: Any) -> set[int]:
@@ -47,3 +47,32 @@ def test_release_unpersists_a_persisted_frame(spark: Any) -> None:
     release(cached)
     assert not cached.storageLevel.useMemory
     assert cached.count() == 10  # a persisted frame is only uncached: it can still be read
+
+
+def test_a_frame_kept_through_the_cache_keeps_its_plan_and_is_recomputable(spark: Any) -> None:
+    before = _persistent_rdds(spark)
+    source = spark.range(0, 20, numPartitions=2).selectExpr("id * 3 AS thrice")
+    kept = materialize(source, as_leaf=False)  # how it is kept on a cluster
+    assert kept.is_cached
+    assert kept._jdf.queryExecution().logical().children().size() > 0  # the plan, not a leaf
+    assert kept.where("thrice % 2 = 0").count() == 10
+    assert len(_persistent_rdds(spark) - before) == 1
+    release(kept)
+    assert not kept.is_cached
+    assert _persistent_rdds(spark) - before == set()
+    assert kept.count() == 20
+
+
+def test_the_local_test_session_keeps_frames_as_leaves(spark: Any) -> None:
+    assert spark.sparkContext.master.startswith("local")
+    assert keeps_as_leaf(spark.range(1))
+    kept = materialize(spark.range(3))
+    assert not kept.is_cached
+    assert kept._jdf.queryExecution().logical().getClass().getSimpleName() == "LogicalRDD"
+    release(kept)
+
+
+def test_releasing_a_frame_that_keeps_nothing_is_harmless(spark: Any) -> None:
+    plain = spark.range(4)
+    release(plain)
+    assert plain.count() == 4

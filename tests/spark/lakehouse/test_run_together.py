@@ -70,3 +70,20 @@ def test_the_results_come_back_in_the_order_of_the_tasks(spark: Any) -> None:
     assert run_together([late, early]) == [5, "2 rows"]
     assert run_together([lambda: 1]) == [1]
     assert run_together([]) == []
+
+
+def test_the_failure_raised_is_the_first_tasks_whichever_fails_first(spark: Any) -> None:
+    second_failed = threading.Event()
+
+    def first() -> None:
+        second_failed.wait(30)  # fails after the second task has failed
+        raise ValueError("the first task")
+
+    def second() -> None:
+        try:
+            raise KeyError("the second task")
+        finally:
+            second_failed.set()
+
+    with pytest.raises(ValueError, match="the first task"):
+        run_together([first, second])

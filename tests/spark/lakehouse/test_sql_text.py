@@ -40,6 +40,20 @@ def test_a_cast_of_null_has_the_type_pysparks_cast_gives(spark: Any, data_type: 
     assert ours.dataType == data_type
 
 
+def test_timestamp_types_keep_their_kind_whatever_the_sessions_default(spark: Any) -> None:
+    both = T.StructType(
+        [T.StructField("ltz", T.TimestampType()), T.StructField("ntz", T.TimestampNTZType())]
+    )
+    text = sql_text.cast("NULL", both)
+    assert text is not None
+    previous = spark.conf.get("spark.sql.timestampType")
+    spark.conf.set("spark.sql.timestampType", "TIMESTAMP_NTZ")  # plain TIMESTAMP means NTZ
+    try:
+        assert spark.range(1).select(sql_text.column(text, "c")).schema["c"].dataType == both
+    finally:
+        spark.conf.set("spark.sql.timestampType", previous)
+
+
 @pytest.mark.parametrize(
     "data_type",
     [
