@@ -8,7 +8,8 @@
   plus delta-rs ``storage_options``; local folders or ``s3a://``).
 - :mod:`lakehouse.lease`: the writer lease that keeps one driver writing a table group of an
   object-store lakehouse.
-- :mod:`lakehouse.materialized`: a micro-batch's frames computed once and read back without recomputing.
+- :mod:`lakehouse.materialized`: a micro-batch's frames computed once and read back without
+  recomputing.
 - :mod:`lakehouse.sql_text`: column expressions as Spark SQL text (one parse, not a Py4J call
   per node).
 

@@ -26,9 +26,10 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
 
-def keeps_as_leaf(df: DataFrame) -> bool:
-    """Whether :func:`materialize` keeps ``df`` as a local checkpoint: on a local master."""
-    return str(df.sparkSession.sparkContext.master).startswith("local")
+def keeps_as_leaf(master: str) -> bool:
+    """Whether :func:`materialize` keeps frames as local checkpoints under the Spark ``master``:
+    only ``local`` and ``local[...]`` (``local-cluster[...]`` has executors of its own)."""
+    return master == "local" or master.startswith("local[")
 
 
 def materialize(
@@ -38,9 +39,12 @@ def materialize(
     as_leaf: bool | None = None,
 ) -> DataFrame:
     """``df`` computed now (one Spark job) and kept at ``level``; the frame returned reads the
-    kept rows, as a leaf when ``as_leaf`` (default: :func:`keeps_as_leaf`), else through Spark's
-    cache (see the module docstring). Free them with :func:`release`."""
-    if keeps_as_leaf(df) if as_leaf is None else as_leaf:
+    kept rows, as a leaf when ``as_leaf`` (default: :func:`keeps_as_leaf` of the session's
+    master), else through Spark's cache (see the module docstring). Free them with
+    :func:`release`. A classic session only (a Spark Connect one has no ``sparkContext``)."""
+    if as_leaf is None:
+        as_leaf = keeps_as_leaf(str(df.sparkSession.sparkContext.master))
+    if as_leaf:
         return df.localCheckpoint(eager=True, storageLevel=level)
     kept = df.persist(level)
     kept.count()

@@ -14,6 +14,7 @@ from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant
 from pipelines.silver import SilverBatch
 from tests.support.silver_testkit import bronze_row, write_bronze
+from tests.support.spark_cache import persistent_rdds
 
 TOPIC = "ut.pings"
 PING = "silvertest.v1.Ping"
@@ -219,9 +220,9 @@ def test_every_table_gets_the_default_suite(
         SchemaResolver(open_registry(registry.url)),
         checker=checker,
     )
-    before = _persistent_rdds(spark)
+    before = persistent_rdds(spark)
     batch(spark.read.format("delta").load(f"{lake}/bronze/ut_pings"), 0)
-    assert _persistent_rdds(spark) <= before  # every frame the batch kept is freed
+    assert persistent_rdds(spark) <= before  # every frame the batch kept is freed
 
     results = spark.read.format("delta").load(f"{lake}/quality/results")
     found: dict[str, set[str]] = {}
@@ -238,13 +239,6 @@ def test_every_table_gets_the_default_suite(
     assert [(r["_kafka_offset"], r["reason_code"]) for r in q] == [(4, "DQ_FAILED")]
     assert "_kafka_timestamp" in q[0]["reason"]
     assert check_invariant(spark, lake).holds
-
-
-def _persistent_rdds(spark: Any) -> set[str]:
-    """The persisted RDDs of the session, but Delta's own cache of each table's state."""
-    rdds = spark.sparkContext._jsc.getPersistentRDDs()
-    names = (f"{i}: {rdds.get(i).name()}" for i in rdds.keySet())
-    return {name for name in names if "Delta Table State" not in name}
 
 
 def test_a_fail_policy_on_one_of_two_tables_commits_nothing_and_frees_the_batch(
@@ -268,9 +262,10 @@ def test_a_fail_policy_on_one_of_two_tables_commits_nothing_and_frees_the_batch(
             "policy": "fail",
         },
     ]
-    before = _persistent_rdds(spark)
+    before = persistent_rdds(spark)
     with pytest.raises(QualityFailed, match="match_regex"):
-        _batch(spark, lake, registry, rules)(spark.read.format("delta").load(f"{lake}/bronze/ut_pings"), 0)
-    assert _persistent_rdds(spark) <= before
+        batch = _batch(spark, lake, registry, rules)
+        batch(spark.read.format("delta").load(f"{lake}/bronze/ut_pings"), 0)
+    assert persistent_rdds(spark) <= before
     assert list_delta_tables(f"{lake}/silver", spark) == []
     assert list_delta_tables(f"{lake}/quarantine", spark) == []
