@@ -222,7 +222,40 @@ def append_idempotent(
         attempts: runs of the commit when a concurrent one conflicts.
         logger: where retries and skipped batches are logged.
     """
-    spark = df.sparkSession
+
+    def write(checked: bool) -> None:
+        writer = (
+            df.write.format("delta")
+            .mode("append")
+            .option("userMetadata", batch_marker(app_id, batch_id))
+        )
+        if checked:
+            writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
+        if merge_schema:
+            writer = writer.option("mergeSchema", "true")
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        writer.save(path)
+
+    commit_once(df.sparkSession, path, app_id, batch_id, write, replays, attempts, logger)
+
+
+def commit_once(
+    spark: SparkSession,
+    path: str,
+    app_id: str,
+    batch_id: int,
+    write: Callable[[bool], None],
+    replays: Replays = ANY_BATCH_MAY_BE_REPLAYED,
+    attempts: int = APPEND_ATTEMPTS,
+    logger: logging.Logger | None = None,
+) -> None:
+    """Run ``write(checked)``, the commit of batch ``batch_id`` of ``app_id`` to the table at
+    ``path``, unless the table has it already: the lookup, retries and logging of
+    :func:`append_idempotent`, for any writer (``lakehouse.driver_append`` commits with
+    delta-rs). ``checked`` tells the writer that the batch may be a replay, and that its
+    commit should carry Delta's transaction ids.
+    """
     checked = replays.may_be_written(batch_id)
     if checked and batch_landed(spark, path, app_id, batch_id, replays.planned_ms):
         (logger or log).info("%s has batch %d of %s already; skipped", path, batch_id, app_id)
@@ -239,18 +272,7 @@ def append_idempotent(
                 "%s has batch %d of %s after all; not retried", path, batch_id, app_id
             )
             return
-        writer = (
-            df.write.format("delta")
-            .mode("append")
-            .option("userMetadata", batch_marker(app_id, batch_id))
-        )
-        if checked:
-            writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
-        if merge_schema:
-            writer = writer.option("mergeSchema", "true")
-        if partition_by:
-            writer = writer.partitionBy(*partition_by)
-        writer.save(path)
+        write(checked)
 
     retry_conflicts(commit, f"the append to {path}", attempts, logger=logger)
 

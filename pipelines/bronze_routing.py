@@ -15,11 +15,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark reader knows
 
 from lakehouse.delta import ANY_BATCH_MAY_BE_REPLAYED, Replays, append_idempotent
+from lakehouse.driver_append import append_arrow, appends_in_driver
 from lakehouse.layout import Layout
 from lakehouse.streaming import read_text_lines, run_together
 from pipelines.naming import bronze_table_of_topic
@@ -42,14 +45,39 @@ def parse_kafka_offsets(text: str) -> dict[str, dict[str, int]]:
     return {str(t): {str(p): int(o) for p, o in parts.items()} for t, parts in value.items()}
 
 
-def topics_in_batch(spark: SparkSession, checkpoint: str, batch_id: int) -> set[str] | None:
-    """Topics whose offsets micro-batch ``batch_id`` covers, read from Spark's offset log.
+@dataclass(frozen=True)
+class BatchOffsets:
+    """Where a micro-batch starts and ends in each topic's partitions (Spark's offset log)."""
+
+    start: dict[str, dict[str, int]]
+    end: dict[str, dict[str, int]]
+
+    @property
+    def topics(self) -> set[str]:
+        """Topics one of whose partitions moved or is new: maybe a topic without records
+        (transaction markers), never one missed."""
+        return {
+            topic
+            for topic, parts in self.end.items()
+            if any(self.start.get(topic, {}).get(p) != offset for p, offset in parts.items())
+        }
+
+    @property
+    def most_records(self) -> int:
+        """The batch's records at most: the offsets it spans (a new partition's from 0)."""
+        return sum(
+            max(0, offset - self.start.get(topic, {}).get(p, 0))
+            for topic, parts in self.end.items()
+            for p, offset in parts.items()
+        )
+
+
+def batch_offsets(spark: SparkSession, checkpoint: str, batch_id: int) -> BatchOffsets | None:
+    """The offsets micro-batch ``batch_id`` covers, read from Spark's offset log.
 
     Spark writes ``offsets/<id>`` (the batch's end offsets) before running the batch; the
     start is the previous batch's end, or the initial offsets (``sources/0/0``) for batch 0.
-    A topic counts when one of its partitions moved or is new, so the answer may include a
-    topic without records (an empty append), never miss one. None when the log cannot be
-    read in the expected format (then the caller lists the batch's topics itself).
+    None when the log cannot be read in the expected format.
     """
     root = checkpoint.rstrip("/")
     try:
@@ -68,11 +96,14 @@ def topics_in_batch(spark: SparkSession, checkpoint: str, batch_id: int) -> set[
     except ValueError as exc:
         log.warning("bronze: offset log of batch %d not understood (%s)", batch_id, exc)
         return None
-    return {
-        topic
-        for topic, parts in end.items()
-        if any(start.get(topic, {}).get(p) != offset for p, offset in parts.items())
-    }
+    return BatchOffsets(start, end)
+
+
+def topics_in_batch(spark: SparkSession, checkpoint: str, batch_id: int) -> set[str] | None:
+    """Topics whose offsets micro-batch ``batch_id`` covers (:attr:`BatchOffsets.topics`), or
+    None when the offset log cannot tell (then the caller lists the batch's topics itself)."""
+    offsets = batch_offsets(spark, checkpoint, batch_id)
+    return None if offsets is None else offsets.topics
 
 
 @dataclass(frozen=True)
@@ -100,14 +131,23 @@ class TopicRouter:
     replays: Replays = ANY_BATCH_MAY_BE_REPLAYED
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        offsets = None
+        if self.checkpoint is not None:
+            offsets = batch_offsets(batch.sparkSession, self.checkpoint, batch_id)
         topics: set[str] | None
         if self.known_topic is not None:
             topics, rows = {self.known_topic}, batch
         else:
-            topics = None
-            if self.checkpoint is not None:
-                topics = topics_in_batch(batch.sparkSession, self.checkpoint, batch_id)
+            topics = None if offsets is None else offsets.topics
             rows = batch if topics is None else _only_topics(batch, topics)
+        if topics is not None and offsets is not None:
+            tables = _tables_of(topics)
+            if tables and all(
+                appends_in_driver(self.table_path(t), offsets.most_records) for t in tables
+            ):
+                self._append_collected(rows, tables, batch_id)
+                self._done(batch_id, tables)
+                return
         if topics is not None and len(_tables_of(topics)) <= 1:
             for table in _tables_of(topics):
                 self._append(rows, table, batch_id)
@@ -141,6 +181,36 @@ class TopicRouter:
         commits overlap). Every append is idempotent, so a batch that fails part-way is
         replayed and the tables that have it skip it."""
         run_together([partial(self._append, rows, table, batch_id) for table, rows in parts])
+
+    def _append_collected(
+        self, rows: DataFrame, tables: dict[str, list[str]], batch_id: int
+    ) -> None:
+        """A small batch of local tables: read from Kafka once into the driver (Arrow), each
+        table's rows appended by delta-rs (``lakehouse.driver_append``), the tables at the
+        same time. A table that is not there yet is created by Spark's append of its rows,
+        which reads them from Kafka again."""
+        collected = rows.toArrow()
+
+        def append(table: str, members: list[str]) -> None:
+            mine = collected
+            if len(tables) > 1:
+                mine = collected.filter(pc.is_in(collected["topic"], pa.array(members)))
+            path = self.table_path(table)
+            landed = append_arrow(
+                rows.sparkSession,
+                mine,
+                path,
+                self.app_id,
+                batch_id,
+                replays=self.replays,
+                logger=log,
+            )
+            if not landed:
+                self._append(
+                    rows if len(tables) == 1 else rows.where(_topic_in(members)), table, batch_id
+                )
+
+        run_together([partial(append, table, members) for table, members in tables.items()])
 
     def _done(self, batch_id: int, tables: dict[str, list[str]]) -> None:
         log.debug("bronze: batch %d -> %s", batch_id, ", ".join(tables) or "-")

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import types as T  # noqa: N812
 
 from lakehouse.delta import Replays, append_idempotent, is_delta_table
+from lakehouse.driver_append import append_arrow, appends_in_driver
 from lakehouse.layout import Layout
 from lakehouse.materialized import materialize
 from lakehouse.streaming import run_together
@@ -100,7 +101,7 @@ class BatchWrites:
         ]
         if self.quarantine_writer is None and (quarantined or not self._has_quarantine_table()):
             rows = sum(int(row["count"]) for row in quarantined)
-            commits.append(partial(self._quarantine, write_partitions(quarantine, rows), batch_id))
+            commits.append(partial(self._quarantine, quarantine, batch_id, rows))
         if results:
             commits.append(partial(self._results, results, batch_id))
         run_together(commits)
@@ -134,15 +135,16 @@ class BatchWrites:
                     properties=properties,
                 )
         arrived = counts.records_of(r.schema_key for r in plan.versions)  # >= the table's rows
-        append_idempotent(
-            write_partitions(df, arrived),
-            plan.path,
-            self.app_id,
-            batch_id,
-            replays=self.replays,
-            merge_schema=True,
-            logger=log,
-        )
+        if not self._in_driver(df, plan.path, batch_id, arrived):
+            append_idempotent(
+                write_partitions(df, arrived),
+                plan.path,
+                self.app_id,
+                batch_id,
+                replays=self.replays,
+                merge_schema=True,
+                logger=log,
+            )
         self.schemas[plan.path] = plan.merged
         self.registration.silver_table(plan, topics)
 
@@ -154,9 +156,23 @@ class BatchWrites:
             self._quarantine_table = is_delta_table(self.layout.quarantine, self.spark)
         return self._quarantine_table
 
-    def _quarantine(self, quarantine: DataFrame, batch_id: int) -> None:
+    def _in_driver(self, df: DataFrame, path: str, batch_id: int, records: int) -> bool:
+        """Append a small batch's rows to the local table at ``path`` with delta-rs
+        (``lakehouse.driver_append``); False, with nothing written, when Spark must append
+        them (a large batch, an object store, a table that is not there or whose schema the
+        rows change)."""
+        if not appends_in_driver(path, records):
+            return False
+        return append_arrow(
+            self.spark, df.toArrow(), path, self.app_id, batch_id, replays=self.replays, logger=log
+        )
+
+    def _quarantine(self, quarantine: DataFrame, batch_id: int, rows: int) -> None:
+        if self._in_driver(quarantine, self.layout.quarantine, batch_id, rows):
+            self._quarantine_table = True
+            return
         append_idempotent(
-            quarantine,
+            write_partitions(quarantine, rows),
             self.layout.quarantine,
             self.app_id,
             batch_id,

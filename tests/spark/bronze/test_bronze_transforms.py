@@ -225,3 +225,45 @@ def test_router_uses_the_offset_log_and_refuses_stray_topics(spark: Any, tmp_pat
     assert len(table(spark, tmp_path / "t" / "x_one")) == 6
     assert len(table(spark, tmp_path / "t" / "x_two")) == 3
     assert written[1:] == [{"x_one": ["x.one"], "x_two": ["x.two"]}]  # not the failed batch
+
+
+def engines(spark: Any, path: Path) -> list[str]:
+    """The engine of each commit of the table at ``path`` after its first."""
+    from delta.tables import DeltaTable
+
+    commits = DeltaTable.forPath(spark, str(path)).history().orderBy("version").collect()
+    return [c.engineInfo.split(":")[0].split("/")[0] for c in commits[1:]]
+
+
+def test_a_small_batch_is_read_once_and_appended_by_delta_rs(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ck = tmp_path / "ck"
+    write_initial_offsets(ck, {"x.one": {"0": 0}, "x.two": {"0": 0}})
+    router = TopicRouter(
+        table_path=in_folder(tmp_path / "t"),
+        app_id="app-6",
+        partition_by=("_ingest_date",),
+        checkpoint=str(ck),
+    )
+    write_checkpoint_batch(ck, 0, {"x.one": {"0": 3}, "x.two": {"0": 3}}, committed=False)
+    router(to_bronze_rows(kafka_rows(spark, ["x.one", "x.two"])), 0)  # creates the tables
+    write_checkpoint_batch(ck, 1, {"x.one": {"0": 6}, "x.two": {"0": 6}}, committed=False)
+    batch = to_bronze_rows(kafka_rows(spark, ["x.one", "x.two"]))
+    router(batch, 1)
+    router(batch, 1)  # a replay: skipped by both tables
+    one, two = tmp_path / "t" / "x_one", tmp_path / "t" / "x_two"
+    assert engines(spark, one)[-1] == engines(spark, two)[-1] == "delta-rs"
+    assert [(r.topic, r.offset) for r in table(spark, one)] == [
+        ("x.one", i) for i in (0, 0, 1, 1, 2, 2)
+    ]
+    assert len(table(spark, two)) == 6
+    assert table(spark, one)[0].headers == table(spark, one)[1].headers  # bytes as Spark wrote
+
+    import lakehouse.driver_append
+
+    monkeypatch.setattr(lakehouse.driver_append, "MAX_RECORDS", 5)  # batch 2 spans 6 records
+    write_checkpoint_batch(ck, 2, {"x.one": {"0": 9}, "x.two": {"0": 9}}, committed=False)
+    router(to_bronze_rows(kafka_rows(spark, ["x.one", "x.two"])), 2)
+    assert engines(spark, one)[-1] != "delta-rs"
+    assert len(table(spark, one)) == 9

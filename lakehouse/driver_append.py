@@ -1,0 +1,145 @@
+"""Small appends without a Spark write: a micro-batch's rows collected as Arrow and committed by
+delta-rs (``deltalake``) in the driver.
+
+A Spark append of a few hundred rows is mostly fixed cost: planning the write, its job, and
+Delta's commit through the JVM. Collected as Arrow (one job that reads what is already
+computed) and committed by delta-rs, the same append costs a fraction of it:
+``bench/driver_append_bench.py`` measures both on the same table. The commit is the one
+:func:`lakehouse.delta.append_idempotent` makes, through the same lookup and retries
+(:func:`lakehouse.delta.commit_once`): the batch's marker in ``userMetadata``, Delta's
+transaction ids (``txn``: always, they cost delta-rs nothing), and the table's own
+partitioning. Spark, delta-rs and every reader share one Delta log.
+
+An append goes this way only when all of these hold (:func:`appends_in_driver`, then
+:func:`append_arrow`), else the caller appends with Spark as before:
+
+- the table is in a local folder (a plain path or ``file:`` URI: :func:`lakehouse.layout.
+  local_path`): on an object store Spark's file systems and log stores keep the commits;
+- the batch is small (at most :data:`MAX_RECORDS` records), so that its rows fit the driver;
+- the table exists, and the rows have its columns and types: creating a table and changing
+  its schema (silver's schema evolution) stay Spark's, with their table defaults.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from lakehouse.delta import (
+    ANY_BATCH_MAY_BE_REPLAYED,
+    APPEND_ATTEMPTS,
+    Replays,
+    batch_marker,
+    commit_once,
+)
+from lakehouse.layout import local_path
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+#: a batch of more records is appended by Spark (its rows would have to fit the driver)
+MAX_RECORDS = 50_000
+
+
+def appends_in_driver(path: str, records: int) -> bool:
+    """Whether a batch of ``records`` records to the table at ``path`` may be appended by
+    :func:`append_arrow` (a local table, a small batch)."""
+    return records <= MAX_RECORDS and local_path(path) is not None
+
+
+def existing_table(path: str) -> Any:
+    """The delta-rs table at local ``path``, or None when there is no Delta table there."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    local = local_path(path)
+    if local is None:
+        return None
+    try:
+        return DeltaTable(str(local))
+    except TableNotFoundError:
+        return None
+
+
+def fits_table(data: pa.Table, table: Any) -> bool:
+    """Whether ``data`` has exactly the columns of delta-rs table ``table``, in its order and
+    with its types (nullability aside): delta-rs then appends it as it is."""
+    import pyarrow as pa
+
+    wanted = pa.schema(table.schema().to_arrow())
+    if data.schema.names != wanted.names:
+        return False
+    return all(
+        _same_type(have.type, want.type) for have, want in zip(data.schema, wanted, strict=True)
+    )
+
+
+def _same_type(have: pa.DataType, want: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    if have.equals(want):
+        return True
+    # delta-rs reads its schema back with large or view string and binary types
+    normal = {pa.large_string(): pa.string(), pa.string_view(): pa.string()}
+    normal |= {pa.large_binary(): pa.binary(), pa.binary_view(): pa.binary()}
+    if normal.get(have, have).equals(normal.get(want, want)):
+        return True
+    if pa.types.is_struct(have) and pa.types.is_struct(want):
+        return [f.name for f in have] == [f.name for f in want] and all(
+            _same_type(h.type, w.type) for h, w in zip(have, want, strict=True)
+        )
+    if _is_list(have) and _is_list(want):
+        return _same_type(have.value_type, want.value_type)
+    if pa.types.is_map(have) and pa.types.is_map(want):
+        return _same_type(have.key_type, want.key_type) and _same_type(
+            have.item_type, want.item_type
+        )
+    return False
+
+
+def _is_list(t: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t))
+
+
+def append_arrow(
+    spark: SparkSession,
+    data: pa.Table,
+    path: str,
+    app_id: str,
+    batch_id: int,
+    *,
+    replays: Replays = ANY_BATCH_MAY_BE_REPLAYED,
+    attempts: int = APPEND_ATTEMPTS,
+    logger: logging.Logger | None = None,
+) -> bool:
+    """Append ``data`` to the local Delta table at ``path`` with delta-rs, unless it already
+    has (app_id, batch_id), as :func:`lakehouse.delta.append_idempotent` would.
+
+    Returns:
+        False, with nothing written, when there is no Delta table at ``path`` or ``data``
+        does not have its columns and types (:func:`fits_table`): the caller appends with
+        Spark (which creates the table or merges the schema). True otherwise, also when the
+        table had the batch already.
+    """
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    table = existing_table(path)
+    if table is None or not fits_table(data, table):
+        return False
+    local = str(local_path(path))
+
+    def write(_checked: bool) -> None:
+        # delta-rs retries a commit that lost a race (its file was never written) itself
+        properties = CommitProperties(
+            custom_metadata={"userMetadata": batch_marker(app_id, batch_id)},
+            app_transactions=[Transaction(app_id, batch_id)],
+        )
+        write_deltalake(local, data, mode="append", commit_properties=properties)
+
+    commit_once(spark, path, app_id, batch_id, write, replays, attempts, logger)
+    return True

@@ -1,0 +1,120 @@
+"""``lakehouse.driver_append``: small appends committed by delta-rs on tables Spark created and
+reads, with the commit ``append_idempotent`` makes (a real session)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from delta.tables import DeltaTable
+from pyspark.sql import functions as F  # noqa: N812
+
+from lakehouse.delta import Replays, append_idempotent, read_batch_marker
+from lakehouse.driver_append import MAX_RECORDS, append_arrow, appends_in_driver, fits_table
+
+FRESH = Replays(fresh_from=0)  # no batch of this app was written before
+TS = dt.datetime(2026, 5, 6, 7, 8, 9)
+
+
+def frame(spark: Any, first: int, n: int) -> Any:
+    return spark.range(first, first + n, numPartitions=2).select(
+        F.col("id").alias("offset"),
+        F.concat(F.lit("v"), F.col("id").cast("string")).alias("text"),
+        F.concat(F.lit("r"), F.col("id").cast("string")).cast("binary").alias("raw"),
+        F.lit(TS).cast("timestamp").alias("ts"),
+        F.array(F.struct(F.lit("k").alias("key"), F.lit(b"x").alias("value"))).alias("headers"),
+        F.lit(TS.date()).alias("day"),
+    )
+
+
+def created(spark: Any, path: Path) -> str:
+    """An empty table as the jobs create it (Spark, partitioned by day)."""
+    frame(spark, 0, 0).write.format("delta").partitionBy("day").mode("append").save(str(path))
+    return str(path)
+
+
+def history(spark: Any, path: str) -> list[Any]:
+    return (
+        DeltaTable.forPath(spark, path)
+        .history()
+        .select("version", "engineInfo", "userMetadata")
+        .orderBy("version")
+        .collect()
+    )
+
+
+def test_an_append_by_delta_rs_reads_as_a_spark_append(spark: Any, tmp_path: Path) -> None:
+    by_rs, by_spark = created(spark, tmp_path / "rs"), created(spark, tmp_path / "spark")
+    for batch_id in range(2):
+        rows = frame(spark, batch_id * 5, 5)
+        assert append_arrow(spark, rows.toArrow(), by_rs, "app", batch_id, replays=FRESH)
+        append_idempotent(rows, by_spark, "app", batch_id, replays=FRESH)
+    read_rs = spark.read.format("delta").load(by_rs)
+    read_spark = spark.read.format("delta").load(by_spark)
+    assert read_rs.schema == read_spark.schema
+    assert sorted(read_rs.collect()) == sorted(read_spark.collect())
+    assert read_rs.count() == 10
+    commits = history(spark, by_rs)[1:]
+    assert [c.engineInfo.split(":")[0] for c in commits] == ["delta-rs", "delta-rs"]
+    assert [read_batch_marker(c.userMetadata) for c in commits] == [("app", 0), ("app", 1)]
+    # Delta's transaction ids, as Spark reads them: what a replay's lookup falls back on
+    snapshot = DeltaTable.forPath(spark, by_rs)._jdt.deltaLog().unsafeVolatileSnapshot()
+    assert snapshot.transactions().get("app").get() == 1
+    assert DeltaTable.forPath(spark, by_rs).detail().first().partitionColumns == ["day"]
+
+
+def test_a_batch_the_table_has_is_skipped(spark: Any, tmp_path: Path) -> None:
+    path = created(spark, tmp_path / "t")
+    rows = frame(spark, 0, 4).toArrow()
+    assert append_arrow(spark, rows, path, "app", 7, replays=FRESH)
+    # a restarted query's first batch may be a replay: looked up, found, skipped
+    assert append_arrow(spark, rows, path, "app", 7, replays=Replays(fresh_from=8))
+    assert append_arrow(spark, rows, path, "app", 7)  # any batch may be a replay
+    assert spark.read.format("delta").load(path).count() == 4
+    assert append_arrow(spark, rows, path, "other-app", 7)  # another stream's batch 7
+    assert spark.read.format("delta").load(path).count() == 8
+
+
+def test_no_table_or_other_columns_leave_the_append_to_spark(spark: Any, tmp_path: Path) -> None:
+    rows = frame(spark, 0, 3)
+    assert not append_arrow(spark, rows.toArrow(), str(tmp_path / "none"), "app", 0)
+    assert not (tmp_path / "none").exists()
+    path = created(spark, tmp_path / "t")
+    wider = rows.withColumn("extra", F.lit(1)).toArrow()
+    other_type = rows.withColumn("offset", F.col("offset").cast("int")).toArrow()
+    other_order = rows.select("text", "offset", "raw", "ts", "headers", "day").toArrow()
+    for data in (wider, other_type, other_order):
+        assert not append_arrow(spark, data, path, "app", 0)
+    assert spark.read.format("delta").load(path).count() == 0
+    assert len(history(spark, path)) == 1  # nothing committed
+
+
+def test_fits_table_ignores_nullability_and_string_layouts(spark: Any, tmp_path: Path) -> None:
+    from deltalake import DeltaTable as RsTable
+
+    path = created(spark, tmp_path / "t")
+    data = frame(spark, 0, 2).toArrow()
+    table = RsTable(path)
+    assert fits_table(data, table)
+    strict = pa.schema([f.with_nullable(False) for f in data.schema])
+    assert fits_table(data.cast(strict), table)
+    large = data.set_column(1, "text", data["text"].cast(pa.large_string()))
+    assert fits_table(large, table)
+
+
+def test_only_small_batches_of_local_tables_go_through_the_driver(tmp_path: Path) -> None:
+    assert appends_in_driver(str(tmp_path / "t"), MAX_RECORDS)
+    assert appends_in_driver(f"file://{tmp_path}/t", 10)
+    assert not appends_in_driver(str(tmp_path / "t"), MAX_RECORDS + 1)
+    assert not appends_in_driver("s3a://bucket/lakehouse/bronze/t", 10)
+    assert not appends_in_driver("file://other-host/lakehouse/t", 10)
+
+
+def test_an_append_of_no_rows_commits_the_batch(spark: Any, tmp_path: Path) -> None:
+    path = created(spark, tmp_path / "t")
+    assert append_arrow(spark, frame(spark, 0, 0).toArrow(), path, "app", 3, replays=FRESH)
+    commits = history(spark, path)
+    assert read_batch_marker(commits[-1].userMetadata) == ("app", 3)
+
