@@ -7,8 +7,7 @@ computed) and committed by delta-rs, the same append costs a fraction of it:
 ``bench/driver_append_bench.py`` measures both on the same table. The commit is the one
 :func:`lakehouse.delta.append_idempotent` makes, through the same lookup and retries
 (:func:`lakehouse.delta.commit_once`): the batch's marker in ``userMetadata``, Delta's
-transaction ids (``txn``: always, they cost delta-rs nothing), and the table's own
-partitioning. Spark, delta-rs and every reader share one Delta log.
+transaction ids (``txn``) on a batch that may be a replay, and the table's own partitioning. Spark, delta-rs and every reader share one Delta log.
 
 An append goes this way only when all of these hold (:func:`appends_in_driver`, then
 :func:`append_arrow`), else the caller appends with Spark as before:
@@ -48,6 +47,14 @@ def appends_in_driver(path: str, records: int) -> bool:
     """Whether a batch of ``records`` records to the table at ``path`` may be appended by
     :func:`append_arrow` (a local table, a small batch)."""
     return records <= MAX_RECORDS and local_path(path) is not None
+
+
+def has_table(path: str) -> bool:
+    """Whether the local ``path`` holds a Delta table (its log read, not its state)."""
+    from deltalake import DeltaTable
+
+    local = local_path(path)
+    return local is not None and bool(DeltaTable.is_deltatable(str(local)))
 
 
 def existing_table(path: str) -> Any:
@@ -133,11 +140,11 @@ def append_arrow(
         return False
     local = str(local_path(path))
 
-    def write(_checked: bool) -> None:
+    def write(checked: bool) -> None:
         # delta-rs retries a commit that lost a race (its file was never written) itself
         properties = CommitProperties(
             custom_metadata={"userMetadata": batch_marker(app_id, batch_id)},
-            app_transactions=[Transaction(app_id, batch_id)],
+            app_transactions=[Transaction(app_id, batch_id)] if checked else None,
         )
         write_deltalake(local, data, mode="append", commit_properties=properties)
 

@@ -22,7 +22,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark reader knows
 
 from lakehouse.delta import ANY_BATCH_MAY_BE_REPLAYED, Replays, append_idempotent
-from lakehouse.driver_append import append_arrow, appends_in_driver
+from lakehouse.driver_append import append_arrow, appends_in_driver, has_table
 from lakehouse.layout import Layout
 from lakehouse.streaming import read_text_lines, run_together
 from pipelines.naming import bronze_table_of_topic
@@ -142,9 +142,7 @@ class TopicRouter:
             rows = batch if topics is None else _only_topics(batch, topics)
         if topics is not None and offsets is not None:
             tables = _tables_of(topics)
-            if tables and all(
-                appends_in_driver(self.table_path(t), offsets.most_records) for t in tables
-            ):
+            if self._in_driver(tables, offsets):
                 self._append_collected(rows, tables, batch_id)
                 self._done(batch_id, tables)
                 return
@@ -182,13 +180,21 @@ class TopicRouter:
         replayed and the tables that have it skip it."""
         run_together([partial(self._append, rows, table, batch_id) for table, rows in parts])
 
+    def _in_driver(self, tables: dict[str, list[str]], offsets: BatchOffsets) -> bool:
+        """Whether the batch goes through the driver: small, and every table local and there
+        (a new table is created by Spark's append, in the kept-copy path)."""
+        paths = [self.table_path(table) for table in tables]
+        return bool(paths) and all(
+            appends_in_driver(path, offsets.most_records) and has_table(path) for path in paths
+        )
+
     def _append_collected(
         self, rows: DataFrame, tables: dict[str, list[str]], batch_id: int
     ) -> None:
         """A small batch of local tables: read from Kafka once into the driver (Arrow), each
         table's rows appended by delta-rs (``lakehouse.driver_append``), the tables at the
-        same time. A table that is not there yet is created by Spark's append of its rows,
-        which reads them from Kafka again."""
+        same time. Rows delta-rs does not take (a table whose schema differs) are appended by
+        Spark from the collected rows: Kafka is read once either way."""
         collected = rows.toArrow()
 
         def append(table: str, members: list[str]) -> None:
@@ -196,19 +202,12 @@ class TopicRouter:
             if len(tables) > 1:
                 mine = collected.filter(pc.is_in(collected["topic"], pa.array(members)))
             path = self.table_path(table)
+            spark = rows.sparkSession
             landed = append_arrow(
-                rows.sparkSession,
-                mine,
-                path,
-                self.app_id,
-                batch_id,
-                replays=self.replays,
-                logger=log,
+                spark, mine, path, self.app_id, batch_id, replays=self.replays, logger=log
             )
             if not landed:
-                self._append(
-                    rows if len(tables) == 1 else rows.where(_topic_in(members)), table, batch_id
-                )
+                self._append(spark.createDataFrame(mine, schema=rows.schema), table, batch_id)
 
         run_together([partial(append, table, members) for table, members in tables.items()])
 

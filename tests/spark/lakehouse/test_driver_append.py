@@ -4,6 +4,7 @@ reads, with the commit ``append_idempotent`` makes (a real session)."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +48,11 @@ def history(spark: Any, path: str) -> list[Any]:
 
 def test_an_append_by_delta_rs_reads_as_a_spark_append(spark: Any, tmp_path: Path) -> None:
     by_rs, by_spark = created(spark, tmp_path / "rs"), created(spark, tmp_path / "spark")
-    for batch_id in range(2):
+    # batch 0 fresh (appended blind), batch 1 a restart's first (looked up, with Delta's ids)
+    for batch_id, replays in enumerate((FRESH, Replays(fresh_from=2))):
         rows = frame(spark, batch_id * 5, 5)
-        assert append_arrow(spark, rows.toArrow(), by_rs, "app", batch_id, replays=FRESH)
-        append_idempotent(rows, by_spark, "app", batch_id, replays=FRESH)
+        assert append_arrow(spark, rows.toArrow(), by_rs, "app", batch_id, replays=replays)
+        append_idempotent(rows, by_spark, "app", batch_id, replays=replays)
     read_rs = spark.read.format("delta").load(by_rs)
     read_spark = spark.read.format("delta").load(by_spark)
     assert read_rs.schema == read_spark.schema
@@ -59,22 +61,28 @@ def test_an_append_by_delta_rs_reads_as_a_spark_append(spark: Any, tmp_path: Pat
     commits = history(spark, by_rs)[1:]
     assert [c.engineInfo.split(":")[0] for c in commits] == ["delta-rs", "delta-rs"]
     assert [read_batch_marker(c.userMetadata) for c in commits] == [("app", 0), ("app", 1)]
-    # Delta's transaction ids, as Spark reads them: what a replay's lookup falls back on
-    snapshot = DeltaTable.forPath(spark, by_rs)._jdt.deltaLog().unsafeVolatileSnapshot()
-    assert snapshot.transactions().get("app").get() == 1
+    # Delta's transaction ids, as Spark reads them: only the batch that may be a replay's
+    for path in (by_rs, by_spark):
+        snapshot = DeltaTable.forPath(spark, path)._jdt.deltaLog().unsafeVolatileSnapshot()
+        assert snapshot.transactions().get("app").get() == 1
+    assert '"txn"' not in (Path(by_rs) / "_delta_log" / f"{1:020d}.json").read_text()
+    assert '"txn"' in (Path(by_rs) / "_delta_log" / f"{2:020d}.json").read_text()
     assert DeltaTable.forPath(spark, by_rs).detail().first().partitionColumns == ["day"]
 
 
 def test_a_batch_the_table_has_is_skipped(spark: Any, tmp_path: Path) -> None:
     path = created(spark, tmp_path / "t")
     rows = frame(spark, 0, 4).toArrow()
-    assert append_arrow(spark, rows, path, "app", 7, replays=FRESH)
-    # a restarted query's first batch may be a replay: looked up, found, skipped
-    assert append_arrow(spark, rows, path, "app", 7, replays=Replays(fresh_from=8))
-    assert append_arrow(spark, rows, path, "app", 7)  # any batch may be a replay
+    planned_ms = int(time.time() * 1000)  # when a restart planned the batch it may replay
+    assert append_arrow(spark, rows, path, "app", 7, replays=FRESH)  # blind: marker alone
+    # a restarted query's first batch: found in the history by its marker, skipped
+    assert append_arrow(spark, rows, path, "app", 7, replays=Replays(8, planned_ms))
     assert spark.read.format("delta").load(path).count() == 4
-    assert append_arrow(spark, rows, path, "other-app", 7)  # another stream's batch 7
+    assert append_arrow(spark, rows, path, "app", 8)  # any batch may be a replay: with ids
+    assert append_arrow(spark, rows, path, "app", 8)  # found by Delta's transaction ids
     assert spark.read.format("delta").load(path).count() == 8
+    assert append_arrow(spark, rows, path, "other-app", 8)  # another stream's batch 8
+    assert spark.read.format("delta").load(path).count() == 12
 
 
 def test_no_table_or_other_columns_leave_the_append_to_spark(spark: Any, tmp_path: Path) -> None:
