@@ -15,8 +15,11 @@ An append goes this way only when all of these hold (:func:`appends_in_driver`, 
 - the table is in a local folder (a plain path or ``file:`` URI: :func:`lakehouse.layout.
   local_path`): on an object store Spark's file systems and log stores keep the commits;
 - the batch is small (at most :data:`MAX_RECORDS` records), so that its rows fit the driver;
-- the table exists, and the rows have its columns and types: creating a table and changing
-  its schema (silver's schema evolution) stay Spark's, with their table defaults.
+- the table exists, and the rows have its columns and types, in any order
+  (:func:`in_table_order`): creating a table and changing its schema (silver's schema
+  evolution) stay Spark's, with their table defaults;
+- the rows can be collected (:func:`collect_arrow`: not more bytes than the driver takes) and
+  delta-rs writes the table (no table feature it refuses).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from lakehouse.layout import local_path
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,21 @@ def appends_in_driver(path: str, records: int) -> bool:
     """Whether a batch of ``records`` records to the table at ``path`` may be appended by
     :func:`append_arrow` (a local table, a small batch)."""
     return records <= MAX_RECORDS and local_path(path) is not None
+
+
+def collect_arrow(df: DataFrame, what: str) -> pa.Table | None:
+    """``df``'s rows in the driver as Arrow, or None when they could not be collected (more
+    bytes than the driver takes: ``spark.driver.maxResultSize``; logged): the caller then
+    appends with Spark, which meets any error of the rows themselves again."""
+    try:
+        return df.toArrow()
+    except Exception as exc:  # noqa: BLE001 - Spark's path is the answer to any failure here
+        log.warning(
+            "%s: a batch's rows could not be collected (%s); Spark appends them",
+            what,
+            str(exc).splitlines()[0][:300],
+        )
+        return None
 
 
 def has_table(path: str) -> bool:
@@ -71,17 +89,25 @@ def existing_table(path: str) -> Any:
         return None
 
 
-def fits_table(data: pa.Table, table: Any) -> bool:
-    """Whether ``data`` has exactly the columns of delta-rs table ``table``, in its order and
-    with its types (nullability aside): delta-rs then appends it as it is."""
+def in_table_order(data: pa.Table, table: Any) -> pa.Table | None:
+    """``data`` with the columns of delta-rs table ``table`` in the table's order, when it has
+    exactly those columns with the table's types (nullability and string layouts aside); None
+    otherwise. Spark's ``mergeSchema`` adds a new column at the end of the table, where a
+    batch's rows may hold it elsewhere: the same columns in another order still fit."""
     import pyarrow as pa
 
     wanted = pa.schema(table.schema().to_arrow())
-    if data.schema.names != wanted.names:
-        return False
-    return all(
-        _same_type(have.type, want.type) for have, want in zip(data.schema, wanted, strict=True)
-    )
+    if sorted(data.schema.names) != sorted(wanted.names) or len(set(wanted.names)) != len(wanted):
+        return None
+    ordered = data.select(wanted.names)
+    if all(_same_type(h.type, w.type) for h, w in zip(ordered.schema, wanted, strict=True)):
+        return ordered
+    return None
+
+
+def fits_table(data: pa.Table, table: Any) -> bool:
+    """Whether ``data`` has the columns of delta-rs table ``table`` (:func:`in_table_order`)."""
+    return in_table_order(data, table) is not None
 
 
 def _same_type(have: pa.DataType, want: pa.DataType) -> bool:
@@ -128,25 +154,42 @@ def append_arrow(
     has (app_id, batch_id), as :func:`lakehouse.delta.append_idempotent` would.
 
     Returns:
-        False, with nothing written, when there is no Delta table at ``path`` or ``data``
-        does not have its columns and types (:func:`fits_table`): the caller appends with
-        Spark (which creates the table or merges the schema). True otherwise, also when the
-        table had the batch already.
+        False, with nothing written, when there is no Delta table at ``path``, ``data`` does
+        not have its columns and types (:func:`in_table_order`, also after a concurrent
+        writer's change) or delta-rs refuses the table (a table feature it cannot write): the
+        caller appends with Spark (which creates the table or merges the schema). True
+        otherwise, also when the table had the batch already.
     """
     from deltalake import CommitProperties, Transaction, write_deltalake
+    from deltalake.exceptions import DeltaProtocolError, SchemaMismatchError
 
     table = existing_table(path)
-    if table is None or not fits_table(data, table):
+    rows = None if table is None else in_table_order(data, table)
+    if rows is None:
         return False
-    local = str(local_path(path))
+    refused = False
 
     def write(checked: bool) -> None:
+        nonlocal refused, rows
+        table.update_incremental()  # a retry commits against the newer version
+        rows = in_table_order(data, table)  # another writer may have changed the schema
+        if rows is None:
+            refused = True
+            return
+        landed = table.transaction_version(app_id) if checked else None
+        if landed is not None and landed >= batch_id:
+            return  # a checked commit that landed before its error: Delta's ids say so
         # delta-rs retries a commit that lost a race (its file was never written) itself
         properties = CommitProperties(
             custom_metadata={"userMetadata": batch_marker(app_id, batch_id)},
             app_transactions=[Transaction(app_id, batch_id)] if checked else None,
         )
-        write_deltalake(local, data, mode="append", commit_properties=properties)
+        try:
+            write_deltalake(table, rows, mode="append", commit_properties=properties)
+        except (SchemaMismatchError, DeltaProtocolError) as exc:
+            # refused before any commit: a schema or a table feature delta-rs cannot write
+            (logger or log).info("%s: delta-rs refused the append (%s); Spark appends", path, exc)
+            refused = True
 
     commit_once(spark, path, app_id, batch_id, write, replays, attempts, logger)
-    return True
+    return not refused

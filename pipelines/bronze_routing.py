@@ -22,7 +22,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark reader knows
 
 from lakehouse.delta import ANY_BATCH_MAY_BE_REPLAYED, Replays, append_idempotent
-from lakehouse.driver_append import append_arrow, appends_in_driver, has_table
+from lakehouse.driver_append import append_arrow, appends_in_driver, collect_arrow, has_table
 from lakehouse.layout import Layout
 from lakehouse.streaming import read_text_lines, run_together
 from pipelines.naming import bronze_table_of_topic
@@ -142,8 +142,7 @@ class TopicRouter:
             rows = batch if topics is None else _only_topics(batch, topics)
         if topics is not None and offsets is not None:
             tables = _tables_of(topics)
-            if self._in_driver(tables, offsets):
-                self._append_collected(rows, tables, batch_id)
+            if self._in_driver(tables, offsets) and self._append_collected(rows, tables, batch_id):
                 self._done(batch_id, tables)
                 return
         if topics is not None and len(_tables_of(topics)) <= 1:
@@ -190,12 +189,16 @@ class TopicRouter:
 
     def _append_collected(
         self, rows: DataFrame, tables: dict[str, list[str]], batch_id: int
-    ) -> None:
+    ) -> bool:
         """A small batch of local tables: read from Kafka once into the driver (Arrow), each
         table's rows appended by delta-rs (``lakehouse.driver_append``), the tables at the
         same time. Rows delta-rs does not take (a table whose schema differs) are appended by
-        Spark from the collected rows: Kafka is read once either way."""
-        collected = rows.toArrow()
+        Spark from the collected rows: Kafka is read once either way. False, with nothing
+        written, when the rows could not be collected (more bytes than the driver takes,
+        ``spark.driver.maxResultSize``): the caller appends them with Spark."""
+        collected = collect_arrow(rows, "bronze")
+        if collected is None:
+            return False
 
         def append(table: str, members: list[str]) -> None:
             mine = collected
@@ -210,6 +213,7 @@ class TopicRouter:
                 self._append(spark.createDataFrame(mine, schema=rows.schema), table, batch_id)
 
         run_together([partial(append, table, members) for table, members in tables.items()])
+        return True
 
     def _done(self, batch_id: int, tables: dict[str, list[str]]) -> None:
         log.debug("bronze: batch %d -> %s", batch_id, ", ".join(tables) or "-")

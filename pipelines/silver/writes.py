@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import types as T  # noqa: N812
 
 from lakehouse.delta import Replays, append_idempotent, is_delta_table
-from lakehouse.driver_append import append_arrow, appends_in_driver
+from lakehouse.driver_append import append_arrow, appends_in_driver, collect_arrow
 from lakehouse.layout import Layout
 from lakehouse.materialized import materialize
 from lakehouse.streaming import run_together
@@ -163,8 +163,9 @@ class BatchWrites:
         rows change)."""
         if not appends_in_driver(path, records):
             return False
-        return append_arrow(
-            self.spark, df.toArrow(), path, self.app_id, batch_id, replays=self.replays, logger=log
+        rows = collect_arrow(df, path)
+        return rows is not None and append_arrow(
+            self.spark, rows, path, self.app_id, batch_id, replays=self.replays, logger=log
         )
 
     def _quarantine(self, quarantine: DataFrame, batch_id: int, rows: int) -> None:

@@ -13,7 +13,13 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F  # noqa: N812
 
 from lakehouse.delta import Replays, append_idempotent, read_batch_marker
-from lakehouse.driver_append import MAX_RECORDS, append_arrow, appends_in_driver, fits_table
+from lakehouse.driver_append import (
+    MAX_RECORDS,
+    append_arrow,
+    appends_in_driver,
+    collect_arrow,
+    fits_table,
+)
 
 FRESH = Replays(fresh_from=0)  # no batch of this app was written before
 TS = dt.datetime(2026, 5, 6, 7, 8, 9)
@@ -92,8 +98,8 @@ def test_no_table_or_other_columns_leave_the_append_to_spark(spark: Any, tmp_pat
     path = created(spark, tmp_path / "t")
     wider = rows.withColumn("extra", F.lit(1)).toArrow()
     other_type = rows.withColumn("offset", F.col("offset").cast("int")).toArrow()
-    other_order = rows.select("text", "offset", "raw", "ts", "headers", "day").toArrow()
-    for data in (wider, other_type, other_order):
+    fewer = rows.drop("raw").toArrow()
+    for data in (wider, other_type, fewer):
         assert not append_arrow(spark, data, path, "app", 0)
     assert spark.read.format("delta").load(path).count() == 0
     assert len(history(spark, path)) == 1  # nothing committed
@@ -126,3 +132,28 @@ def test_an_append_of_no_rows_commits_the_batch(spark: Any, tmp_path: Path) -> N
     commits = history(spark, path)
     assert read_batch_marker(commits[-1].userMetadata) == ("app", 3)
 
+
+def test_an_evolved_table_takes_its_columns_in_its_own_order(spark: Any, tmp_path: Path) -> None:
+    path = created(spark, tmp_path / "t")
+    # Spark's mergeSchema adds a new column at the table's end
+    evolved = frame(spark, 0, 2).withColumn("extra", F.lit("e"))
+    append_idempotent(evolved, path, "app", 0, replays=FRESH, merge_schema=True)
+    rows = frame(spark, 2, 3)
+    middle = rows.select("offset", F.lit("m").alias("extra"), *rows.columns[1:])
+    assert append_arrow(spark, middle.toArrow(), path, "app", 1, replays=FRESH)
+    assert history(spark, path)[-1].engineInfo.startswith("delta-rs")
+    read = spark.read.format("delta").load(path)
+    assert read.columns[-1] == "extra"
+    assert sorted((r.offset, r.extra) for r in read.collect()) == [
+        (0, "e"),
+        (1, "e"),
+        (2, "m"),
+        (3, "m"),
+        (4, "m"),
+    ]
+
+
+def test_rows_that_cannot_be_collected_leave_the_append_to_spark(spark: Any) -> None:
+    failing = frame(spark, 0, 3).withColumn("text", F.raise_error(F.lit("not collectable")))
+    assert collect_arrow(failing, "t") is None
+    assert collect_arrow(frame(spark, 0, 3), "t").num_rows == 3
