@@ -7,7 +7,8 @@ computed) and committed by delta-rs, the same append costs a fraction of it:
 ``bench/driver_append_bench.py`` measures both on the same table. The commit is the one
 :func:`lakehouse.delta.append_idempotent` makes, through the same lookup and retries
 (:func:`lakehouse.delta.commit_once`): the batch's marker in ``userMetadata``, Delta's
-transaction ids (``txn``) on a batch that may be a replay, and the table's own partitioning. Spark, delta-rs and every reader share one Delta log.
+transaction ids (``txn``) on a batch that may be a replay, and the table's own partitioning.
+Spark, delta-rs and every reader share one Delta log.
 
 An append goes this way only when all of these hold (:func:`appends_in_driver`, then
 :func:`append_arrow`), else the caller appends with Spark as before:
