@@ -61,8 +61,9 @@ def use(leaf: bool) -> None:
 def run(spark: Any, bronze: str, lake: str, registry_url: str, args: Any, leaf: bool) -> Any:
     """(wall s, JVM CPU s, Spark jobs, batch s, decode s, check s, write s, landed rows)."""
     from codec import SchemaResolver, open_registry
-    from lakehouse.delta import Replays, list_delta_tables
+    from lakehouse.delta import Replays
     from lakehouse.layout import Layout
+    from lakehouse.tables import list_delta_tables
     from pipelines.settings import load_config
     from pipelines.silver import SilverBatch
     from quality.checker import QualityChecker

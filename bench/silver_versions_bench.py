@@ -104,8 +104,9 @@ def run(spark: Any, bronze: str, lake: str, registry_url: str, args: Any, one_pa
     from pyspark.sql import functions as F  # noqa: N812
 
     from codec import SchemaResolver, open_registry
-    from lakehouse.delta import Replays, list_delta_tables
+    from lakehouse.delta import Replays
     from lakehouse.layout import Layout
+    from lakehouse.tables import list_delta_tables
     from pipelines.settings import load_config
     from quality.checker import QualityChecker
     from quality.rules import parse_rules
@@ -164,6 +165,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="silver-versions-bench-"))
     bronze = str(work / "bronze-input")
     write_bronze(spark, bronze, registry.url, args.batches * args.records)
+
     def run_way(lake: str, one_pass: bool) -> Any:
         return run(spark, bronze, lake, registry.url, args, one_pass)
 

@@ -67,8 +67,8 @@ def run(spark: Any, bronze: str, lake: str, registry_url: str, args: Any, small:
     from pyspark.sql import functions as F  # noqa: N812
 
     from codec import SchemaResolver, open_registry
-    from lakehouse.delta import list_delta_tables
     from lakehouse.layout import Layout
+    from lakehouse.tables import list_delta_tables
     from pipelines.silver import SilverBatch
     from pipelines.silver.evaluation import ExpressionEvaluation
     from quality.checker import QualityChecker

@@ -33,8 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from lakehouse.delta import is_delta_table, list_delta_tables, table_metadata
 from lakehouse.layout import BRONZE, QUALITY, QUARANTINE, SILVER, Layout, table_name
+from lakehouse.tables import is_delta_table, list_delta_tables, table_metadata
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,4 +1,4 @@
-"""Delta tables of the lakehouse: idempotent appends, conflict retries, finding and versioning.
+"""Delta commits of the lakehouse: idempotent appends, conflict retries, the tables' defaults.
 
 - :func:`append_idempotent` appends a micro-batch with its (app id, batch id) in the
   commit's ``userMetadata``; a batch an earlier run may have written (:class:`Replays`: only
@@ -11,12 +11,8 @@
   the last attempt's, is raised as it came.
 - :func:`use_table_defaults` gives the tables a session creates a checkpoint every
   :data:`CHECKPOINT_INTERVAL` commits rather than Delta's 10 (the function says why).
-- :func:`is_delta_table`, :func:`list_delta_tables`, :func:`table_version` and
-  :func:`silver_versions` answer with Spark when a session is given (any Hadoop file system:
-  ``s3a://``, ``abfss://``, local), and with ``deltalake`` (delta-rs) when none is, so callers
-  without a JVM (Airflow) read the same tables (on an object store, through a
-  :class:`lakehouse.store.Store`: ``pipelines.settings.clients.lakehouse_store``). Callers
-  name a table; none reads its log.
+- finding and reading tables (whether a path holds one, listing, versions) is
+  ``lakehouse.tables``.
 
 pyspark and delta-spark are imported by the functions that use them, never at import time:
 a caller without Spark imports this module too.
@@ -28,13 +24,11 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.hadoop import hadoop_path
-from lakehouse.layout import Layout
-from lakehouse.store import Store
+from lakehouse.tables import is_delta_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -154,7 +148,7 @@ class Replays:
     Spark runs a batch again after a restart only when an earlier run planned it
     (``offsets/<id>`` in the checkpoint) and did not commit it (no ``commits/<id>``): the
     first batch of the new run, at most. Every later batch is planned by this run, and no
-    one has written it. :func:`lakehouse.streaming.replays_of` reads this from a checkpoint.
+    one has written it. :func:`lakehouse.checkpoints.replays_of` reads this from a checkpoint.
 
     Args:
         fresh_from: batch ids from this one on are planned by this run; None: any batch may
@@ -351,130 +345,3 @@ def _txn_version(table: Any, app_id: str) -> int:
     snapshot = table._jdt.deltaLog().unsafeVolatileSnapshot()
     version = snapshot.transactions().get(app_id)
     return int(version.get()) if version.isDefined() else -1
-
-
-# -- finding tables ------------------------------------------------------------------------
-
-
-def table_properties(spark: SparkSession, path: str) -> dict[str, str]:
-    """The table properties of the Delta table at ``path`` (empty when there is none)."""
-    metadata = table_metadata(spark, path)
-    return metadata.properties if metadata is not None else {}
-
-
-@dataclass(frozen=True)
-class TableMetadata:
-    """What a Delta table's log says of it besides its data: comment and properties."""
-
-    description: str
-    properties: dict[str, str]
-
-
-def table_metadata(spark: SparkSession, path: str) -> TableMetadata | None:
-    """The comment and properties of the Delta table at ``path`` (None when there is none).
-
-    Read from the Delta log by path: never through the session's catalog, so this answers
-    while a shared metastore is down (``DESCRIBE DETAIL delta.`path``` asks the metastore
-    first, for a database named ``delta``). From the snapshot's metadata (the log's checksum
-    or last commits), not ``DeltaTable.detail()``: that also counts the table's files, a
-    reconstruction of its whole state (three Spark jobs) each time.
-    """
-    from delta.tables import DeltaTable
-
-    if not is_delta_table(path, spark):
-        return None
-    # forPath brings the table's log up to date: its latest snapshot is the one just read
-    snapshot = DeltaTable.forPath(spark, path)._jdt.deltaLog().unsafeVolatileSnapshot()
-    # The metadata action as the log writes it, as one string. Iterating the JVM's map from
-    # Python instead would end with a Java exception that PySpark classifies through fourteen
-    # class look-ups, each a search of every jar (tens of milliseconds per table).
-    metadata = json.loads(snapshot.metadata().json())["metaData"]
-    return TableMetadata(
-        metadata.get("description") or "", dict(metadata.get("configuration") or {})
-    )
-
-
-def is_delta_table(
-    path: str,
-    spark: SparkSession | None = None,
-    storage_options: Mapping[str, str] | None = None,
-) -> bool:
-    """Whether ``path`` holds a Delta table with at least one commit.
-
-    With a session, Delta through Spark answers (any Hadoop file system); without, delta-rs
-    (with ``storage_options`` for an object store).
-    """
-    if spark is not None:
-        from delta.tables import DeltaTable
-
-        if DeltaTable.isDeltaTable(spark, path):
-            return True
-        # Delta keeps one log object per path for the session; asked while another process
-        # was writing the first commit (the log folder there, no commit yet), it would answer
-        # "no table" until the session ends. Dropped, the next question reads the log again.
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        jvm.org.apache.spark.sql.delta.DeltaLog.invalidateCache(
-            spark._jsparkSession, jvm.org.apache.hadoop.fs.Path(path)
-        )
-        return False
-    from deltalake import DeltaTable as RsDeltaTable
-
-    return bool(RsDeltaTable.is_deltatable(path, storage_options=dict(storage_options or {})))
-
-
-def list_delta_tables(
-    folder: str, spark: SparkSession | None = None, store: Store | None = None
-) -> list[str]:
-    """Paths of the Delta tables directly under ``folder``, sorted.
-
-    With a session, the folder is listed through Hadoop's file system (any URI; paths come
-    back as Hadoop writes them, e.g. ``file:/...``); without one, through ``store`` (default:
-    this machine's, :meth:`lakehouse.store.Store.local`), and paths are ``<folder>/<name>``.
-
-    Raises:
-        ValueError: no session, and ``folder`` is not on the store's file system.
-    """
-    if spark is None:
-        store = store or Store.local()
-        if not store.serves(folder):
-            raise ValueError(f"listing {folder} needs a Spark session or a store that serves it")
-        options = store.storage_options
-        return [p for p in store.subfolders(folder) if is_delta_table(p, storage_options=options)]
-    _, hpath, fs = hadoop_path(spark, folder)
-    if not fs.exists(hpath):
-        return []
-    children = [s.getPath().toString() for s in fs.listStatus(hpath) if s.isDirectory()]
-    return sorted(p for p in children if is_delta_table(p, spark))
-
-
-def table_version(
-    path: str,
-    spark: SparkSession | None = None,
-    storage_options: Mapping[str, str] | None = None,
-) -> int:
-    """The latest committed version of the Delta table at ``path`` (delta-rs reads it with
-    ``storage_options`` when no session is given).
-
-    Raises:
-        Exception: ``path`` is no Delta table (Delta's or delta-rs' own error).
-    """
-    if spark is not None:
-        from delta.tables import DeltaTable
-
-        return int(DeltaTable.forPath(spark, path).history(1).collect()[0]["version"])
-    from deltalake import DeltaTable as RsDeltaTable
-
-    return int(RsDeltaTable(path, storage_options=dict(storage_options or {})).version())
-
-
-def silver_versions(
-    layout: Layout, spark: SparkSession | None = None, store: Store | None = None
-) -> dict[str, int]:
-    """``{path: latest version}`` of every silver table (with Spark, or through ``store``, as
-    above)."""
-    options = store.storage_options if store is not None and spark is None else None
-    return {
-        p: table_version(p, spark, storage_options=options)
-        for p in list_delta_tables(layout.silver, spark, store)
-    }

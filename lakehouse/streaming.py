@@ -1,14 +1,5 @@
-"""Running Structured Streaming queries of the lakehouse: app ids, triggers, awaiting, stopping.
+"""Running Structured Streaming queries of the lakehouse: triggers, awaiting, stopping, watching.
 
-- :func:`load_app_id`: the idempotent-write app id of a checkpoint, a UUID created once and
-  kept inside the checkpoint folder (:meth:`lakehouse.layout.Layout.app_id_file`). A new
-  checkpoint means a new app id: reusing an old one would skip the new query's first batch
-  when it is a replay.
-- :func:`replays_of`: which batches of a query about to start may be replays (the one an
-  earlier run planned and did not commit), so that only those are looked up before their
-  appends (:func:`lakehouse.delta.append_idempotent`).
-- :func:`newest_batch`: the newest file of a checkpoint log (``offsets``, ``commits``), its
-  batch id and write time (:class:`LogEntry`).
 - :func:`with_trigger`: ``available-now`` (take what is there, then stop) or
   ``processing-time`` (every ``interval``, until stopped).
 - :func:`await_queries` waits in short polls, so Python signal handlers run meanwhile;
@@ -18,7 +9,7 @@
   source folder); awaiting it watches every query at once and, when one fails, stops the
   others and raises that failure.
 - :class:`TableWatcher`: polls a folder for Delta tables
-  (:func:`lakehouse.delta.list_delta_tables`) and calls back once per table, those already
+  (:func:`lakehouse.tables.list_delta_tables`) and calls back once per table, those already
   there first, then each one that appears; a listing that fails (an object store's hiccup)
   is logged and tried again at the next poll.
 
@@ -26,28 +17,24 @@
   (driver threads that keep the batch's Spark properties), every one to its end, their
   results in order, the first failure raised.
 
-- :func:`read_text_lines` / :func:`write_text`: small text files (checkpoint logs, app ids,
-  the demo's bookkeeping).
+The checkpoint folder's own files (app ids, offset and commit logs) are
+``lakehouse.checkpoints``.
 
 Files are read and written through Hadoop's file system of the session: any URI works.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
 import time
-import uuid
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from lakehouse.delta import Replays, list_delta_tables
-from lakehouse.hadoop import hadoop_path
-from lakehouse.layout import Layout, table_name
+from lakehouse.layout import table_name
+from lakehouse.tables import list_delta_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -57,120 +44,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 TRIGGERS = ("available-now", "processing-time")
-
-
-def load_app_id(spark: SparkSession, checkpoint: str) -> str:
-    """The idempotent-write app id of a checkpoint: created once, kept inside its folder.
-
-    Raises:
-        RuntimeError: the file holds no UUID (the checkpoint is damaged).
-    """
-    location = Layout.app_id_file(checkpoint)
-    _, path, fs = hadoop_path(spark, location)
-    if not fs.exists(path):
-        fs.mkdirs(path.getParent())
-        candidate = str(uuid.uuid4())
-        try:
-            out = fs.create(path, False)  # no overwrite: a concurrent creator wins, we read it
-            try:
-                out.write(bytearray(candidate.encode("ascii")))
-            finally:
-                out.close()
-        except Exception:  # noqa: BLE001 - py4j error when the file appeared meanwhile
-            if not fs.exists(path):
-                raise
-    lines = read_text_lines(spark, location) or [""]
-    app_id = lines[0].strip()
-    try:
-        uuid.UUID(app_id)
-    except ValueError as exc:
-        raise RuntimeError(f"{location}: not a UUID; the checkpoint is damaged") from exc
-    return app_id
-
-
-def replays_of(spark: SparkSession, checkpoint: str) -> Replays:
-    """Which batches of the query about to start on ``checkpoint`` an earlier run may have
-    written (read before the query starts: see :class:`lakehouse.delta.Replays`).
-
-    The newest planned batch (``offsets/<id>``) without a commit (``commits/<id>``) is run
-    again by Spark: it may be a replay, planned at its offset log's ``batchTimestampMs`` (or,
-    when that cannot be read, its file's modification time). Every batch after the newest
-    planned one is fresh.
-    """
-    planned = newest_batch(spark, Layout.offset_log(checkpoint))
-    if planned is None:
-        return Replays(fresh_from=0)
-    newest = planned.batch_id
-    committed = newest_batch(spark, Layout.commit_log(checkpoint))
-    if committed is not None and committed.batch_id >= newest:
-        return Replays(fresh_from=newest + 1)
-    entry = f"{Layout.offset_log(checkpoint)}/{newest}"
-    lines = read_text_lines(spark, entry) or []
-    try:
-        planned_ms = int(json.loads(lines[1])["batchTimestampMs"])
-    except (IndexError, ValueError, KeyError, TypeError):
-        planned_ms = planned.modified_ms
-        log.warning(
-            "%s: no batchTimestampMs; the file's time (%d) stands for it", entry, planned_ms
-        )
-    return Replays(fresh_from=newest + 1, planned_ms=planned_ms)
-
-
-@dataclass(frozen=True)
-class LogEntry:
-    """A file of a checkpoint log (``offsets/<id>``, ``commits/<id>``): its batch id and when
-    it was written (milliseconds since the epoch, the file system's modification time)."""
-
-    batch_id: int
-    modified_ms: int
-
-
-def newest_batch(spark: SparkSession, folder: str) -> LogEntry | None:
-    """The newest file of a checkpoint log folder (by batch id); None when the folder is
-    missing or holds none.
-
-    The one place that lists a checkpoint log through Spark's file systems (any Hadoop URI);
-    the DAGs list the same folders without a JVM (``dags/protolake_support/progress.py``).
-    """
-    _, path, fs = hadoop_path(spark, folder)
-    if not fs.exists(path):
-        return None
-    newest: LogEntry | None = None
-    for status in fs.listStatus(path):
-        name = status.getPath().getName()
-        if name.isdigit() and (newest is None or int(name) > newest.batch_id):
-            newest = LogEntry(int(name), int(status.getModificationTime()))
-    return newest
-
-
-def read_text_lines(spark: SparkSession, location: str) -> list[str] | None:
-    """The lines of a small text file on any Hadoop file system; None when it does not exist."""
-    jvm, path, fs = hadoop_path(spark, location)
-    if not fs.exists(path):
-        return None
-    stream = fs.open(path)
-    try:
-        reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
-        lines: list[str] = []
-        while (line := reader.readLine()) is not None:
-            lines.append(str(line))
-        return lines
-    finally:
-        stream.close()
-
-
-def write_text(spark: SparkSession, location: str, text: str) -> None:
-    """Write a small UTF-8 text file on any Hadoop file system, replacing what was there.
-
-    On an object store the file appears whole when it is closed (a single PUT); locally,
-    Hadoop writes it in place.
-    """
-    _, path, fs = hadoop_path(spark, location)
-    out = fs.create(path, True)
-    try:
-        out.write(bytearray(text.encode("utf-8")))
-    finally:
-        out.close()
 
 
 def run_together(tasks: Sequence[Callable[[], T]]) -> list[T]:
@@ -387,7 +260,7 @@ def _stop_quietly(query: StreamingQuery) -> None:
 class TableWatcher:
     """Calls ``on_table(path)`` once per Delta table under ``folder``, as tables appear.
 
-    The folder is listed as :func:`lakehouse.delta.list_delta_tables` does: through the
+    The folder is listed as :func:`lakehouse.tables.list_delta_tables` does: through the
     session's Hadoop file system (any URI), or without a session on a local folder.
     :meth:`poll` lists the folder once (those already there are found by the first poll);
     :meth:`start` polls every ``interval_seconds`` in a daemon thread until :meth:`stop`. With

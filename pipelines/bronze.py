@@ -48,17 +48,11 @@ from pyspark.sql.streaming import StreamingQuery
 
 from lakehouse.catalog import layer_tables, register_table
 from lakehouse.checkpoint_guard import CheckpointLocks, run_locks
-from lakehouse.delta import is_delta_table, table_properties
+from lakehouse.checkpoints import load_app_id, replays_of
 from lakehouse.layout import BRONZE, Layout, table_name
 from lakehouse.lease import stop_streams_on_loss
-from lakehouse.streaming import (
-    TRIGGERS,
-    await_queries,
-    load_app_id,
-    replays_of,
-    stop_on_signals,
-    with_trigger,
-)
+from lakehouse.streaming import TRIGGERS, await_queries, stop_on_signals, with_trigger
+from lakehouse.tables import is_delta_table, table_properties
 from pipelines import progress
 from pipelines.bronze_routing import TopicRouter
 from pipelines.naming import KAFKA_TOPICS_PROPERTY, bronze_query_name, bronze_table_of_topic

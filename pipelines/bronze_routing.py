@@ -21,10 +21,11 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark reader knows
 
+from lakehouse.checkpoints import read_text_lines
 from lakehouse.delta import ANY_BATCH_MAY_BE_REPLAYED, Replays, append_idempotent
 from lakehouse.driver_append import append_arrow, appends_in_driver, collect_arrow, has_table
 from lakehouse.layout import Layout
-from lakehouse.streaming import read_text_lines, run_together
+from lakehouse.streaming import run_together
 from pipelines.naming import bronze_table_of_topic
 
 log = logging.getLogger("pipelines.bronze")

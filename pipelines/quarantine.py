@@ -27,8 +27,8 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
 from lakehouse import sql_text
-from lakehouse.delta import is_delta_table, list_delta_tables
 from lakehouse.layout import Layout, table_name
+from lakehouse.tables import is_delta_table, list_delta_tables
 from pipelines.quarantine_state import OUTCOME_COLUMN, REPLAYED
 
 HEADERS_TYPE = T.ArrayType(

@@ -51,8 +51,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lakehouse.delta import is_delta_table, retry_conflicts
+from lakehouse.delta import retry_conflicts
 from lakehouse.layout import Layout, local_path
+from lakehouse.tables import is_delta_table
 
 log = logging.getLogger(__name__)
 

@@ -76,7 +76,7 @@ def read_checkpoint(checkpoint: str, store: Store, now: float | None = None) -> 
 
 def _numbered(store: Store, folder: str) -> list[tuple[int, StoredFile]]:
     """The files of ``folder`` named by a batch number, by number (without a JVM: the jobs
-    list the same logs through Spark's file systems, ``lakehouse.streaming.newest_batch``)."""
+    list the same logs through Spark's file systems, ``lakehouse.checkpoints.newest_batch``)."""
     return sorted((int(f.name), f) for f in store.files(folder) if f.name.isdigit())
 
 

@@ -32,16 +32,16 @@ def delta_version(table: str, store: Store) -> int | None:
 
 
 def delta_tables(folder: str, store: Store) -> dict[str, str]:
-    """Delta tables directly under ``folder``, by name (:func:`lakehouse.delta.list_delta_tables`)."""
-    from lakehouse.delta import list_delta_tables
+    """Delta tables directly under ``folder``, by name (:func:`lakehouse.tables.list_delta_tables`)."""
     from lakehouse.layout import table_name
+    from lakehouse.tables import list_delta_tables
 
     return {table_name(p): p for p in list_delta_tables(folder, store=store)}
 
 
 def silver_versions(config: str) -> dict[str, int]:
     """``{silver table: latest Delta version}`` of the configured lakehouse
-    (:func:`lakehouse.delta.silver_versions`, by table name)."""
+    (:func:`lakehouse.tables.silver_versions`, by table name)."""
     from lakehouse import delta
     from lakehouse.layout import table_name
 

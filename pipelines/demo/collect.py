@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lakehouse.delta import list_delta_tables
+from lakehouse.checkpoints import read_text_lines
 from lakehouse.layout import LAYERS, Layout, table_name
 from lakehouse.row_counts import delta_row_count
 from lakehouse.store import Store
-from lakehouse.streaming import read_text_lines
+from lakehouse.tables import list_delta_tables
 from pipelines.demo.produce import first_line
 from pipelines.demo.report import DemoReport, evaluate_checks
 from pipelines.naming import bronze_table_of_topic, table_name_for

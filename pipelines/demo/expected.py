@@ -15,8 +15,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from lakehouse.checkpoints import read_text_lines, write_text
 from lakehouse.layout import Layout
-from lakehouse.streaming import read_text_lines, write_text
 from pipelines.demo.config import DemoOptions
 from pipelines.demo.generate import DemoStream
 from pipelines.demo.stream import DQ_QUANTITY, LINE_ITEM, DemoStreamSummary

@@ -113,7 +113,7 @@ def run_stages(
 
 def _rows(spark: Any, paths: Sequence[str]) -> int | None:
     """Rows of the tables that exist (Delta answers from its statistics); None on failure."""
-    from lakehouse.delta import is_delta_table
+    from lakehouse.tables import is_delta_table
 
     try:
         return sum(

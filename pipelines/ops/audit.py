@@ -29,8 +29,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakehouse.delta import list_delta_tables
 from lakehouse.layout import Layout
+from lakehouse.tables import list_delta_tables
 from pipelines.ops.common import emit, progress, table
 from pipelines.quarantine import InvariantReport, check_invariant
 from pipelines.settings import ProtolakeConfig, load_config

@@ -46,8 +46,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from lakehouse.delta import list_delta_tables, table_version
 from lakehouse.layout import LAYERS, Layout
+from lakehouse.tables import list_delta_tables, table_version
 from pipelines.ops.common import emit, progress, table
 from pipelines.settings import load_config
 from pipelines.settings.clients import open_session, writer_lease

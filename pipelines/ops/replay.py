@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakehouse.delta import is_delta_table, table_version
 from lakehouse.layout import Layout
 from lakehouse.materialized import materialize, release
+from lakehouse.tables import is_delta_table, table_version
 from pipelines.ops.common import emit, parse_time, progress, table
 from pipelines.ops.replay_state import (
     ReplayFilter,

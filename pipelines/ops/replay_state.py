@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from lakehouse.delta import retry_conflicts, silver_versions
+from lakehouse.delta import retry_conflicts
 from lakehouse.layout import Layout
+from lakehouse.tables import silver_versions
 from pipelines.ops.common import effective_reason
 from pipelines.quarantine import RECORD_KEY, REPLAYED, still_quarantined
 

@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from lakehouse.delta import is_delta_table, list_delta_tables
+from lakehouse.checkpoints import newest_batch
 from lakehouse.hadoop import hadoop_path
 from lakehouse.layout import Layout
-from lakehouse.streaming import newest_batch
+from lakehouse.tables import is_delta_table, list_delta_tables
 from pipelines.ops.common import (
     effective_reason,
     emit,

@@ -116,7 +116,7 @@ class SilverBatch:
         quarantine_writer: writes the batch's quarantine rows instead of appending them to the
             quarantine table (replay updates the rows it re-decoded).
         replays: which batches an earlier run of the query may have written
-            (:func:`lakehouse.streaming.replays_of`); default: any, so each append looks.
+            (:func:`lakehouse.checkpoints.replays_of`); default: any, so each append looks.
     """
 
     def __init__(

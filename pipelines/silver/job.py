@@ -34,7 +34,7 @@ from pyspark.sql.streaming import StreamingQuery
 from codec import SchemaResolver
 from lakehouse.catalog import register_lakehouse
 from lakehouse.checkpoint_guard import CheckpointLocks, run_locks
-from lakehouse.delta import is_delta_table, list_delta_tables
+from lakehouse.checkpoints import load_app_id, replays_of
 from lakehouse.layout import Layout, table_name
 from lakehouse.lease import (
     WriterLease,
@@ -46,11 +46,10 @@ from lakehouse.streaming import (
     QueryGroup,
     TableWatcher,
     await_queries,
-    load_app_id,
-    replays_of,
     stop_on_signals,
     with_trigger,
 )
+from lakehouse.tables import is_delta_table, list_delta_tables
 from pipelines import progress
 from pipelines.quality_retention import prune_quality_results
 from pipelines.quarantine import ensure_quarantine_table

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
 from lakehouse import sql_text
-from lakehouse.delta import is_delta_table, table_properties
+from lakehouse.tables import is_delta_table, table_properties
 from pipelines.naming import KAFKA_TOPICS_PROPERTY, MESSAGE_TYPE_PROPERTY
 
 if TYPE_CHECKING:

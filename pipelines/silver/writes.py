@@ -20,11 +20,12 @@ from typing import Any
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import types as T  # noqa: N812
 
-from lakehouse.delta import Replays, append_idempotent, is_delta_table
+from lakehouse.delta import Replays, append_idempotent
 from lakehouse.driver_append import append_arrow, appends_in_driver, collect_arrow
 from lakehouse.layout import Layout
 from lakehouse.materialized import materialize
 from lakehouse.streaming import run_together
+from lakehouse.tables import is_delta_table
 
 from .plan import TablePlan, table_schema
 from .registration import SilverRegistration

@@ -40,8 +40,8 @@ def kafka_partition_counts(topics: list[str]) -> dict[tuple[str, int], int]:
 
 def bronze_partition_counts(spark: Any, lake: str) -> dict[tuple[str, int], int]:
     """Records each Kafka partition has in the bronze tables of ``lake``."""
-    from lakehouse.delta import list_delta_tables
     from lakehouse.layout import Layout
+    from lakehouse.tables import list_delta_tables
 
     out: dict[tuple[str, int], int] = {}
     for path in list_delta_tables(Layout(lake).bronze, spark):

@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 from registry_server import start_registry_server
 
-from lakehouse.delta import list_delta_tables
 from lakehouse.layout import Layout, table_name
+from lakehouse.tables import list_delta_tables
 from pipelines.naming import table_name_for
 from pipelines.ops.maintain import listing_parallelism
 from tests.support.sql_endpoint import hive as _hive

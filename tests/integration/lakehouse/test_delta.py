@@ -8,14 +8,9 @@ from typing import Any
 
 import pytest
 
-from lakehouse.delta import (
-    append_idempotent,
-    is_delta_table,
-    list_delta_tables,
-    silver_versions,
-    table_version,
-)
+from lakehouse.delta import append_idempotent
 from lakehouse.layout import Layout, table_name
+from lakehouse.tables import is_delta_table, list_delta_tables, silver_versions, table_version
 
 pytestmark = pytest.mark.integration
 

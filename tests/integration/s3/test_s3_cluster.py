@@ -18,8 +18,8 @@ from typing import Any
 import pyspark
 import pytest
 
-from lakehouse.delta import list_delta_tables
 from lakehouse.layout import Layout, table_name
+from lakehouse.tables import list_delta_tables
 from pipelines.demo.produce import produce_demo_stream
 from pipelines.jobs import submit_command
 from pipelines.quarantine import check_invariant

@@ -18,9 +18,9 @@ from protolake_support.environment import open_lakehouse
 from protolake_support.progress import read_checkpoint, silver_lag
 from protolake_support.tables import layout_counts
 
-from lakehouse.delta import silver_versions
 from lakehouse.layout import Layout
 from lakehouse.row_counts import delta_row_count
+from lakehouse.tables import silver_versions
 from pipelines.quarantine_state import OUTCOME_COLUMN, REPLAYED
 from pipelines.settings import parse_config
 from pipelines.settings.clients import delta_storage_options

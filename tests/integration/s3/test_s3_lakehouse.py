@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from lakehouse.delta import list_delta_tables, table_version
+from lakehouse.checkpoints import read_text_lines
 from lakehouse.layout import Layout, table_name
-from lakehouse.streaming import read_text_lines
+from lakehouse.tables import list_delta_tables, table_version
 from pipelines import bronze, silver
 from pipelines.demo.config import load_demo_config
 from pipelines.demo.produce import produce_demo_stream

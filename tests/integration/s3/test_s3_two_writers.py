@@ -64,8 +64,8 @@ def test_two_writers_lose_no_commit(spark, s3_store, bucket):
 
 
 def test_a_second_driver_is_refused_the_writer_lease(spark, s3_store, bucket):
+    from lakehouse.checkpoints import read_text_lines, write_text
     from lakehouse.lease import WriterLeaseError, acquire_writer_lease
-    from lakehouse.streaming import read_text_lines, write_text
 
     _on_store(spark, s3_store, bucket)
     location = f"s3a://{bucket}/lh/_writers/silver"
@@ -96,8 +96,8 @@ def test_a_second_driver_is_refused_the_writer_lease(spark, s3_store, bucket):
 
 
 def test_a_driver_whose_lease_was_taken_stops_writing(spark, s3_store, bucket):
+    from lakehouse.checkpoints import read_text_lines, write_text
     from lakehouse.lease import WriterLeaseError, acquire_writer_lease
-    from lakehouse.streaming import read_text_lines, write_text
 
     _on_store(spark, s3_store, bucket)
     location = f"s3a://{bucket}/lh/_writers/bronze"

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from lakehouse.delta import list_delta_tables
 from lakehouse.layout import Layout
+from lakehouse.tables import list_delta_tables
 from pipelines import bronze, silver
 from pipelines.demo.produce import produce_demo_stream
 from pipelines.quarantine import check_invariant

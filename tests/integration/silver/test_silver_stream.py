@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from lakehouse.delta import list_delta_tables
 from lakehouse.layout import Layout
+from lakehouse.tables import list_delta_tables
 from pipelines import bronze, silver
 from pipelines.demo.produce import produce_demo_stream
 from pipelines.naming import table_name_for

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from codec import SchemaResolver, open_registry
-from lakehouse.delta import list_delta_tables
 from lakehouse.layout import Layout
+from lakehouse.tables import list_delta_tables
 from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant
 from pipelines.silver import SilverBatch

@@ -22,8 +22,8 @@ from pyspark.sql.types import (
 )
 from pyspark.testing import assertDataFrameEqual
 
+from lakehouse.checkpoints import load_app_id
 from lakehouse.layout import APP_ID_FILE
-from lakehouse.streaming import load_app_id
 from pipelines.bronze import BRONZE_COLUMNS, read_kafka, to_bronze_rows
 from pipelines.bronze_routing import TopicRouter, topics_in_batch
 from pipelines.settings import parse_config

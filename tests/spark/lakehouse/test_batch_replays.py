@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from lakehouse.checkpoints import LogEntry, newest_batch, replays_of
 from lakehouse.delta import (
     HistoryCleanedError,
     Replays,
@@ -18,7 +19,6 @@ from lakehouse.delta import (
     batch_landed,
     read_batch_marker,
 )
-from lakehouse.streaming import LogEntry, newest_batch, replays_of
 from tests.support.checkpoints import write_checkpoint_batch
 from tests.support.delta_log import commit_actions
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lakehouse.delta import table_metadata, table_properties
+from lakehouse.tables import table_metadata, table_properties
 
 
 def _detail(spark: Any, path: str) -> tuple[str, dict[str, str]]:

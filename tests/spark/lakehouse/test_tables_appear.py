@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lakehouse.delta import is_delta_table, list_delta_tables
+from lakehouse.tables import is_delta_table, list_delta_tables
 
 
 def test_a_table_first_seen_without_a_commit_is_found_once_committed(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lakehouse.delta import table_version
+from lakehouse.tables import table_version
 from pipelines.ops import maintain as maintain_mod
 
 

@@ -76,9 +76,7 @@ def _by_offset(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["compiled decoder", "upb"])
-def test_one_pass_gives_each_version_the_rows_of_its_own_pass(
-    protos: Protos, native: bool
-) -> None:
+def test_one_pass_gives_each_version_the_rows_of_its_own_pass(protos: Protos, native: bool) -> None:
     rows = _payloads(protos)
     batch = _batch(rows)
     specs = _specs(protos, native)
