@@ -60,10 +60,10 @@ from codec import SchemaKey, SchemaResolver
 from lakehouse.catalog import CatalogDatabases
 from lakehouse.delta import ANY_BATCH_MAY_BE_REPLAYED, Replays
 from lakehouse.layout import Layout
-from lakehouse.materialized import materialize, release
+from lakehouse.materialized import keeps_as_leaf, materialize, release
 from lakehouse.streaming import run_together
 
-from .decode import DecodeSpec, decode_all
+from .decode import DecodedVersion, DecodeSpec, decode_all
 from .evaluation import ExpressionEvaluation
 from .framing import (
     BRONZE_COLUMNS,
@@ -148,6 +148,8 @@ class SilverBatch:
         self.history: list[BatchStats] = []
         self._lock = _DRIVER_LOCK
         self.evaluation = ExpressionEvaluation.for_session(spark)
+        # a frame kept as a local checkpoint is computed by a job that also counts its failures
+        self.keeps_as_leaf = keeps_as_leaf(str(spark.sparkContext.master))
         registration = SilverRegistration(
             spark, databases or CatalogDatabases("", "", "", ""), self._lock
         )
@@ -308,10 +310,11 @@ class SilverBatch:
             good_parts: list[DataFrame] = []
             for res in plan.versions:
                 decoded = decoded_versions[res.schema_key]
-                quarantine.append(
-                    quarantine_decode_failures(decoded, res, plan.message_type, q_time)
-                )
-                good_parts.append(table_rows(decoded, res, plan, q_time))
+                if decoded.failures != 0:  # none counted: not known to be none
+                    quarantine.append(
+                        quarantine_decode_failures(decoded.rows, res, plan.message_type, q_time)
+                    )
+                good_parts.append(table_rows(decoded.rows, res, plan, q_time))
             table_df = union_all(good_parts)
             if table_df is not None:
                 tables.append((plan, table_df))
@@ -323,10 +326,11 @@ class SilverBatch:
         plans: list[TablePlan],
         key_types: dict[SchemaKey, tuple[bytes, str]],
         persisted: list[DataFrame],
-    ) -> dict[SchemaKey, DataFrame]:
+    ) -> dict[SchemaKey, DecodedVersion]:
         """Each schema version the plans take, decoded (``decode.decode_all``: several in one
         pass) and kept computed (``lakehouse.materialized``), as every outcome reads it;
-        returns each version's rows."""
+        returns each version's rows, and how many of them failed when the pass counted them
+        (a frame kept as a local checkpoint is computed by a job of its own, which counts)."""
         specs: dict[SchemaKey, DecodeSpec] = {}
         for plan in plans:
             for res in plan.versions:
@@ -345,7 +349,7 @@ class SilverBatch:
             persisted.append(kept)
             return kept
 
-        return decode_all(batch, specs, keep=keep)
+        return decode_all(batch, specs, keep=keep, count_failures=self.keeps_as_leaf)
 
     def _check(
         self,

@@ -33,7 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
@@ -330,7 +330,8 @@ def decode_all(
     batch: FramedBatch,
     specs: Mapping[SchemaKey, DecodeSpec],
     keep: Callable[[DataFrame], DataFrame] = lambda df: df,
-) -> dict[SchemaKey, DataFrame]:
+    count_failures: bool = False,
+) -> dict[SchemaKey, DecodedVersion]:
     """The records of each schema version of ``specs`` decoded, in :func:`decode_records`'
     schema. Each pass goes through ``keep`` as soon as it is planned (every outcome reads a
     pass: the batch keeps it computed, ``lakehouse.materialized``, and frees what ``keep``
@@ -339,20 +340,47 @@ def decode_all(
     One version alone is decoded as it is (:func:`decode_version`); several go through the
     Python workers together (:func:`decode_versions`, up to :data:`VERSIONS_PER_PASS` a
     pass): one scan of the batch, one pass, one query to plan and keep for them all.
+
+    ``count_failures``: each version's failed records are counted while ``keep`` computes its
+    pass (an ``Observation``: no job of its own), so a caller skips the quarantine rows of a
+    version that has none; ``keep`` must then run the pass (``lakehouse.materialized``).
     """
     keys = list(specs)
     with_keys = any(s.key_types for s in specs.values())
-    versions: dict[SchemaKey, DataFrame] = {}
+    versions: dict[SchemaKey, DecodedVersion] = {}
     for start in range(0, len(keys), VERSIONS_PER_PASS):
         chunk = keys[start : start + VERSIONS_PER_PASS]
         if len(chunk) == 1:
-            decoded = keep(decode_version(batch.records_of(chunk[0], with_keys), specs[chunk[0]]))
-            versions[chunk[0]] = decoded
+            decoded = decode_version(batch.records_of(chunk[0], with_keys), specs[chunk[0]])
         else:
             records = batch.records_of_versions(chunk, with_keys)
-            decoded = keep(decode_versions(records, [specs[k] for k in chunk]))
-            versions.update((key, version_rows(decoded, i)) for i, key in enumerate(chunk))
+            decoded = decode_versions(records, [specs[k] for k in chunk])
+        failed = F.col("_decode_code").isNotNull()
+        counts = (
+            [failed]
+            if len(chunk) == 1
+            else [failed & (F.col(VERSION) == i) for i in range(len(chunk))]
+        )
+        observation = Observation() if count_failures else None
+        if observation is not None:
+            decoded = decoded.observe(
+                observation, *[F.count_if(c).alias(f"failed_{i}") for i, c in enumerate(counts)]
+            )
+        decoded = keep(decoded)
+        failures = observation.get if observation is not None else {}
+        for i, key in enumerate(chunk):
+            rows = decoded if len(chunk) == 1 else version_rows(decoded, i)
+            versions[key] = DecodedVersion(rows, failures.get(f"failed_{i}"))
     return versions
+
+
+@dataclass(frozen=True)
+class DecodedVersion:
+    """One schema version's decoded rows (:func:`decode_records`' schema) and how many of
+    them failed to decode (None: not counted)."""
+
+    rows: DataFrame
+    failures: int | None = None
 
 
 def version_column(index: int) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import types as T  # noqa: N812
 
@@ -26,6 +27,7 @@ from lakehouse.layout import Layout
 from lakehouse.materialized import materialize
 from lakehouse.streaming import run_together
 from lakehouse.tables import is_delta_table
+from pipelines.quarantine import QUARANTINE_SCHEMA
 
 from .plan import TablePlan, table_schema
 from .registration import SilverRegistration
@@ -86,29 +88,75 @@ class BatchWrites:
         """Commit the batch's writes; return the quarantine's counts per reason and message
         type.
 
-        The quarantine rows are computed first (``lakehouse.materialized``: at the batch's
-        parallelism, which a small append reads in one task: :func:`write_partitions`),
-        counted, and appended only when there are some or to create the table: an empty append
-        would be a Delta commit for nothing; a retry counts the same rows. Replay's
-        ``quarantine_writer`` runs after the appends.
+        The quarantine rows are computed once: for a small batch of a local lakehouse,
+        collected into the driver (:meth:`_collect_quarantine`); else computed in the
+        executors (``lakehouse.materialized``: at the batch's parallelism, which a small
+        append reads in one task: :func:`write_partitions`) and counted. They are appended only
+        when there are some or to create the table: an empty append would be a Delta commit
+        for nothing; a retry counts the same rows. Replay's ``quarantine_writer`` runs after
+        the appends.
         """
-        quarantine = union_all(quarantine_parts)
-        assert quarantine is not None
-        quarantine = materialize(quarantine)
-        persisted.append(quarantine)
-        quarantined = quarantine.groupBy("reason_code", "_message_type").count().collect()
+        quarantine, quarantined, write_quarantine = self._quarantine_rows(
+            quarantine_parts, batch_id, counts.records, persisted
+        )
         commits: list[Callable[[], None]] = [
             partial(self._table, plan, df, batch_id, counts) for plan, df in to_write
         ]
         if self.quarantine_writer is None and (quarantined or not self._has_quarantine_table()):
-            rows = sum(int(row["count"]) for row in quarantined)
-            commits.append(partial(self._quarantine, quarantine, batch_id, rows))
+            commits.append(write_quarantine)
         if results:
             commits.append(partial(self._results, results, batch_id))
         run_together(commits)
         if self.quarantine_writer is not None:
             self.quarantine_writer(quarantine, batch_id)
         return quarantined
+
+    def _quarantine_rows(
+        self, parts: list[DataFrame], batch_id: int, records: int, persisted: list[DataFrame]
+    ) -> tuple[DataFrame, list[Row], Callable[[], None]]:
+        """The batch's quarantine rows, their counts per reason and message type, and their
+        append: nothing to compute when no part is left (each known to be empty); collected
+        into the driver for a small batch of a local lakehouse; else kept in the executors."""
+        quarantine = union_all(parts)
+        if quarantine is None:
+            empty = self.spark.createDataFrame([], QUARANTINE_SCHEMA)
+            return empty, [], partial(self._quarantine_by_spark, empty, batch_id, 0)
+        collected = self._collect_quarantine(quarantine, records)
+        if collected is not None:
+            rows, quarantined = collected
+            return (
+                quarantine,
+                quarantined,
+                partial(self._quarantine_collected, rows, quarantine, batch_id),
+            )
+        quarantine = materialize(quarantine)
+        persisted.append(quarantine)
+        quarantined = quarantine.groupBy("reason_code", "_message_type").count().collect()
+        total = sum(int(row["count"]) for row in quarantined)
+        return quarantine, quarantined, partial(self._quarantine, quarantine, batch_id, total)
+
+    def _collect_quarantine(
+        self, quarantine: DataFrame, records: int
+    ) -> tuple[pa.Table, list[Row]] | None:
+        """A small batch's quarantine rows in the driver, with their counts per reason and
+        message type (one Spark job: computing the rows); None when they stay in the
+        executors (a large batch, an object store, replay's writer, rows that cannot be
+        collected)."""
+        if self.quarantine_writer is not None:
+            return None
+        if not appends_in_driver(self.layout.quarantine, records):
+            return None
+        rows = collect_arrow(quarantine, self.layout.quarantine)
+        if rows is None:
+            return None
+        groups = rows.group_by(["reason_code", "_message_type"]).aggregate([([], "count_all")])
+        quarantined = [
+            Row(
+                reason_code=g["reason_code"], _message_type=g["_message_type"], count=g["count_all"]
+            )
+            for g in groups.to_pylist()
+        ]
+        return rows, quarantined
 
     def known_schema(self, path: str) -> T.StructType | None:
         """The message columns of the table at ``path`` as this query last wrote it (None:
@@ -170,9 +218,24 @@ class BatchWrites:
         )
 
     def _quarantine(self, quarantine: DataFrame, batch_id: int, rows: int) -> None:
+        """The quarantine's append from the executors (``rows``: how many)."""
         if self._in_driver(quarantine, self.layout.quarantine, batch_id, rows):
             self._quarantine_table = True
             return
+        self._quarantine_by_spark(quarantine, batch_id, rows)
+
+    def _quarantine_collected(self, rows: pa.Table, quarantine: DataFrame, batch_id: int) -> None:
+        """The quarantine's append of rows collected into the driver (Spark's when delta-rs
+        cannot append them: no table yet, another schema)."""
+        path = self.layout.quarantine
+        if append_arrow(
+            self.spark, rows, path, self.app_id, batch_id, replays=self.replays, logger=log
+        ):
+            self._quarantine_table = True
+            return
+        self._quarantine_by_spark(quarantine, batch_id, rows.num_rows)
+
+    def _quarantine_by_spark(self, quarantine: DataFrame, batch_id: int, rows: int) -> None:
         append_idempotent(
             write_partitions(quarantine, rows),
             self.layout.quarantine,

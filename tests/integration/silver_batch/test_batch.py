@@ -421,3 +421,28 @@ def test_small_batches_are_interpreted_large_ones_generated_and_both_land_the_sa
     silver = spark.read.format("delta").load(Layout(lake).silver_table(table_name_for(ORDER)))
     offsets = sorted(r[0] for r in silver.select("_kafka_offset").collect())
     assert offsets == [0, 0, 0, 1, 1, 1, 2]
+
+
+def test_the_decode_pass_counts_each_versions_failures(
+    spark: Any, tmp_path: Any, mixed: Any, registry: Any
+) -> None:
+    """Kept as a local checkpoint, the decode pass counts each version's failed records as it
+    is computed (the batch then leaves out the quarantine rows of versions without any): the
+    counts are the rows with a decode code, BAD_PAYLOAD and UNKNOWN_FIELDS here."""
+    lake = str(tmp_path / "lake")
+    bronze = f"{lake}/bronze/ut_orders"
+    write_bronze(spark, bronze, mixed["rows"])
+    batch = SilverBatch(spark, lake, "app", SchemaResolver(open_registry(registry.url)))
+    persisted: list[Any] = []
+    try:
+        counts, framed = batch._frame(spark.read.format("delta").load(bronze), persisted)
+        resolved = batch._resolve(counts)
+        plans = batch._plan(resolved)
+        decoded = batch._decode_versions(framed, plans, resolved.key_types, persisted)
+        failed = {key: d.failures for key, d in decoded.items()}
+        rows = {key: d.rows.where("_decode_code IS NOT NULL").count() for key, d in decoded.items()}
+    finally:
+        batch._release(persisted)
+    assert batch.keeps_as_leaf
+    assert failed == rows
+    assert sorted(failed.values()) == [0] * (len(failed) - 1) + [2]
