@@ -136,6 +136,12 @@ class Layout:
         is done."""
         return f"{checkpoint.rstrip('/')}/commits"
 
+    @staticmethod
+    def initial_offsets(checkpoint: str) -> str:
+        """Where a checkpoint keeps its one source's starting offsets: ``sources/0/0``,
+        written as the query plans its first batch."""
+        return f"{checkpoint.rstrip('/')}/sources/0/0"
+
     # -- local folders -----------------------------------------------------------------
     @property
     def is_local(self) -> bool:

@@ -87,7 +87,7 @@ def batch_offsets(spark: SparkSession, checkpoint: str, batch_id: int) -> BatchO
             return None
         end = parse_kafka_offsets(end_log[2])
         if batch_id == 0:
-            initial = read_text_lines(spark, f"{root}/sources/0/0")
+            initial = read_text_lines(spark, Layout.initial_offsets(root))
             start = parse_kafka_offsets(initial[-1]) if initial else {}
         else:
             prev_log = read_text_lines(spark, f"{Layout.offset_log(root)}/{batch_id - 1}")

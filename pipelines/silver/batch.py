@@ -13,7 +13,7 @@
    quarantine with ``SCHEMA_CONFLICT``;
 4. quarantine bad frames, failed resolutions and schema conflicts with their raw bytes;
 5. decode the records of every schema version in one pass through the Python workers, kept
-   computed for the later steps (``decode.decode_all``, ``lakehouse.materialized``); rows that
+   computed for the later steps (``decode_pass.decode_all``, ``lakehouse.materialized``); rows that
    fail go to quarantine with their raw bytes;
 6. check quality (the default suite plus the configured rules), the tables at the same time
    (``lakehouse.streaming.run_together``): failed rows go to quarantine (``DQ_FAILED``); a
@@ -63,7 +63,8 @@ from lakehouse.layout import Layout
 from lakehouse.materialized import keeps_as_leaf, materialize, release
 from lakehouse.streaming import run_together
 
-from .decode import DecodedVersion, DecodeSpec, decode_all
+from .decode import DecodeSpec
+from .decode_pass import DecodedVersion, decode_all
 from .evaluation import ExpressionEvaluation
 from .framing import (
     BRONZE_COLUMNS,
@@ -327,7 +328,7 @@ class SilverBatch:
         key_types: dict[SchemaKey, tuple[bytes, str]],
         persisted: list[DataFrame],
     ) -> dict[SchemaKey, DecodedVersion]:
-        """Each schema version the plans take, decoded (``decode.decode_all``: several in one
+        """Each schema version the plans take, decoded (``decode_pass.decode_all``: several in one
         pass) and kept computed (``lakehouse.materialized``), as every outcome reads it;
         returns each version's rows, and how many of them failed when the pass counted them
         (a frame kept as a local checkpoint is computed by a job of its own, which counts)."""

@@ -1,9 +1,9 @@
 """Step 5 of a silver micro-batch: decode the records of the batch's schema versions.
 
 Runs on the executors (``mapInArrow``), in the one pass a record makes through the Python
-workers: :func:`decode_all` sends the framed rows of every schema version the batch takes
-(framed by JVM expressions, ``framing``) through the workers together
-(:func:`decode_versions`), a batch of one version alone through :func:`decode_records`; only
+workers: ``decode_pass.decode_all`` sends the framed rows of every schema version the batch
+takes (framed by JVM expressions, ``framing``) through the workers together
+(``decode_pass.decode_versions``), a batch of one version alone through :func:`decode_records`; only
 their bytes and frame offsets go to Python. Per Arrow batch and version, the compiled decoder
 (``pipelines.proto_types.native_decoder``) turns the payloads straight into typed Arrow
 columns; the records it gives back, and all records when it is off or has no plan for the
@@ -27,14 +27,12 @@ message's columns, then
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-from pyspark.sql import DataFrame, Observation
-from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
+from pyspark.sql import DataFrame
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import (
@@ -47,7 +45,7 @@ from codec import (
 )
 from codec.payload import decode_sliced
 
-from .framing import BRONZE_COLUMNS, VERSION, FramedBatch, schema_key_of
+from .framing import BRONZE_COLUMNS, schema_key_of
 
 LINEAGE_DECODE_FIELDS: tuple[T.StructField, ...] = (
     T.StructField("_key", T.BinaryType()),
@@ -109,7 +107,7 @@ def decoded_schema(message_schema: T.StructType) -> T.StructType:
 _CONVERTERS: dict[tuple[bytes, str, int], Any] = {}
 
 
-def _converter(spec: DecodeSpec) -> Any:
+def row_converter(spec: DecodeSpec) -> Any:
     from pipelines.proto_types import RowConverter
 
     cache_key = (spec.file_descriptor_set, spec.message_type, spec.max_depth)
@@ -148,7 +146,7 @@ def decode_batches(spec: DecodeSpec, batches: Iterable[pa.RecordBatch]) -> Itera
     (``pipelines.proto_types._native``) decodes each batch straight from the Arrow buffers;
     the rows it gives back, and every row without it, take the upb path below.
     """
-    conv = _converter(spec)
+    conv = row_converter(spec)
     native = _native(spec, conv) if spec.native else None
     for batch in batches:
         if spec.key_types:
@@ -316,143 +314,3 @@ def decode_version(records: DataFrame, spec: DecodeSpec) -> DataFrame:
     decoded into the message's Spark schema (:func:`decode_records`)."""
     schema = message_spark_schema(spec.file_descriptor_set, spec.message_type, spec.max_depth)
     return decode_records(records, spec, schema)
-
-
-# -- several schema versions in one pass ----------------------------------------------------
-
-
-# At most this many schema versions share a pass: each row carries a null struct column for
-# every other version of its pass, and each version's rows are read from the kept pass.
-VERSIONS_PER_PASS = 8
-
-
-def decode_all(
-    batch: FramedBatch,
-    specs: Mapping[SchemaKey, DecodeSpec],
-    keep: Callable[[DataFrame], DataFrame] = lambda df: df,
-    count_failures: bool = False,
-) -> dict[SchemaKey, DecodedVersion]:
-    """The records of each schema version of ``specs`` decoded, in :func:`decode_records`'
-    schema. Each pass goes through ``keep`` as soon as it is planned (every outcome reads a
-    pass: the batch keeps it computed, ``lakehouse.materialized``, and frees what ``keep``
-    saw even when a later pass fails).
-
-    One version alone is decoded as it is (:func:`decode_version`); several go through the
-    Python workers together (:func:`decode_versions`, up to :data:`VERSIONS_PER_PASS` a
-    pass): one scan of the batch, one pass, one query to plan and keep for them all.
-
-    ``count_failures``: each version's failed records are counted while ``keep`` computes its
-    pass (an ``Observation``: no job of its own), so a caller skips the quarantine rows of a
-    version that has none; ``keep`` must then run the pass (``lakehouse.materialized``).
-    """
-    keys = list(specs)
-    with_keys = any(s.key_types for s in specs.values())
-    versions: dict[SchemaKey, DecodedVersion] = {}
-    for start in range(0, len(keys), VERSIONS_PER_PASS):
-        chunk = keys[start : start + VERSIONS_PER_PASS]
-        if len(chunk) == 1:
-            decoded = decode_version(batch.records_of(chunk[0], with_keys), specs[chunk[0]])
-        else:
-            records = batch.records_of_versions(chunk, with_keys)
-            decoded = decode_versions(records, [specs[k] for k in chunk])
-        failed = F.col("_decode_code").isNotNull()
-        counts = (
-            [failed]
-            if len(chunk) == 1
-            else [failed & (F.col(VERSION) == i) for i in range(len(chunk))]
-        )
-        observation = Observation() if count_failures else None
-        if observation is not None:
-            decoded = decoded.observe(
-                observation, *[F.count_if(c).alias(f"failed_{i}") for i, c in enumerate(counts)]
-            )
-        decoded = keep(decoded)
-        failures = observation.get if observation is not None else {}
-        for i, key in enumerate(chunk):
-            rows = decoded if len(chunk) == 1 else version_rows(decoded, i)
-            versions[key] = DecodedVersion(rows, failures.get(f"failed_{i}"))
-    return versions
-
-
-@dataclass(frozen=True)
-class DecodedVersion:
-    """One schema version's decoded rows (:func:`decode_records`' schema) and how many of
-    them failed to decode (None: not counted)."""
-
-    rows: DataFrame
-    failures: int | None = None
-
-
-def version_column(index: int) -> str:
-    """The struct column of :func:`decode_versions` that holds version ``index``'s message."""
-    return f"_v{index}"
-
-
-def decode_versions(records: DataFrame, specs: Sequence[DecodeSpec]) -> DataFrame:
-    """The framed records of several schema versions decoded in one pass through the Python
-    workers, instead of one pass (and one scan of the batch) per version.
-
-    ``records`` carry :data:`VERSION`, the index of each record's spec in ``specs``
-    (``framing.Heads.records_of_versions``). Output: ``_version``, one struct column per
-    version (:func:`version_column`: the message's columns in that version's rows, null in
-    the others), then the lineage and error columns of :func:`decoded_schema`. A version's rows
-    in :func:`decode_records`' schema: :func:`version_rows`.
-    """
-    messages = [
-        message_spark_schema(s.file_descriptor_set, s.message_type, s.max_depth) for s in specs
-    ]
-    schema = T.StructType(
-        [
-            T.StructField(VERSION, T.IntegerType()),
-            *[T.StructField(version_column(i), m) for i, m in enumerate(messages)],
-            *LINEAGE_DECODE_FIELDS,
-        ]
-    )
-    with_keys = any(s.key_types for s in specs)
-    columns = DECODE_INPUT if with_keys else DECODE_INPUT[: len(BRONZE_COLUMNS) + 1]
-
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return decode_version_batches(specs, batches)
-
-    return records.select(*columns, VERSION).mapInArrow(run, schema)
-
-
-def version_rows(decoded: DataFrame, index: int) -> DataFrame:
-    """Version ``index``'s rows of :func:`decode_versions`' output, in the schema
-    :func:`decode_records` gives them."""
-    lineage = [f.name for f in LINEAGE_DECODE_FIELDS]
-    mine = decoded.where(F.col(VERSION) == index)
-    return mine.select(f"{version_column(index)}.*", *lineage)
-
-
-def decode_version_batches(
-    specs: Sequence[DecodeSpec], batches: Iterable[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """Each batch's rows grouped by version, decoded by :func:`decode_batches` with their
-    version's spec, each output batch laid out as :func:`decode_versions` says."""
-    types = [pa.struct(list(_converter(s).arrow_schema)) for s in specs]
-    for batch in batches:
-        versions = batch.column(VERSION)
-        for index in pc.unique(versions).to_pylist():
-            rows = pc.indices_nonzero(pc.equal(versions, index))
-            for out in decode_batches(specs[index], [batch.take(rows)]):
-                yield _in_version_layout(out, index, types)
-
-
-def _in_version_layout(
-    out: pa.RecordBatch, index: int, types: list[pa.StructType]
-) -> pa.RecordBatch:
-    """A :func:`decode_batches` output batch of version ``index``: its message columns moved
-    into that version's struct column, the other versions' columns null."""
-    n = out.num_rows
-    split = out.num_columns - len(LINEAGE_DECODE_FIELDS)
-    if split:
-        message = pa.StructArray.from_arrays(out.columns[:split], fields=list(types[index]))
-    else:  # a message without fields: nothing to hold (its rows keep their lineage)
-        message = pa.nulls(n, types[index])
-    columns: list[pa.Array] = [pa.repeat(pa.scalar(index, pa.int32()), n)]
-    columns += [message if i == index else pa.nulls(n, t) for i, t in enumerate(types)]
-    columns += out.columns[split:]
-    names = [VERSION, *(version_column(i) for i in range(len(types)))]
-    names += [f.name for f in LINEAGE_DECODE_FIELDS]
-    return pa.RecordBatch.from_arrays(columns, names=names)

@@ -333,7 +333,7 @@ class Heads:
         """The records of any of ``keys`` with the columns ``decode_records`` reads
         (``_key_schema_key``/``_key_payload_offset`` only ``with_keys`` and framed keys) and
         :data:`VERSION`, the index in ``keys`` of each record's key: one scan of the batch for
-        all of them (``decode.decode_versions``).
+        all of them (``decode_pass.decode_versions``).
 
         Read from ``bronze`` by head: the rows of the keys' heads, unfiltered when the batch
         holds those keys alone; the payload offset and version looked up by head (literals

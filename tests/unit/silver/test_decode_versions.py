@@ -1,4 +1,4 @@
-"""One pass over several schema versions (``decode.decode_version_batches``) gives each
+"""One pass over several schema versions (``decode_pass.decode_version_batches``) gives each
 version's rows exactly as decoding that version alone (``decode.decode_batches``) does: the
 message in the version's struct column, the other versions' columns null, the same lineage and
 errors. Pure Python and Arrow: what the Python workers run."""
@@ -19,10 +19,9 @@ from pipelines.silver.decode import (
     LINEAGE_DECODE_FIELDS,
     DecodeSpec,
     decode_batches,
-    decode_version_batches,
     message_spark_schema,
-    version_column,
 )
+from pipelines.silver.decode_pass import decode_version_batches, version_column
 from pipelines.silver.framing import BRONZE_COLUMNS, VERSION
 from tests.support.proto_types_testkit import Protos, compile_protos
 
@@ -82,7 +81,7 @@ def test_one_pass_gives_each_version_the_rows_of_its_own_pass(protos: Protos, na
     specs = _specs(protos, native)
     out = list(decode_version_batches(specs, [batch]))
 
-    # the schema mapInArrow is given (decode.decode_versions): what Spark reads the batches as
+    # the schema mapInArrow is given (decode_pass.decode_versions): what Spark reads the batches as
     messages = [message_spark_schema(s.file_descriptor_set, s.message_type, 3) for s in specs]
     spark_schema = T.StructType(
         [
