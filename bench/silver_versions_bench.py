@@ -14,7 +14,7 @@ The two ways alternate, after a warm-up run of each (the JVM's JIT compiler is b
 minutes after a start):
 
 - one pass: the records of every schema version of the batch go through the Python workers
-  together, into one cached frame (``decode.decode_versions``);
+  together, into one cached frame (``decode_pass.decode_versions``);
 - per version: each version is read from the batch, decoded and cached on its own
   (``decode.decode_version`` per version).
 

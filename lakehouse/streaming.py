@@ -19,8 +19,6 @@
 
 The checkpoint folder's own files (app ids, offset and commit logs) are
 ``lakehouse.checkpoints``.
-
-Files are read and written through Hadoop's file system of the session: any URI works.
 """
 
 from __future__ import annotations

@@ -42,14 +42,14 @@ def delta_tables(folder: str, store: Store) -> dict[str, str]:
 def silver_versions(config: str) -> dict[str, int]:
     """``{silver table: latest Delta version}`` of the configured lakehouse
     (:func:`lakehouse.tables.silver_versions`, by table name)."""
-    from lakehouse import delta
+    from lakehouse import tables
     from lakehouse.layout import table_name
 
     lakehouse = open_lakehouse(load_job_config(config))
     if lakehouse is None:
         return {}
     layout, store = lakehouse
-    return {table_name(p): v for p, v in delta.silver_versions(layout, store=store).items()}
+    return {table_name(p): v for p, v in tables.silver_versions(layout, store=store).items()}
 
 
 def lakehouse_counts(config: str) -> dict[str, dict[str, int | None]]:

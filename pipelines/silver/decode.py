@@ -11,7 +11,7 @@ type, are parsed with ``codec.decode_payloads`` against their writer schema
 (``codec.message_class_for`` compiles the descriptor set once per executor process) and
 converted by ``pipelines.proto_types.RowConverter``. Both paths give the same rows.
 
-A version's rows (:func:`decoded_schema`; :func:`version_rows` of a pass over several): the
+A version's rows (:func:`decoded_schema`; ``decode_pass.version_rows`` of a pass over several): the
 message's columns, then
 
 - ``_key binary`` (raw key, always) and ``_key_decoded string``: when the key is itself

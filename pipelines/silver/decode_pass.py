@@ -38,10 +38,14 @@ from .framing import BRONZE_COLUMNS, VERSION, FramedBatch
 VERSIONS_PER_PASS = 8
 
 
+def _as_is(df: DataFrame) -> DataFrame:
+    return df
+
+
 def decode_all(
     batch: FramedBatch,
     specs: Mapping[SchemaKey, DecodeSpec],
-    keep: Callable[[DataFrame], DataFrame] = lambda df: df,
+    keep: Callable[[DataFrame], DataFrame] = _as_is,
     count_failures: bool = False,
 ) -> dict[SchemaKey, DecodedVersion]:
     """The records of each schema version of ``specs`` decoded, in :func:`decode_records`'
@@ -56,6 +60,8 @@ def decode_all(
     ``count_failures``: each version's failures are counted while ``keep`` computes its pass
     (an ``Observation``: no job of its own); ``keep`` must then run it (``materialize``).
     """
+    if count_failures and keep is _as_is:
+        raise ValueError("count_failures needs a keep that computes each pass")
     keys = list(specs)
     with_keys = any(s.key_types for s in specs.values())
     versions: dict[SchemaKey, DecodedVersion] = {}

@@ -233,7 +233,8 @@ class BatchWrites:
         ):
             self._quarantine_table = True
             return
-        self._quarantine_by_spark(quarantine, batch_id, rows.num_rows)
+        collected = self.spark.createDataFrame(rows, schema=quarantine.schema)
+        self._quarantine_by_spark(collected, batch_id, rows.num_rows)
 
     def _quarantine_by_spark(self, quarantine: DataFrame, batch_id: int, rows: int) -> None:
         append_idempotent(

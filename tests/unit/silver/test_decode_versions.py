@@ -21,7 +21,7 @@ from pipelines.silver.decode import (
     decode_batches,
     message_spark_schema,
 )
-from pipelines.silver.decode_pass import decode_version_batches, version_column
+from pipelines.silver.decode_pass import decode_all, decode_version_batches, version_column
 from pipelines.silver.framing import BRONZE_COLUMNS, VERSION
 from tests.support.proto_types_testkit import Protos, compile_protos
 
@@ -118,3 +118,10 @@ def test_one_pass_gives_each_version_the_rows_of_its_own_pass(protos: Protos, na
     codes = {offset: row["_decode_code"] for offset, row in seen.items()}
     assert codes[len(rows) - 2] is not None and codes[len(rows) - 1] is not None
     assert [c for o, c in codes.items() if o < len(rows) - 2] == [None] * (len(rows) - 2)
+
+
+def test_counting_failures_needs_a_keep_that_computes_the_pass() -> None:
+    """The failures are read once the pass ran: without a ``keep`` that runs it, reading them
+    would wait for ever, so ``decode_all`` refuses at once."""
+    with pytest.raises(ValueError, match="count_failures"):
+        decode_all(None, {}, count_failures=True)  # type: ignore[arg-type]
