@@ -106,11 +106,6 @@ def in_table_order(data: pa.Table, table: Any) -> pa.Table | None:
     return None
 
 
-def fits_table(data: pa.Table, table: Any) -> bool:
-    """Whether ``data`` has the columns of delta-rs table ``table`` (:func:`in_table_order`)."""
-    return in_table_order(data, table) is not None
-
-
 def _same_type(have: pa.DataType, want: pa.DataType) -> bool:
     import pyarrow as pa
 

@@ -141,15 +141,15 @@ class TopicRouter:
         else:
             topics = None if offsets is None else offsets.topics
             rows = batch if topics is None else _only_topics(batch, topics)
-        if topics is not None and offsets is not None:
-            tables = _tables_of(topics)
-            if self._in_driver(tables, offsets) and self._append_collected(rows, tables, batch_id):
-                self._done(batch_id, tables)
+        known = None if topics is None else _tables_of(topics)
+        if known is not None and offsets is not None:
+            if self._in_driver(known, offsets) and self._append_collected(rows, known, batch_id):
+                self._done(batch_id, known)
                 return
-        if topics is not None and len(_tables_of(topics)) <= 1:
-            for table in _tables_of(topics):
+        if known is not None and len(known) <= 1:
+            for table in known:
                 self._append(rows, table, batch_id)
-            self._done(batch_id, _tables_of(topics))
+            self._done(batch_id, known)
             return
         # As many parts as the cluster has cores, not one per Kafka partition: each table's
         # append then runs that many tasks and writes at most that many files per batch.

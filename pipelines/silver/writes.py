@@ -127,13 +127,13 @@ class BatchWrites:
             return (
                 quarantine,
                 quarantined,
-                partial(self._quarantine_collected, rows, quarantine, batch_id),
+                partial(self._quarantine_collected, rows, quarantine.schema, batch_id),
             )
         quarantine = materialize(quarantine)
         persisted.append(quarantine)
         quarantined = quarantine.groupBy("reason_code", "_message_type").count().collect()
         total = sum(int(row["count"]) for row in quarantined)
-        return quarantine, quarantined, partial(self._quarantine, quarantine, batch_id, total)
+        return quarantine, quarantined, partial(self._quarantine_by_spark, quarantine, batch_id, total)
 
     def _collect_quarantine(
         self, quarantine: DataFrame, records: int
@@ -217,14 +217,7 @@ class BatchWrites:
             self.spark, rows, path, self.app_id, batch_id, replays=self.replays, logger=log
         )
 
-    def _quarantine(self, quarantine: DataFrame, batch_id: int, rows: int) -> None:
-        """The quarantine's append from the executors (``rows``: how many)."""
-        if self._in_driver(quarantine, self.layout.quarantine, batch_id, rows):
-            self._quarantine_table = True
-            return
-        self._quarantine_by_spark(quarantine, batch_id, rows)
-
-    def _quarantine_collected(self, rows: pa.Table, quarantine: DataFrame, batch_id: int) -> None:
+    def _quarantine_collected(self, rows: pa.Table, schema: T.StructType, batch_id: int) -> None:
         """The quarantine's append of rows collected into the driver (Spark's when delta-rs
         cannot append them: no table yet, another schema)."""
         path = self.layout.quarantine
@@ -233,10 +226,12 @@ class BatchWrites:
         ):
             self._quarantine_table = True
             return
-        collected = self.spark.createDataFrame(rows, schema=quarantine.schema)
+        collected = self.spark.createDataFrame(rows, schema=schema)
         self._quarantine_by_spark(collected, batch_id, rows.num_rows)
 
     def _quarantine_by_spark(self, quarantine: DataFrame, batch_id: int, rows: int) -> None:
+        """The quarantine's append by Spark (``rows``: how many; a large batch's, an object
+        store's, or rows delta-rs did not take)."""
         append_idempotent(
             write_partitions(quarantine, rows),
             self.layout.quarantine,

@@ -18,7 +18,7 @@ from lakehouse.driver_append import (
     append_arrow,
     appends_in_driver,
     collect_arrow,
-    fits_table,
+    in_table_order,
 )
 
 FRESH = Replays(fresh_from=0)  # no batch of this app was written before
@@ -105,17 +105,17 @@ def test_no_table_or_other_columns_leave_the_append_to_spark(spark: Any, tmp_pat
     assert len(history(spark, path)) == 1  # nothing committed
 
 
-def test_fits_table_ignores_nullability_and_string_layouts(spark: Any, tmp_path: Path) -> None:
+def test_in_table_order_ignores_nullability_and_string_layouts(spark: Any, tmp_path: Path) -> None:
     from deltalake import DeltaTable as RsTable
 
     path = created(spark, tmp_path / "t")
     data = frame(spark, 0, 2).toArrow()
     table = RsTable(path)
-    assert fits_table(data, table)
+    assert in_table_order(data, table) is not None
     strict = pa.schema([f.with_nullable(False) for f in data.schema])
-    assert fits_table(data.cast(strict), table)
+    assert in_table_order(data.cast(strict), table) is not None
     large = data.set_column(1, "text", data["text"].cast(pa.large_string()))
-    assert fits_table(large, table)
+    assert in_table_order(large, table) is not None
 
 
 def test_only_small_batches_of_local_tables_go_through_the_driver(tmp_path: Path) -> None:
