@@ -3,6 +3,9 @@
 :class:`SilverBatch` runs these steps, each a method of its own (the writes of step 7 are
 ``writes.BatchWrites``):
 
+0. collect (``driver_pass``): a small batch (at most ``driver_records`` records) is read into
+   the driver once, as Arrow; it is framed and decoded there (steps 1 and 5), and the other
+   steps read local relations of its rows; any other batch takes the Spark path below;
 1. frame (``framing``): the JVM cuts each record's frame head; the driver reads each distinct
    head once into a ``codec.SchemaKey`` and a payload offset (``record_framing`` frames the
    few records a head is not enough for, in Python); the batch's record count then chooses
@@ -65,6 +68,7 @@ from lakehouse.streaming import run_together
 
 from .decode import DecodeSpec
 from .decode_pass import DecodedVersion, decode_all
+from .driver_pass import DRIVER_RECORDS, SmallBatch, collect_small
 from .evaluation import ExpressionEvaluation
 from .framing import (
     BRONZE_COLUMNS,
@@ -118,6 +122,8 @@ class SilverBatch:
             quarantine table (replay updates the rows it re-decoded).
         replays: which batches an earlier run of the query may have written
             (:func:`lakehouse.checkpoints.replays_of`); default: any, so each append looks.
+        driver_records: a batch of at most this many records is framed and decoded in the
+            driver (``driver_pass``); 0: every batch takes the Spark path.
     """
 
     def __init__(
@@ -135,8 +141,10 @@ class SilverBatch:
         checker: Any = None,
         quarantine_writer: Callable[[DataFrame, int], None] | None = None,
         replays: Replays = ANY_BATCH_MAY_BE_REPLAYED,
+        driver_records: int = DRIVER_RECORDS,
     ) -> None:
         self.spark = spark
+        self.driver_records = driver_records
         # metrics (pipelines/metrics.py) set on_batch to see each batch
         self.on_batch: Callable[[BatchStats], None] | None = None
         self.layout = Layout(lakehouse_path)
@@ -205,13 +213,18 @@ class SilverBatch:
     ) -> None:
         processed_at = datetime.now(UTC)
         q_time = F.lit(processed_at).cast("timestamp")
-        if self.cache_bronze:
+        with stats.step("collect"):
+            small = self._small(bronze)
+        if small is None and self.cache_bronze:
             # read once: the keys pass and every decode pass below read the batch again
             columns = [*BRONZE_COLUMNS, *([INGESTED_AT] if INGESTED_AT in bronze.columns else [])]
             bronze = bronze.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
             persisted.append(bronze)
         with stats.step("frame"):
-            counts, batch = self._frame(bronze, persisted)
+            if small is not None:
+                counts, batch = small.counts, small.batch
+            else:
+                counts, batch = self._frame(bronze, persisted)
         framed = batch.framed
         stats.records = counts.records
         if stats.records == 0:
@@ -226,7 +239,7 @@ class SilverBatch:
         with stats.step("quarantine"):
             quarantine = self._quarantine(framed, counts, resolved, q_time)
         with stats.step("decode"):
-            tables = self._decode(batch, plans, resolved, q_time, quarantine, persisted)
+            tables = self._decode(batch, plans, resolved, q_time, quarantine, persisted, small)
         reference_time = batch_reference_time(batch.heads, processed_at) if checked else None
         with stats.step("check"):
             to_write, results = self._check(
@@ -237,6 +250,12 @@ class SilverBatch:
         stats.count_outcome(counts, [plan for plan, _ in to_write], quarantined)
 
     # -- the steps --------------------------------------------------------------------------
+
+    def _small(self, bronze: DataFrame) -> SmallBatch | None:
+        """A batch of at most ``driver_records`` records collected and framed in the driver
+        (``driver_pass``); None: the Spark path (more records, Python framing)."""
+        rows = collect_small(bronze, self.driver_records)
+        return None if rows is None else SmallBatch.frame(bronze, rows)
 
     def _frame(
         self, bronze: DataFrame, persisted: list[DataFrame]
@@ -301,10 +320,12 @@ class SilverBatch:
         q_time: Column,
         quarantine: list[DataFrame],
         persisted: list[DataFrame],
+        small: SmallBatch | None = None,
     ) -> list[tuple[TablePlan, DataFrame]]:
-        """(5) Per table, its conflicts to quarantine, then each version decoded: the failures
-        to quarantine, the others aligned to the table's schema; returns the table frames."""
-        decoded_versions = self._decode_versions(batch, plans, resolved.key_types, persisted)
+        """(5) Per table, its conflicts to quarantine, then each version decoded (in the driver
+        for a ``small`` batch): the failures to quarantine, the others aligned to the table's
+        schema; returns the table frames."""
+        decoded_versions = self._decode_versions(batch, plans, resolved.key_types, persisted, small)
         tables: list[tuple[TablePlan, DataFrame]] = []
         for plan in plans:
             quarantine.extend(quarantine_conflicts(batch.framed, plan, q_time))
@@ -327,9 +348,10 @@ class SilverBatch:
         plans: list[TablePlan],
         key_types: dict[SchemaKey, tuple[bytes, str]],
         persisted: list[DataFrame],
+        small: SmallBatch | None = None,
     ) -> dict[SchemaKey, DecodedVersion]:
-        """Each schema version the plans take, decoded (``decode_pass.decode_all``: several in one
-        pass) and kept computed (``lakehouse.materialized``), as every outcome reads it;
+        """Each schema version the plans take, decoded: in the driver for a ``small`` batch
+        (``driver_pass``), else by ``decode_pass.decode_all`` (several in one pass) and kept computed (``lakehouse.materialized``), as every outcome reads it;
         returns each version's rows, and how many of them failed when the pass counted them
         (a frame kept as a local checkpoint is computed by a job of its own, which counts)."""
         specs: dict[SchemaKey, DecodeSpec] = {}
@@ -344,6 +366,8 @@ class SilverBatch:
                     key_types=key_types,
                     native=self.native,
                 )
+        if small is not None:
+            return small.decode(specs)
 
         def keep(decoded: DataFrame) -> DataFrame:
             kept = materialize(decoded)

@@ -85,11 +85,12 @@ def _arrow_value(name: str, value: Any) -> Any:
 
 def _frame_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
-        yield _frame_batch(batch)
+        yield frame_batch(batch)
 
 
-def _frame_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """The bronze columns of ``batch`` followed by its :data:`FRAMED_FIELDS`."""
+def frame_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The columns of ``batch`` (the bronze columns at least) followed by its
+    :data:`FRAMED_FIELDS`, each record framed by :func:`frame_columns`."""
     rows = [
         frame_columns(
             value, key, None if headers is None else [(h["key"], h["value"]) for h in headers]

@@ -28,8 +28,8 @@ class BatchStats:
     quarantined: dict[str, int] = field(default_factory=dict)
     schema_keys: int = 0
     seconds: float = 0.0
-    # seconds of each step that ran (frame, resolve, plan, quarantine, decode, check, write),
-    # in order: where a slow batch's time went
+    # seconds of each step that ran (collect, frame, resolve, plan, quarantine, decode, check,
+    # write), in order: where a slow batch's time went
     steps: dict[str, float] = field(default_factory=dict)
 
     @contextmanager

@@ -20,6 +20,7 @@ from lakehouse.layout import Layout
 from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant
 from pipelines.silver import SilverBatch
+from pipelines.silver.driver_pass import DRIVER_RECORDS, SmallBatch, collect_small
 from tests.support.delta_log import files_added
 from tests.support.silver_testkit import bronze_row, make_order, poison_values, write_bronze
 
@@ -278,8 +279,17 @@ def _silver_rows(spark: Any, lake: str) -> dict[str, list[Any]]:
     return out
 
 
-@pytest.mark.parametrize("options", [{"cache_bronze": True}, {"native": False}])
-def test_the_batch_lands_the_same_without_the_cache_or_the_compiled_decoder(
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"driver_records": 0},
+        {"driver_records": 0, "cache_bronze": True},
+        {"driver_records": 0, "native": False},
+        {"native": False},
+    ],
+    ids=["spark-path", "spark-path-cached", "spark-path-upb", "driver-path-upb"],
+)
+def test_the_batch_lands_the_same_on_either_path_with_or_without_the_compiled_decoder(
     spark: Any, tmp_path: Any, mixed: Any, registry: Any, processed: Any, options: Any
 ) -> None:
     lake = str(tmp_path / "lake")
@@ -355,7 +365,9 @@ def test_a_batch_without_quarantine_rows_commits_nothing_to_the_quarantine(
     assert clean.history[0].silver == {table_name_for(ORDER): 2}
     assert clean.history[0].quarantined == {}
     steps = clean.history[0].steps  # where the batch's time went, step by step
-    assert list(steps) == ["frame", "resolve", "plan", "quarantine", "decode", "check", "write"]
+    assert list(steps) == [
+        *("collect", "frame", "resolve", "plan", "quarantine", "decode", "check", "write")
+    ]
     assert 0 < sum(steps.values()) <= clean.history[0].seconds + 0.01  # each rounded to 1 ms
 
     poisoned = run(2, [orders[0], b"not a frame"])
@@ -442,7 +454,13 @@ def test_the_decode_pass_counts_each_versions_failures(
         decoded = batch._decode_versions(framed, plans, resolved.key_types, persisted)
         failed = {key: d.failures for key, d in decoded.items()}
         rows = {key: d.rows.where("_decode_code IS NOT NULL").count() for key, d in decoded.items()}
+        bronze_df = spark.read.format("delta").load(bronze)
+        small = SmallBatch.frame(bronze_df, collect_small(bronze_df, DRIVER_RECORDS))
+        assert small is not None and small.counts == counts
+        in_driver = batch._decode_versions(small.batch, plans, resolved.key_types, [], small)
+        failed_in_driver = {key: d.failures for key, d in in_driver.items()}
     finally:
         batch._release(persisted)
     assert failed == rows
     assert sorted(failed.values()) == [0] * (len(failed) - 1) + [2]
+    assert failed_in_driver == failed

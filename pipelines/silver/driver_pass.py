@@ -1,0 +1,133 @@
+"""Steps 1 and 5 of a small silver micro-batch in the driver: its bronze rows collected once as
+Arrow, framed and decoded in this process, the later steps reading local relations.
+
+A stream's micro-batch is small (hundreds to a few thousand records), and on the Spark path
+its cost is each job's fixed cost, paid by every pass over the batch: planning the scan of the
+bronze Delta table, the frame heads' aggregation, the Python framing of the records a head is
+not enough for, the decode pass through the Python workers and keeping it computed. For a batch
+of at most :data:`DRIVER_RECORDS` records, :func:`collect_small` reads the bronze rows once
+(one job), and the batch goes on from those rows:
+
+- each record is framed here by ``record_framing.frame_batch`` (``codec.parse_frame``, what
+  the Spark path runs for the records its heads do not frame), and counted per schema key;
+- each schema version's records are decoded here by ``decode.decode_batches``, the function the
+  Python workers run (:meth:`SmallBatch.decode`), their failures counted from the rows;
+- the bronze rows, the framed rows and each version's decoded rows become Spark DataFrames over
+  local relations (``createDataFrame`` of Arrow, below Spark's
+  ``spark.sql.execution.arrow.localRelationThreshold``), so that the later steps (quarantine,
+  checks, writes) run as they are, on data their plans hold.
+
+A batch of more records, or whose rows cannot be collected
+(``lakehouse.driver_append.collect_arrow``), takes the Spark path. Both paths land the same
+rows (``tests/integration/silver_batch/test_batch.py``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T  # noqa: N812
+
+from codec import SchemaKey
+from lakehouse.driver_append import collect_arrow
+
+from .decode import DecodeSpec, decode_batches, decoded_schema, message_spark_schema
+from .decode_pass import DecodedVersion
+from .framing import BRONZE_COLUMNS, FRAMED_FIELDS, INGESTED_AT, FramedBatch, Heads, schema_key_of
+from .record_framing import frame_batch
+from .resolution import KeyCounts
+
+#: a batch of at most this many records is framed and decoded in the driver
+DRIVER_RECORDS = 10_000
+_KEY_FRAME = ("_key_schema_key", "_key_payload_offset")
+
+
+def collect_small(bronze: DataFrame, limit: int) -> pa.Table | None:
+    """The batch's bronze columns (and ``_ingested_at`` when it has it) as Arrow, when it has at
+    most ``limit`` records and they can be collected; else None. One Spark job."""
+    if limit <= 0:
+        return None
+    columns = [*BRONZE_COLUMNS, *([INGESTED_AT] if INGESTED_AT in bronze.columns else [])]
+    rows = collect_arrow(bronze.select(*columns).limit(limit + 1), "silver")
+    if rows is None or rows.num_rows > limit:
+        return None
+    return rows
+
+
+@dataclass(frozen=True)
+class SmallBatch:
+    """A small batch after step 1 in the driver: its framed rows (Arrow), their counts per
+    schema key, and the framed batch as local relations (for the steps that read it)."""
+
+    framed: pa.Table
+    counts: KeyCounts
+    batch: FramedBatch
+
+    @classmethod
+    def frame(cls, bronze: DataFrame, rows: pa.Table) -> SmallBatch:
+        """Frame the collected ``rows`` of ``bronze``, record by record."""
+        session = bronze.sparkSession
+        bronze_schema = bronze.select(*rows.column_names).schema
+        framed = pa.Table.from_batches(
+            [frame_batch(b) for b in rows.select(list(BRONZE_COLUMNS)).to_batches()]
+        )
+        if framed.num_columns == 0:  # no batches: no records
+            framed = frame_batch(pa.RecordBatch.from_pylist([], rows.select(BRONZE_COLUMNS).schema))
+            framed = pa.Table.from_batches([framed])
+        framed_schema = T.StructType([*(bronze_schema[c] for c in BRONZE_COLUMNS), *FRAMED_FIELDS])
+        local = session.createDataFrame(rows, schema=bronze_schema)
+        heads = Heads({}, {}, {}, True, {}, _latest_ingested(rows))
+        batch = FramedBatch(local, heads, session.createDataFrame(framed, schema=framed_schema))
+        return cls(framed, _counts(framed), batch)
+
+    def decode(self, specs: Mapping[SchemaKey, DecodeSpec]) -> dict[SchemaKey, DecodedVersion]:
+        """Each version's records decoded here (``decode.decode_batches``), as local relations
+        in ``decode.decode_records``' schema, with their failures counted."""
+        session = self.batch.bronze.sparkSession
+        keys = [schema_key_of(k) for k in self.framed.column("_schema_key").to_pylist()]
+        out: dict[SchemaKey, DecodedVersion] = {}
+        for key, spec in specs.items():
+            mine = pa.array([i for i, k in enumerate(keys) if k == key], pa.int64())
+            columns = [*BRONZE_COLUMNS, "_payload_offset", *(_KEY_FRAME if spec.key_types else ())]
+            records = self.framed.select(columns).take(mine)
+            schema = decoded_schema(
+                message_spark_schema(spec.file_descriptor_set, spec.message_type, spec.max_depth)
+            )
+            batches = list(decode_batches(spec, records.to_batches()))
+            if not batches:
+                out[key] = DecodedVersion(session.createDataFrame([], schema), 0)
+                continue
+            decoded = pa.Table.from_batches(batches)
+            failed = decoded.num_rows - decoded.column("_decode_code").null_count
+            out[key] = DecodedVersion(session.createDataFrame(decoded, schema=schema), failed)
+        return out
+
+
+def _counts(framed: pa.Table) -> KeyCounts:
+    """Records per (value schema key, key schema key) and each value key's topics."""
+    counts: Counter[tuple[SchemaKey | None, SchemaKey | None]] = Counter()
+    topics: dict[SchemaKey, set[str]] = {}
+    for value_key, key_key, topic in zip(
+        framed.column("_schema_key").to_pylist(),
+        framed.column("_key_schema_key").to_pylist(),
+        framed.column("topic").to_pylist(),
+        strict=True,
+    ):
+        pair = (schema_key_of(value_key), schema_key_of(key_key))
+        counts[pair] += 1
+        if pair[0] is not None and topic:
+            topics.setdefault(pair[0], set()).add(topic)
+    return KeyCounts(dict(counts), topics)
+
+
+def _latest_ingested(rows: pa.Table) -> datetime | None:
+    """The latest ``_ingested_at`` of the rows (None: no such column, or only nulls)."""
+    if INGESTED_AT not in rows.column_names:
+        return None
+    return pc.max(rows.column(INGESTED_AT)).as_py()
