@@ -239,7 +239,9 @@ class SilverBatch:
         with stats.step("quarantine"):
             quarantine = self._quarantine(framed, counts, resolved, q_time)
         with stats.step("decode"):
-            tables = self._decode(batch, plans, resolved, q_time, quarantine, persisted, small)
+            tables = self._decode(
+                batch, plans, resolved, q_time, quarantine, persisted, small, counts
+            )
         reference_time = batch_reference_time(batch.heads, processed_at) if checked else None
         with stats.step("check"):
             to_write, results = self._check(
@@ -321,10 +323,12 @@ class SilverBatch:
         quarantine: list[DataFrame],
         persisted: list[DataFrame],
         small: SmallBatch | None = None,
+        counts: KeyCounts | None = None,
     ) -> list[tuple[TablePlan, DataFrame]]:
         """(5) Per table, its conflicts to quarantine, then each version decoded (in the driver
         for a ``small`` batch): the failures to quarantine, the others aligned to the table's
-        schema; returns the table frames."""
+        schema; returns the table frames. A table whose records (``counts``) are known to have
+        all failed is left out: nothing to check, no commit, no table created for nothing."""
         decoded_versions = self._decode_versions(batch, plans, resolved.key_types, persisted, small)
         tables: list[tuple[TablePlan, DataFrame]] = []
         for plan in plans:
@@ -338,7 +342,7 @@ class SilverBatch:
                     )
                 good_parts.append(table_rows(decoded.rows, res, plan, q_time))
             table_df = union_all(good_parts)
-            if table_df is not None:
+            if table_df is not None and not _all_failed(plan, decoded_versions, counts):
                 tables.append((plan, table_df))
         return tables
 
@@ -420,3 +424,15 @@ class SilverBatch:
             self.writes.quality_results(results, batch_id)
             raise QualityFailed(failed_outcome)
         return to_write, results
+
+
+def _all_failed(
+    plan: TablePlan, decoded: dict[SchemaKey, DecodedVersion], counts: KeyCounts | None
+) -> bool:
+    """Whether every record of the plan's versions is known to have failed to decode."""
+    failures = [decoded[res.schema_key].failures for res in plan.versions]
+    if counts is None or any(f is None for f in failures):
+        return False
+    return sum(f for f in failures if f is not None) == counts.records_of(
+        res.schema_key for res in plan.versions
+    )

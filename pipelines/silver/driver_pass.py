@@ -44,7 +44,7 @@ from .record_framing import frame_batch
 from .resolution import KeyCounts
 
 #: a batch of at most this many records is framed and decoded in the driver
-DRIVER_RECORDS = 10_000
+DRIVER_RECORDS = 50_000
 _KEY_FRAME = ("_key_schema_key", "_key_payload_offset")
 
 

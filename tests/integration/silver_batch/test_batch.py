@@ -464,3 +464,29 @@ def test_the_decode_pass_counts_each_versions_failures(
     assert failed == rows
     assert sorted(failed.values()) == [0] * (len(failed) - 1) + [2]
     assert failed_in_driver == failed
+
+
+@pytest.mark.parametrize("driver_records", [0, DRIVER_RECORDS], ids=["spark-path", "driver-path"])
+def test_a_table_whose_records_all_fail_is_not_created(
+    spark: Any, tmp_path: Any, producer: Any, versions: Any, registry: Any, driver_records: int
+) -> None:
+    """Every Ping of the batch fails to decode: its records go to quarantine, and no Ping table
+    is created or written (nor checked) for a batch that has no row for it."""
+    v1 = versions["v1"]
+    ping = producer.frame(v1.Ping(id="p"), TOPIC)
+    rows = [bronze_row(producer.frame(make_order(v1, i), TOPIC), TOPIC, i) for i in range(2)]
+    rows += [bronze_row(ping[:6] + b"\xff\xff\xff\xff", TOPIC, 2 + i) for i in range(2)]
+    lake = str(tmp_path / "lake")
+    write_bronze(spark, f"{lake}/bronze/ut_orders", rows)
+    batch = SilverBatch(
+        spark,
+        lake,
+        "app",
+        SchemaResolver(open_registry(registry.url)),
+        driver_records=driver_records,
+    )
+    batch(spark.read.format("delta").load(f"{lake}/bronze/ut_orders"), 0)
+    assert batch.history[0].silver == {table_name_for(ORDER): 2}
+    assert batch.history[0].quarantined == {"TRUNCATED": 2}  # the payload's codec error
+    assert not Path(Layout(lake).silver_table(table_name_for(PING))).exists()
+    assert check_invariant(spark, lake).holds
