@@ -32,6 +32,8 @@ includes start-up, and the bench says so):
 
 - freshness: p50 and p95 of "now minus the newest Kafka timestamp visible in silver", polled;
 - per record: p50 and p95 of silver commit time minus the record's Kafka timestamp;
+- freshness through the window, 20 s at a time (p50 and largest of each slice): whether silver
+  works off the backlog of its start-up, keeps up or falls behind;
 - where silver's batches spent their time, each query's first batch apart (Spark's phases
   of each progress, and the steps of ``SilverBatch``: ``phases_seconds``/``steps_seconds``
   of the jobs' batch lines);
@@ -461,8 +463,27 @@ def report(
             f"{pct(samples, 0.95) / TARGETS['freshness_p95']:.2f}x"
         )
     print(line("per record: silver commit - Kafka ts", per_record))
+    print_slices([(at, lag) for at, lag in fresh if window_start <= at <= window_end], window_start)
     if args.keep:
         print(f"kept: {work}")
+
+
+def print_slices(
+    polls: list[tuple[float, float | None]], start: float, width: float = 20.0
+) -> None:
+    """Freshness through the window, slice by slice (its p50 and largest value in each
+    ``width`` seconds): whether silver works off a backlog, keeps up or falls behind."""
+    slices: dict[int, list[float]] = {}
+    for at, lag in polls:
+        if lag is not None:
+            slices.setdefault(int((at - start) // width), []).append(lag)
+    if not slices:
+        return
+    cells = [
+        f"{k * width:.0f}-{(k + 1) * width:.0f} s: {pct(v, 0.5):.1f}/{max(v):.1f}"
+        for k, v in sorted(slices.items())
+    ]
+    print(f"  freshness by {width:.0f} s of the window (p50/max s): " + ", ".join(cells))
 
 
 def print_batches(bronze_log: Path, silver_log: Path) -> None:

@@ -7,6 +7,8 @@ Contract (called by the silver job inside its ``foreachBatch``, before its write
     rules = parse_rules(config.quality.expectations)       # QualityConfigError at start-up
     checker = QualityChecker(spark, lakehouse_path, rules)  # one GE context, one suite per type
     outcome = checker.validate(df, message_type=..., table=..., batch_id=...)
+    # or, for a batch held as Arrow rows in the driver (None: call validate on a DataFrame)
+    in_arrow = checker.validate_arrow(rows, schema, message_type=..., table=..., batch_id=...)
     outcome.passed / outcome.failed / outcome.results / outcome.fail_batch
     checker.write_results(outcome.results, batch_id)        # Delta quality/results, idempotent
     if outcome.fail_batch: raise QualityFailed(outcome)     # nothing of the batch is committed
@@ -25,6 +27,15 @@ compiled form does not model (``row_condition``, ``condition_parser``, a regex o
 on a non-string column, a between rule whose bounds do not fit the column's type), runs through
 Great Expectations' Spark engine, one batch at a time under a lock. Both give GE validation
 results; results rows and Data Docs do not tell them apart.
+
+``validate_arrow`` evaluates the compiled rules over a ``pyarrow.Table`` in the process
+(:mod:`quality.arrow_checks`), no Spark job, with the results, verdict and quarantined rows
+``validate`` gives on a DataFrame of the same rows. It answers None when a rule the batch does
+not skip is GE-run (below, or a compiled type with unmodelled arguments) or is one the Arrow
+evaluator cannot answer with certainty of Spark's answer: a column type or comparison it does
+not model (e.g. a decimal between, a naive-datetime bound, a mixed-type value set), a regex
+outside the subset both Java's and Python's engines read alike (``.`` and ``$`` only on strings
+without line terminators), NaN or -0.0 in a compared float column.
 
 - compiled: ``expect_column_values_to_not_be_null``, ``expect_column_values_to_be_null``,
   ``expect_column_values_to_be_in_set``, ``expect_column_values_to_not_be_in_set``,

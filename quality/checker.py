@@ -25,6 +25,19 @@ How a batch is judged:
 
 The compiled and the GE-run types are listed in :mod:`quality`'s docstring.
 
+``validate_arrow(rows, schema, message_type=..., table=..., batch_id=..., reference_time=...)``
+judges a batch the driver holds as a ``pyarrow.Table`` (of Spark ``schema``) without Spark: the
+compiled rules evaluated in the process (:mod:`quality.arrow_checks`), judged by the same GE
+``_validate``; it returns an :class:`ArrowOutcome` with the results :meth:`validate` would give
+(``validated_at`` aside), ``fail_batch``, ``failed`` (a boolean mask of the rows quarantine
+rules move out) and ``reasons`` (one per failed row, in row order), remembers the result for
+Data Docs and logs skipped rules as :meth:`validate` does. It returns None, having done nothing,
+when a rule the batch does not skip is not compiled (GE would run it) or not answerable in
+Arrow with certainty of Spark's answer (an unmodelled column type or comparison, a regex
+outside the shared subset, NaN / -0.0 in a compared float column, ...): the caller then calls
+:meth:`validate` on a DataFrame. The uniqueness rules' sample of duplicates is the first ones
+in row order (Spark's comes in shuffle order).
+
 The outcome:
 
 - ``passed``: the rows that stay in silver: all of them unless a ``quarantine`` rule failed;
@@ -66,6 +79,7 @@ from pathlib import Path
 from typing import Any
 
 import great_expectations as gx
+import pyarrow as pa
 from great_expectations.core import ExpectationSuite
 from great_expectations.core.expectation_validation_result import (
     ExpectationSuiteValidationResult,
@@ -74,8 +88,10 @@ from great_expectations.core.expectation_validation_result import (
 from great_expectations.data_context.types.base import ProgressBarsConfig
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql.types import StructType
 
 from lakehouse.layout import Layout
+from quality.arrow_checks import evaluate_arrow
 from quality.compiled import CompiledRule, compile_rule, evaluate, int_or_none, validation_result
 from quality.docs import DataDocs, publish_folder, suite_result
 from quality.ge_run import DATASOURCE, SAMPLE_SIZE, WITH_SAMPLE, GreatExpectationsRunner, Suite
@@ -89,7 +105,7 @@ from quality.rules import (
     missing_columns,
     suite_rules,
 )
-from quality.split import split_batch, with_reason
+from quality.split import split_batch, split_masks, with_reason
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +115,7 @@ SKIPPED = "skipped"  # observed_value prefix of a rule whose columns a batch lac
 class QualityFailed(RuntimeError):  # noqa: N818  (name fixed by the silver contract)
     """A ``fail``-policy expectation failed: the batch must not be committed."""
 
-    def __init__(self, outcome: QualityOutcome) -> None:
+    def __init__(self, outcome: QualityOutcome | ArrowOutcome) -> None:
         self.outcome = outcome
         failed = [r.expectation for r in outcome.results if r.policy == "fail" and not r.success]
         super().__init__(
@@ -135,6 +151,54 @@ class _Verdicts:
     compiled: dict[str, CompiledRule] = field(default_factory=dict)
     ge_batch: Any = None  # GE's batch, when GE ran some rule (its rows are found through it)
     found: dict[str, Any] = field(default_factory=dict)  # the compiled aggregation's row
+
+
+@dataclass
+class ArrowOutcome:
+    """What :meth:`QualityChecker.validate_arrow` found in one batch of Arrow rows.
+
+    ``failed`` is a boolean mask over the rows (no nulls): the rows a failed ``quarantine``
+    rule flags (``outcome.failed`` of :meth:`~QualityChecker.validate`); ``reasons`` has one
+    text per such row, in row order (``outcome.failed``'s ``reason``).
+    """
+
+    table: str
+    message_type: str
+    batch_id: int
+    results: list[QualityResult]
+    fail_batch: bool
+    failed: pa.BooleanArray
+    reasons: list[str]
+    rows_checked: int | None = None
+    rows_quarantined: int = 0
+
+    @property
+    def failures(self) -> list[QualityResult]:
+        return [r for r in self.results if not r.success]
+
+
+@dataclass
+class _Run:
+    """One validation's suite, the rules it skips (columns missing), its time and parameters."""
+
+    entry: Suite
+    missing: dict[str, list[str]]
+    validated_at: datetime
+    parameters: dict[str, Any]
+
+    @property
+    def skipped(self) -> frozenset[str]:
+        return frozenset(self.missing)
+
+
+@dataclass
+class _Judged:
+    """The verdicts in suite order and what follows from them."""
+
+    ran: list[tuple[ExpectationRule, ExpectationValidationResult]]
+    to_quarantine: list[tuple[ExpectationRule, ExpectationValidationResult]]
+    fail_batch: bool
+    rows_checked: int | None
 
 
 class QualityChecker:
@@ -200,28 +264,99 @@ class QualityChecker:
         Raises:
             QualityConfigError: GE raised while evaluating a rule.
         """
-        entry = self._suite_for(message_type)
-        missing = missing_columns(entry.rules, df.schema)
-        _warn_skipped(entry.rules, missing, table, batch_id)
-        validated_at = datetime.now(UTC)
-        reference = reference_time if reference_time is not None else validated_at
-        parameters = {TIMESTAMP_MAX_PARAMETER: reference + TIMESTAMP_MAX_SLACK}
-        verdicts = self._judge(df, entry, table, frozenset(missing), parameters)
-        ran = [
-            (r, verdicts.by_id[r.expectation_id])
-            for r in entry.rules
-            if r.expectation_id in verdicts.by_id
-        ]
-        rows_checked = max((v.result.get("element_count") or 0 for _, v in ran), default=None)
-        to_quarantine = [(r, v) for r, v in ran if r.policy == "quarantine" and not v.success]
-        fail_batch = any(r.policy == "fail" and not v.success for r, v in ran) or any(
-            r.policy == "fail" for r in entry.rules if r.expectation_id in missing
-        )
-        if to_quarantine:
-            passed, failed, rows_quarantined = self._split(df, verdicts, to_quarantine, parameters)
+        run = self._start(df.schema, message_type, reference_time)
+        _warn_skipped(run.entry.rules, run.missing, table, batch_id)
+        verdicts = self._judge(df, run, table)
+        judged = _judged(run, verdicts)
+        if judged.to_quarantine:
+            passed, failed, rows_quarantined = self._split(
+                df, verdicts, judged.to_quarantine, run.parameters
+            )
         else:
             passed, failed, rows_quarantined = df, with_reason(df.where(F.lit(False)), F.lit("")), 0
-        self._remember(message_type, table, batch_id, [v for _, v in ran], validated_at)
+        results = self._finish(
+            run, judged, verdicts, message_type, table, batch_id, rows_quarantined
+        )
+        return QualityOutcome(
+            table=table,
+            message_type=message_type,
+            batch_id=int(batch_id),
+            passed=passed,
+            failed=failed,
+            results=results,
+            fail_batch=judged.fail_batch,
+            rows_checked=judged.rows_checked,
+            rows_quarantined=rows_quarantined,
+        )
+
+    def validate_arrow(
+        self,
+        rows: pa.Table,
+        schema: StructType,
+        *,
+        message_type: str,
+        table: str,
+        batch_id: int,
+        reference_time: datetime | None = None,
+    ) -> ArrowOutcome | None:
+        """:meth:`validate` of a batch held as Arrow rows of Spark ``schema``, without Spark.
+
+        The same results (``validated_at`` aside), verdict and quarantined rows as
+        :meth:`validate` of ``spark.createDataFrame(rows, schema)``, or None when some rule the
+        batch does not skip is not compiled (GE runs it) or not answerable in Arrow
+        (:mod:`quality.arrow_checks`): the caller then calls :meth:`validate`.
+        """
+        run = self._start(schema, message_type, reference_time)
+        compiled = _compile(run, schema, columns=False)
+        if len(compiled) + len(run.missing) < len(run.entry.rules):
+            return None
+        checks = evaluate_arrow(rows, schema, list(compiled.values()), SAMPLE_SIZE)
+        if checks is None:
+            return None
+        verdicts = _Verdicts(compiled=compiled, found=checks.found)
+        _judge_compiled(verdicts, run.entry, table)
+        _warn_skipped(run.entry.rules, run.missing, table, batch_id)
+        judged = _judged(run, verdicts)
+        masks = [checks.masks[compiled[r.expectation_id].flag] for r, _ in judged.to_quarantine]
+        failed, reasons = split_masks(rows.num_rows, judged.to_quarantine, masks)
+        results = self._finish(run, judged, verdicts, message_type, table, batch_id, len(reasons))
+        return ArrowOutcome(
+            table=table,
+            message_type=message_type,
+            batch_id=int(batch_id),
+            results=results,
+            fail_batch=judged.fail_batch,
+            failed=failed,
+            reasons=reasons,
+            rows_checked=judged.rows_checked,
+            rows_quarantined=len(reasons),
+        )
+
+    def _start(
+        self, schema: StructType, message_type: str, reference_time: datetime | None
+    ) -> _Run:
+        entry = self._suite_for(message_type)
+        validated_at = datetime.now(UTC)
+        reference = reference_time if reference_time is not None else validated_at
+        return _Run(
+            entry=entry,
+            missing=missing_columns(entry.rules, schema),
+            validated_at=validated_at,
+            parameters={TIMESTAMP_MAX_PARAMETER: reference + TIMESTAMP_MAX_SLACK},
+        )
+
+    def _finish(
+        self,
+        run: _Run,
+        judged: _Judged,
+        verdicts: _Verdicts,
+        message_type: str,
+        table: str,
+        batch_id: int,
+        rows_quarantined: int,
+    ) -> list[QualityResult]:
+        """Remember the suite result (Data Docs) and return one result row per rule."""
+        self._remember(message_type, table, batch_id, [v for _, v in judged.ran], run.validated_at)
         template = QualityResult(
             batch_id=int(batch_id),
             table=table,
@@ -233,21 +368,11 @@ class QualityChecker:
             element_count=None,
             unexpected_count=None,
             observed_value=None,
-            validated_at=validated_at,
-            rows_checked=rows_checked,
+            validated_at=run.validated_at,
+            rows_checked=judged.rows_checked,
             rows_quarantined=rows_quarantined,
         )
-        return QualityOutcome(
-            table=table,
-            message_type=message_type,
-            batch_id=int(batch_id),
-            passed=passed,
-            failed=failed,
-            results=[_result(template, r, verdicts.by_id, missing) for r in entry.rules],
-            fail_batch=fail_batch,
-            rows_checked=rows_checked,
-            rows_quarantined=rows_quarantined,
-        )
+        return [_result(template, r, verdicts.by_id, run.missing) for r in run.entry.rules]
 
     def _remember(
         self,
@@ -263,36 +388,15 @@ class QualityChecker:
         )
         self._latest[message_type] = (result, table, int(batch_id), validated_at)
 
-    def _judge(
-        self,
-        df: DataFrame,
-        entry: Suite,
-        table: str,
-        skipped: frozenset[str],
-        parameters: dict[str, Any],
-    ) -> _Verdicts:
+    def _judge(self, df: DataFrame, run: _Run, table: str) -> _Verdicts:
         """Every runnable rule's GE result: compiled ones in one aggregation, the rest by GE."""
-        verdicts = _Verdicts()
-        for rule in entry.rules:
-            if rule.expectation_id not in skipped:
-                compiled = compile_rule(rule, df.schema, parameters)
-                if compiled is not None:
-                    verdicts.compiled[rule.expectation_id] = compiled
+        verdicts = _Verdicts(compiled=_compile(run, df.schema))
         if verdicts.compiled:
             _, verdicts.found = evaluate(df, list(verdicts.compiled.values()), SAMPLE_SIZE)
-            for expectation_id, compiled in verdicts.compiled.items():
-                v = validation_result(
-                    compiled,
-                    entry.expectation_of[expectation_id],
-                    WITH_SAMPLE,
-                    f"{DATASOURCE}-{table}",
-                )
-                if v.success:  # as GE's COUNTS_ONLY run: a sample for failures only
-                    v.result["partial_unexpected_list"] = []
-                verdicts.by_id[expectation_id] = v
-        not_by_ge = skipped | frozenset(verdicts.compiled)
-        if len(not_by_ge) < len(entry.rules):
-            verdicts.ge_batch, ran = self._ge.run(df, table, entry, not_by_ge, parameters)
+            _judge_compiled(verdicts, run.entry, table)
+        not_by_ge = run.skipped | frozenset(verdicts.compiled)
+        if len(not_by_ge) < len(run.entry.rules):
+            verdicts.ge_batch, ran = self._ge.run(df, table, run.entry, not_by_ge, run.parameters)
             verdicts.by_id.update((rule.expectation_id, v) for rule, v in ran)
         return verdicts
 
@@ -360,6 +464,46 @@ class QualityChecker:
         return self._layout.quality_results
 
 
+def _compile(run: _Run, schema: StructType, *, columns: bool = True) -> dict[str, CompiledRule]:
+    """The rules of the run (those not skipped) the compiled form models, by expectation id
+    (``columns=False``: without their Spark columns, for :mod:`quality.arrow_checks`)."""
+    out: dict[str, CompiledRule] = {}
+    for rule in run.entry.rules:
+        if rule.expectation_id not in run.skipped:
+            compiled = compile_rule(rule, schema, run.parameters, columns=columns)
+            if compiled is not None:
+                out[rule.expectation_id] = compiled
+    return out
+
+
+def _judge_compiled(verdicts: _Verdicts, entry: Suite, table: str) -> None:
+    """GE's verdict on each compiled rule's metrics (filled by the evaluation), into by_id."""
+    for expectation_id, compiled in verdicts.compiled.items():
+        v = validation_result(
+            compiled, entry.expectation_of[expectation_id], WITH_SAMPLE, f"{DATASOURCE}-{table}"
+        )
+        if v.success:  # as GE's COUNTS_ONLY run: a sample for failures only
+            v.result["partial_unexpected_list"] = []
+        verdicts.by_id[expectation_id] = v
+
+
+def _judged(run: _Run, verdicts: _Verdicts) -> _Judged:
+    ran = [
+        (r, verdicts.by_id[r.expectation_id])
+        for r in run.entry.rules
+        if r.expectation_id in verdicts.by_id
+    ]
+    fail_batch = any(r.policy == "fail" and not v.success for r, v in ran) or any(
+        r.policy == "fail" for r in run.entry.rules if r.expectation_id in run.missing
+    )
+    return _Judged(
+        ran=ran,
+        to_quarantine=[(r, v) for r, v in ran if r.policy == "quarantine" and not v.success],
+        fail_batch=fail_batch,
+        rows_checked=max((v.result.get("element_count") or 0 for _, v in ran), default=None),
+    )
+
+
 def _rows_failed(
     verdicts: _Verdicts, failing: list[tuple[ExpectationRule, ExpectationValidationResult]]
 ) -> int | None:
@@ -373,7 +517,7 @@ def _rows_failed(
         expectation_id
         for expectation_id, c in verdicts.compiled.items()
         if c.rule.policy == "quarantine"
-        and c.predicate is not None
+        and c.row_level
         and (verdicts.by_id[expectation_id].result.get("unexpected_count") or 0) > 0
     }
     if counted != failed_ids:

@@ -107,14 +107,27 @@ class CompiledRule:
     metrics: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def row_level(self) -> bool:
+        """Whether the rule judges rows (has a predicate), not an aggregate."""
+        return self.metric is None
+
+    @property
     def map_metric(self) -> str | None:
         return getattr(expectation_class(self.rule.expectation), "map_metric", None)
 
 
 def compile_rule(
-    rule: ExpectationRule, schema: StructType, parameters: Mapping[str, Any] | None = None
+    rule: ExpectationRule,
+    schema: StructType,
+    parameters: Mapping[str, Any] | None = None,
+    *,
+    columns: bool = True,
 ) -> CompiledRule | None:
-    """The rule as Spark columns over a batch of ``schema``, or None: GE must run it."""
+    """The rule as Spark columns over a batch of ``schema``, or None: GE must run it.
+
+    ``columns=False``: the same decision, without building the Spark columns (``predicate``,
+    ``values`` and ``domain`` stay None), for evaluators of their own
+    (:mod:`quality.arrow_checks`)."""
     if rule.expectation not in COMPILED_EXPECTATIONS or _UNMODELLED & set(rule.kwargs):
         return None
     kwargs = resolve_kwargs(rule.kwargs, parameters or {})
@@ -126,6 +139,8 @@ def compile_rule(
     metric = _AGGREGATES.get(rule.expectation)
     if metric is not None:
         return CompiledRule(rule, kwargs, None, metric=metric)
+    if not columns:
+        return CompiledRule(rule, kwargs, None)
     predicate = unexpected_predicate(rule, parameters)
     if predicate is None:
         return None
@@ -236,11 +251,7 @@ def _sampled_here(c: CompiledRule, sample_size: int) -> bool:
 
 def _sampled_later(c: CompiledRule, sample_size: int) -> bool:
     """Whether the rule's unexpected sample is read by a query of its own (:func:`_sample`)."""
-    return (
-        _has_sample(c, sample_size)
-        and c.predicate is not None
-        and c.rule.expectation not in _WINDOWED
-    )
+    return _has_sample(c, sample_size) and c.row_level and c.rule.expectation not in _WINDOWED
 
 
 def _sample(flagged: DataFrame, c: CompiledRule, sample_size: int) -> list[Any]:
@@ -269,7 +280,7 @@ def _metrics(i: int, c: CompiledRule, found: dict[str, Any], sample_size: int) -
         if c.rule.expectation in _MULTICOLUMN:
             values = [v.asDict() for v in values]
     metrics[f"{prefix}.unexpected_values"] = values
-    if c.domain is not None:
+    if c.rule.expectation in _MULTICOLUMN:
         metrics[f"{prefix}.filtered_row_count"] = int(found[f"m{i}_domain"] or 0)
     elif c.rule.expectation not in _NULL_CHECKS:
         metrics[NULL_COUNT] = int_or_none(found[f"m{i}_nulls"])

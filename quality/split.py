@@ -5,13 +5,15 @@ flag each rule's unexpected rows; it returns ``passed`` (no flag set), ``failed`
 set, with ``reason_code = "DQ_FAILED"``, ``stage = "quality"`` and a ``reason`` naming every
 rule that flagged the row, e.g. ``expect_column_values_to_not_be_null(column=order_id) failed:
 3 of 100 rows unexpected``) and how many rows failed. Both are lazy DataFrames over the input
-and partition it.
+and partition it. :func:`split_masks` is its twin for Arrow rows: the failed rows' mask and
+their reasons, from each failed rule's mask of unexpected rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import pyarrow as pa
 from great_expectations.core.expectation_validation_result import ExpectationValidationResult
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812
@@ -48,7 +50,7 @@ def split_batch(
     reason = F.concat_ws(
         "; ",
         *[
-            F.when(F.col(flags[i]), F.lit(_reason(rule, verdict)))
+            F.when(F.col(flags[i]), F.lit(reason_text(rule, verdict)))
             for i, (rule, verdict) in enumerate(failing)
         ],
     )
@@ -67,7 +69,27 @@ def with_reason(df: DataFrame, reason: Column) -> DataFrame:
     )
 
 
-def _reason(rule: ExpectationRule, verdict: ExpectationValidationResult) -> str:
+def split_masks(
+    rows: int,
+    failing: list[tuple[ExpectationRule, ExpectationValidationResult]],
+    masks: list[pa.BooleanArray],
+) -> tuple[pa.BooleanArray, list[str]]:
+    """(failed, reasons) over ``rows`` Arrow rows: a row fails when a mask (one per ``failing``
+    rule, no nulls) flags it; its reason joins the flagging rules' texts with "; " in rule
+    order, as :func:`split_batch`'s ``concat_ws`` does."""
+    texts = [reason_text(rule, verdict) for rule, verdict in failing]
+    flags = [m.to_pylist() for m in masks]
+    failed: list[bool] = [False] * rows
+    reasons: list[str] = []
+    for i, row in enumerate(zip(*flags, strict=True)):
+        if any(row):
+            failed[i] = True
+            reasons.append("; ".join(t for t, f in zip(texts, row, strict=True) if f))
+    return pa.array(failed, pa.bool_()), reasons
+
+
+def reason_text(rule: ExpectationRule, verdict: ExpectationValidationResult) -> str:
+    """The ``reason`` a row the failed ``rule`` flags gets (one part of it)."""
     result = verdict.result
     return (
         f"{rule.expectation_id} failed: {result.get('unexpected_count')} of "

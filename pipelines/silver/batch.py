@@ -54,6 +54,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
@@ -66,6 +67,8 @@ from lakehouse.layout import Layout
 from lakehouse.materialized import keeps_as_leaf, materialize, release
 from lakehouse.streaming import run_together
 
+from .arrow_rows import passed_rows, quarantined_ids, union_rows
+from .arrow_rows import table_rows as arrow_table_rows
 from .decode import DecodeSpec
 from .decode_pass import DecodedVersion, decode_all
 from .driver_pass import DRIVER_RECORDS, SmallBatch, collect_small
@@ -78,7 +81,7 @@ from .framing import (
     batch_reference_time,
     head_counts,
 )
-from .plan import TablePlan, plan_tables, table_rows
+from .plan import TablePlan, plan_tables, table_rows, table_schema
 from .record_framing import python_framed
 from .registration import SilverRegistration
 from .rejects import (
@@ -91,7 +94,7 @@ from .rejects import (
 from .resolution import KeyCounts, Resolved, resolve_schema_keys
 from .stats import BatchStats
 from .tables import existing_schema, message_part, union_all
-from .writes import BatchWrites
+from .writes import BatchWrites, Rows
 
 log = logging.getLogger("pipelines.silver")
 # Table creation, catalog registration and resolver calls of concurrent queries (processing-time
@@ -240,7 +243,7 @@ class SilverBatch:
             quarantine = self._quarantine(framed, counts, resolved, q_time)
         with stats.step("decode"):
             tables = self._decode(
-                batch, plans, resolved, q_time, quarantine, persisted, small, counts
+                batch, plans, resolved, q_time, quarantine, persisted, small, counts, processed_at
             )
         reference_time = batch_reference_time(batch.heads, processed_at) if checked else None
         with stats.step("check"):
@@ -324,27 +327,59 @@ class SilverBatch:
         persisted: list[DataFrame],
         small: SmallBatch | None = None,
         counts: KeyCounts | None = None,
-    ) -> list[tuple[TablePlan, DataFrame]]:
+        processed_at: datetime | None = None,
+    ) -> list[tuple[TablePlan, Rows]]:
         """(5) Per table, its conflicts to quarantine, then each version decoded (in the driver
         for a ``small`` batch): the failures to quarantine, the others aligned to the table's
-        schema; returns the table frames. A table whose records (``counts``) are known to have
-        all failed is left out: nothing to check, no commit, no table created for nothing."""
+        schema; returns each table's rows (Arrow when decoded in the driver and no column needs
+        Spark's alignment, ``arrow_rows``). A table whose records (``counts``) are known to
+        have all failed is left out: nothing to check, no commit, no table created for nothing."""
         decoded_versions = self._decode_versions(batch, plans, resolved.key_types, persisted, small)
-        tables: list[tuple[TablePlan, DataFrame]] = []
+        tables: list[tuple[TablePlan, Rows]] = []
         for plan in plans:
             quarantine.extend(quarantine_conflicts(batch.framed, plan, q_time))
-            good_parts: list[DataFrame] = []
             for res in plan.versions:
                 decoded = decoded_versions[res.schema_key]
                 if decoded.failures != 0:  # none counted: not known to be none
                     quarantine.append(
                         quarantine_decode_failures(decoded.rows, res, plan.message_type, q_time)
                     )
-                good_parts.append(table_rows(decoded.rows, res, plan, q_time))
-            table_df = union_all(good_parts)
-            if table_df is not None and not _all_failed(plan, decoded_versions, counts):
-                tables.append((plan, table_df))
+            if _all_failed(plan, decoded_versions, counts):
+                continue
+            rows = self._arrow_rows(plan, decoded_versions, processed_at)
+            if rows is None:
+                rows = union_all(
+                    [
+                        table_rows(decoded_versions[r.schema_key].rows, r, plan, q_time)
+                        for r in plan.versions
+                    ]
+                )
+            if rows is not None:
+                tables.append((plan, rows))
         return tables
+
+    def _arrow_rows(
+        self,
+        plan: TablePlan,
+        decoded: dict[SchemaKey, DecodedVersion],
+        processed_at: datetime | None,
+    ) -> pa.Table | None:
+        """The table's rows as Arrow (``arrow_rows.table_rows``), when every version was
+        decoded in the driver and none needs Spark's alignment; else None."""
+        if processed_at is None:
+            return None
+        parts = []
+        for res in plan.versions:
+            arrow = decoded[res.schema_key].arrow
+            rows = (
+                None
+                if arrow is None
+                else arrow_table_rows(arrow, res, plan, processed_at, self.max_depth)
+            )
+            if rows is None:
+                return None
+            parts.append(rows)
+        return union_rows(parts) if parts else None
 
     def _decode_versions(
         self,
@@ -382,41 +417,35 @@ class SilverBatch:
 
     def _check(
         self,
-        tables: list[tuple[TablePlan, DataFrame]],
+        tables: list[tuple[TablePlan, Rows]],
         framed: DataFrame,
         batch_id: int,
         reference_time: datetime | None,
         q_time: Column,
         quarantine: list[DataFrame],
-    ) -> tuple[list[tuple[TablePlan, DataFrame]], list[Any]]:
+    ) -> tuple[list[tuple[TablePlan, Rows]], list[Any]]:
         """(6) Quality, before anything is written: the rows to write per table and the
         results; failed rows to quarantine; a ``fail`` policy writes the results and raises."""
         if self.checker is None:
             return tables, []
-        to_write: list[tuple[TablePlan, DataFrame]] = []
+        to_write: list[tuple[TablePlan, Rows]] = []
         results: list[Any] = []
         failed_outcome: Any = None
         validations = [
-            partial(
-                self.checker.validate,
-                table_df,
-                message_type=plan.message_type,
-                table=plan.table,
-                batch_id=batch_id,
-                reference_time=reference_time,
-            )
-            for plan, table_df in tables
+            partial(self._validate, plan, rows, framed.sparkSession, batch_id, reference_time)
+            for plan, rows in tables
         ]
         # the tables' aggregations at the same time: a small batch's checks are mostly each
         # Spark job's driver work, which overlaps that of the others
-        for (plan, _), outcome in zip(tables, run_together(validations), strict=True):
+        for (plan, _), checked in zip(tables, run_together(validations), strict=True):
+            outcome, passed, failed = checked
             results.extend(outcome.results)
             if outcome.fail_batch and failed_outcome is None:
                 failed_outcome = outcome
-            to_write.append((plan, outcome.passed))
-            if outcome.rows_quarantined:
+            to_write.append((plan, passed))
+            if failed is not None:
                 quarantine.append(
-                    quarantine_dq(outcome.failed, framed, plan, q_time, outcome.rows_quarantined)
+                    quarantine_dq(failed, framed, plan, q_time, outcome.rows_quarantined)
                 )
         if failed_outcome is not None:
             from quality.checker import QualityFailed
@@ -424,6 +453,36 @@ class SilverBatch:
             self.writes.quality_results(results, batch_id)
             raise QualityFailed(failed_outcome)
         return to_write, results
+
+    def _validate(
+        self,
+        plan: TablePlan,
+        rows: Rows,
+        session: SparkSession,
+        batch_id: int,
+        reference_time: datetime | None,
+    ) -> tuple[Any, Rows, DataFrame | None]:
+        """One table's checks: (the checker's outcome, the rows that stay, the rows quality
+        quarantined or None). Arrow rows are checked in this process when the checker can
+        (``QualityChecker.validate_arrow``), else as a local relation."""
+        assert plan.merged is not None
+        where = {
+            "message_type": plan.message_type,
+            "table": plan.table,
+            "batch_id": batch_id,
+            "reference_time": reference_time,
+        }
+        if isinstance(rows, pa.Table):
+            schema = table_schema(plan.merged)
+            in_arrow = self.checker.validate_arrow(rows, schema, **where)
+            if in_arrow is not None:
+                if not in_arrow.rows_quarantined:
+                    return in_arrow, rows, None
+                ids = quarantined_ids(session, rows, in_arrow.failed, in_arrow.reasons)
+                return in_arrow, passed_rows(rows, in_arrow.failed), ids
+            rows = session.createDataFrame(rows, schema=schema)
+        outcome = self.checker.validate(rows, **where)
+        return outcome, outcome.passed, outcome.failed if outcome.rows_quarantined else None
 
 
 def _all_failed(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -79,7 +80,7 @@ def decode_all(
         failures = observation.get if observation is not None else {}
         for i, key in enumerate(chunk):
             rows = decoded if len(chunk) == 1 else version_rows(decoded, i)
-            versions[key] = DecodedVersion(rows, failures.get(f"failed_{i}"))
+            versions[key] = DecodedVersion.of(rows, failures.get(f"failed_{i}"))
     return versions
 
 
@@ -95,11 +96,21 @@ def _failure_counts(versions: int) -> list[Column]:
 
 @dataclass(frozen=True)
 class DecodedVersion:
-    """One schema version's decoded rows (:func:`decode_records`' schema) and how many of
-    them failed to decode (None: not counted)."""
+    """One schema version's decoded rows (:func:`decode_records`' schema), how many of them
+    failed to decode (None: not counted), and the same rows as Arrow when they were decoded in
+    the driver (``driver_pass``: their DataFrame is then made when first read)."""
 
-    rows: DataFrame
+    make_rows: Callable[[], DataFrame]
     failures: int | None = None
+    arrow: pa.Table | None = None
+
+    @classmethod
+    def of(cls, rows: DataFrame, failures: int | None = None) -> DecodedVersion:
+        return cls(lambda: rows, failures)
+
+    @cached_property
+    def rows(self) -> DataFrame:
+        return self.make_rows()
 
 
 def version_column(index: int) -> str:

@@ -12,10 +12,13 @@ of at most :data:`DRIVER_RECORDS` records, :func:`collect_small` reads the bronz
   the Spark path runs for the records its heads do not frame), and counted per schema key;
 - each schema version's records are decoded here by ``decode.decode_batches``, the function the
   Python workers run (:meth:`SmallBatch.decode`), their failures counted from the rows;
-- the bronze rows, the framed rows and each version's decoded rows become Spark DataFrames over
-  local relations (``createDataFrame`` of Arrow, below Spark's
-  ``spark.sql.execution.arrow.localRelationThreshold``), so that the later steps (quarantine,
-  checks, writes) run as they are, on data their plans hold.
+- each table's rows are assembled as Arrow (``arrow_rows``), checked in this process where the
+  checker can (``QualityChecker.validate_arrow``) and appended by delta-rs
+  (``lakehouse.driver_append``);
+- what the other steps read as DataFrames (the framed rows for the quarantine, a version's
+  decoded rows when some failed or a table's columns need Spark's alignment) are local
+  relations of those rows (``createDataFrame`` of Arrow, below Spark's
+  ``spark.sql.execution.arrow.localRelationThreshold``), made when first read.
 
 A batch of more records, or whose rows cannot be collected
 (``lakehouse.driver_append.collect_arrow``), takes the Spark path. Both paths land the same
@@ -28,6 +31,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -81,9 +85,9 @@ class SmallBatch:
             framed = frame_batch(pa.RecordBatch.from_pylist([], rows.select(BRONZE_COLUMNS).schema))
             framed = pa.Table.from_batches([framed])
         framed_schema = T.StructType([*(bronze_schema[c] for c in BRONZE_COLUMNS), *FRAMED_FIELDS])
-        local = session.createDataFrame(rows, schema=bronze_schema)
         heads = Heads({}, {}, {}, True, {}, _latest_ingested(rows))
-        batch = FramedBatch(local, heads, session.createDataFrame(framed, schema=framed_schema))
+        local = session.createDataFrame(framed, schema=framed_schema)
+        batch = FramedBatch(bronze, heads, local)  # nothing reads the bronze rows again
         return cls(framed, _counts(framed), batch)
 
     def decode(self, specs: Mapping[SchemaKey, DecodeSpec]) -> dict[SchemaKey, DecodedVersion]:
@@ -101,11 +105,12 @@ class SmallBatch:
             )
             batches = list(decode_batches(spec, records.to_batches()))
             if not batches:
-                out[key] = DecodedVersion(session.createDataFrame([], schema), 0)
+                out[key] = DecodedVersion.of(session.createDataFrame([], schema), 0)
                 continue
             decoded = pa.Table.from_batches(batches)
             failed = decoded.num_rows - decoded.column("_decode_code").null_count
-            out[key] = DecodedVersion(session.createDataFrame(decoded, schema=schema), failed)
+            rows = partial(session.createDataFrame, decoded, schema=schema)
+            out[key] = DecodedVersion(rows, failed, decoded)
         return out
 
 

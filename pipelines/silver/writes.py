@@ -15,7 +15,7 @@ import logging
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -35,6 +35,9 @@ from .resolution import KeyCounts
 from .tables import ensure_table, union_all, write_partitions
 
 log = logging.getLogger("pipelines.silver")
+
+#: a table's rows in a batch: a DataFrame, or Arrow for a small batch decoded in the driver
+Rows: TypeAlias = DataFrame | pa.Table
 
 
 class BatchWrites:
@@ -78,7 +81,7 @@ class BatchWrites:
 
     def __call__(
         self,
-        to_write: list[tuple[TablePlan, DataFrame]],
+        to_write: list[tuple[TablePlan, Rows]],
         quarantine_parts: list[DataFrame],
         results: list[Any],
         batch_id: int,
@@ -133,7 +136,11 @@ class BatchWrites:
         persisted.append(quarantine)
         quarantined = quarantine.groupBy("reason_code", "_message_type").count().collect()
         total = sum(int(row["count"]) for row in quarantined)
-        return quarantine, quarantined, partial(self._quarantine_by_spark, quarantine, batch_id, total)
+        return (
+            quarantine,
+            quarantined,
+            partial(self._quarantine_by_spark, quarantine, batch_id, total),
+        )
 
     def _collect_quarantine(
         self, quarantine: DataFrame, records: int
@@ -168,7 +175,7 @@ class BatchWrites:
         tables)."""
         self.schemas.clear()
 
-    def _table(self, plan: TablePlan, df: DataFrame, batch_id: int, counts: KeyCounts) -> None:
+    def _table(self, plan: TablePlan, df: Rows, batch_id: int, counts: KeyCounts) -> None:
         """One silver table's append (the table created first when this query has not)."""
         assert plan.merged is not None
         topics = counts.topics_of(r.schema_key for r in plan.versions)
@@ -184,7 +191,13 @@ class BatchWrites:
                     properties=properties,
                 )
         arrived = counts.records_of(r.schema_key for r in plan.versions)  # >= the table's rows
-        if not self._in_driver(df, plan.path, batch_id, arrived):
+        if isinstance(df, pa.Table):
+            in_driver = self._arrow_in_driver(df, plan.path, batch_id)
+            if not in_driver:
+                df = self.spark.createDataFrame(df, schema=table_schema(plan.merged))
+        else:
+            in_driver = self._in_driver(df, plan.path, batch_id, arrived)
+        if not in_driver:
             append_idempotent(
                 write_partitions(df, arrived),
                 plan.path,
@@ -214,6 +227,13 @@ class BatchWrites:
             return False
         rows = collect_arrow(df, path)
         return rows is not None and append_arrow(
+            self.spark, rows, path, self.app_id, batch_id, replays=self.replays, logger=log
+        )
+
+    def _arrow_in_driver(self, rows: pa.Table, path: str, batch_id: int) -> bool:
+        """Append Arrow rows to the local table at ``path`` with delta-rs; False, with
+        nothing written, when Spark must append them (as :meth:`_in_driver`)."""
+        return appends_in_driver(path, rows.num_rows) and append_arrow(
             self.spark, rows, path, self.app_id, batch_id, replays=self.replays, logger=log
         )
 

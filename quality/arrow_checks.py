@@ -1,0 +1,544 @@
+"""Compiled rules evaluated over a ``pyarrow.Table`` in the driver: Spark's answers, no Spark job.
+
+:func:`evaluate_arrow` is :func:`quality.compiled.evaluate` for a small batch the driver holds as
+Arrow: one pass over the rows gives each row-level rule's mask of unexpected rows (Spark's
+``coalesce(predicate, false)``) and the same ``found`` row the Spark aggregation gives
+(``__rows``, ``__any_quarantine``, ``m{i}_unexpected``, ``m{i}_values``, ``m{i}_domain``,
+``m{i}_nulls``, ``m{i}_value``, with Spark's nulls: a count over no rows is None, as a ``sum``;
+the min of no values is None), from which ``compiled._metrics`` fills each rule's ``metrics``;
+the later samples are the first ``sample_size`` unexpected values in row order (Spark's
+``limit`` over a local relation). Values are Spark's collected values (a timestamp is the naive
+local ``datetime`` PySpark's ``TimestampType.fromInternal`` gives, a compound key a ``Row``).
+
+The rules come from ``compile_rule(..., columns=False)``: the compiled decision, without Spark
+columns (building them costs py4j calls). It answers None (the caller uses Spark) unless every rule means here exactly what it means in
+Spark: the column's Arrow type is the one Spark's type maps to (string: UTF8_BINARY collation;
+integers of Spark's width; double; boolean; date32; decimal128 of the same precision and scale;
+timestamp with a time zone, an instant, for ``TimestampType``) and is one the rule's comparison
+is modelled for:
+
+- null checks: any column (``to_be_null`` lists values: a type above);
+- in set / not in set: string (str values), integer (int values), double (int or float values,
+  no NaN or -0.0); no null in the set;
+- between: integer or double against int / float bounds, compared in the type Spark widens to
+  (a long against a float bound as a double); a timestamp against tz-aware ``datetime`` bounds
+  (instants, years from 1900: no calendar rebasing);
+- lengths: string (characters, as Spark's ``length``);
+- regex: string, a pattern of :func:`python_regex`'s subset;
+- unique, compound unique: any type above; min / max: integer, float, double, decimal;
+- a float column holding NaN or -0.0 (Spark's ordering and grouping normalise them) is
+  answered only by the null checks.
+
+The windowed rules' sample (uniqueness) is the first unexpected values in row order; Spark's
+is in the order its shuffle merges partitions, so the two may list other duplicates or the same
+ones in another order (counts, verdicts and rows are equal).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import Row
+from pyspark.sql import types as T  # noqa: N812
+
+from quality.compiled import (
+    _FLAG,
+    _MULTICOLUMN,
+    _NULL_CHECKS,
+    _WINDOWED,
+    CompiledRule,
+    _metrics,
+    _sampled_here,
+    _sampled_later,
+)
+
+_INT64 = (-(2**63), 2**63 - 1)
+_LINE_TERMINATORS = re.compile("[\n\r\u0085\u2028\u2029]")
+_HASHABLE = frozenset({"string", "int", "double", "float", "bool", "date", "timestamp", "decimal"})
+_INTEGRAL = {
+    T.ByteType: pa.int8(),
+    T.ShortType: pa.int16(),
+    T.IntegerType: pa.int32(),
+    T.LongType: pa.int64(),
+}
+_SIMPLE = {
+    T.DoubleType: (pa.float64(), "double"),
+    T.FloatType: (pa.float32(), "float"),
+    T.BooleanType: (pa.bool_(), "bool"),
+    T.DateType: (pa.date32(), "date"),
+}
+
+
+class Unsupported(Exception):  # noqa: N818 - control flow: "Spark must answer"
+    """A rule this module cannot answer with certainty of Spark's answer."""
+
+
+@dataclass
+class ArrowChecks:
+    """What :func:`evaluate_arrow` found: the aggregation row and each row-level rule's mask."""
+
+    found: dict[str, Any]
+    masks: dict[str, pa.BooleanArray]  # by CompiledRule.flag
+
+
+def evaluate_arrow(
+    rows: pa.Table, schema: T.StructType, compiled: Sequence[CompiledRule], sample_size: int
+) -> ArrowChecks | None:
+    """``compiled.evaluate`` over Arrow rows of ``schema``; fills ``rule.metrics`` in place.
+
+    None (no rule's metrics touched) when some rule cannot be answered here exactly.
+    """
+    columns = _Columns(rows, schema)
+    try:
+        marks = [_evaluate(c, columns) for c in compiled]
+    except Unsupported:
+        return None
+    n = rows.num_rows
+    found: dict[str, Any] = {"__rows": n}
+    quarantine = [
+        m
+        for c, m in zip(compiled, marks, strict=True)
+        if m is not None and c.rule.policy == "quarantine"
+    ]
+    found["__any_quarantine"] = _count_if(n, [any(f) for f in zip(*quarantine, strict=True)])
+    masks: dict[str, pa.BooleanArray] = {}
+    for i, (c, mask) in enumerate(zip(compiled, marks, strict=True)):
+        found.update(_aggregates(i, c, mask, columns, sample_size))
+        if mask is not None:
+            c.flag = _FLAG.format(i)
+            masks[c.flag] = pa.array(mask, pa.bool_())
+    for i, c in enumerate(compiled):
+        c.metrics = _metrics(i, c, found, sample_size)
+        if _sampled_later(c, sample_size) and c.metrics[f"{c.map_metric}.unexpected_count"]:
+            sample = _first(marks[i], columns.get(c.kwargs["column"]).spark, sample_size)
+            c.metrics[f"{c.map_metric}.unexpected_values"] = sample
+    return ArrowChecks(found, masks)
+
+
+# -- columns -----------------------------------------------------------------------------------
+
+
+class _Column:
+    """One column: its values as Spark compares them, and as Spark's ``collect`` gives them."""
+
+    def __init__(self, array: pa.ChunkedArray, kind: str | None) -> None:
+        self.array = array
+        self.kind = kind
+
+    @cached_property
+    def nulls(self) -> list[bool]:
+        return self.array.is_null().to_pylist()
+
+    @cached_property
+    def values(self) -> list[Any]:
+        """Python values: timestamps as epoch microseconds (Spark's instants)."""
+        if self.kind is None:
+            raise Unsupported
+        if self.kind == "timestamp":
+            try:
+                micros = self.array.cast(pa.timestamp("us", tz=self.array.type.tz))
+            except pa.ArrowInvalid as exc:  # nanoseconds Spark would truncate
+                raise Unsupported from exc
+            return micros.cast(pa.int64()).to_pylist()
+        return self.array.to_pylist()
+
+    def spark(self, i: int) -> Any:
+        """Row ``i``'s value as PySpark collects it."""
+        value = self.values[i]
+        if self.kind == "timestamp" and value is not None:
+            return T.TimestampType().fromInternal(value)
+        return value
+
+    def comparable(self) -> list[Any]:
+        """The values, checked free of what Spark's ordering normalises (NaN, -0.0)."""
+        if self.kind in ("double", "float") and any(_odd_float(v) for v in self.values):
+            raise Unsupported
+        return self.values
+
+
+class _Columns:
+    def __init__(self, rows: pa.Table, schema: T.StructType) -> None:
+        self._rows = rows
+        self._types = {f.name: f.dataType for f in schema.fields}
+        self._cache: dict[str, _Column] = {}
+        self.rows = rows.num_rows
+
+    def get(self, name: str, kinds: frozenset[str] | None = _HASHABLE) -> _Column:
+        """The column, if its kind is one of ``kinds`` (None: any Arrow type)."""
+        if name not in self._cache:
+            if name not in self._rows.column_names or name not in self._types:
+                raise Unsupported
+            array = self._rows.column(name)
+            self._cache[name] = _Column(array, _kind(self._types[name], array.type))
+        column = self._cache[name]
+        if kinds is not None and column.kind not in kinds:
+            raise Unsupported
+        return column
+
+
+def _kind(spark_type: T.DataType, arrow_type: pa.DataType) -> str | None:
+    """How this module reads a column (None: not modelled): the Arrow type Spark's maps to."""
+    cls = type(spark_type)
+    if cls is T.StringType:
+        binary = getattr(spark_type, "collation", "UTF8_BINARY") == "UTF8_BINARY"
+        strings = pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+        return "string" if binary and strings else None
+    if cls in _INTEGRAL:
+        return "int" if arrow_type == _INTEGRAL[cls] else None
+    if cls in _SIMPLE:
+        arrow, kind = _SIMPLE[cls]
+        return kind if arrow_type == arrow else None
+    if cls is T.TimestampType:
+        instant = pa.types.is_timestamp(arrow_type) and arrow_type.tz is not None
+        return "timestamp" if instant else None
+    if isinstance(spark_type, T.DecimalType):
+        same = pa.types.is_decimal128(arrow_type) and (
+            arrow_type.precision,
+            arrow_type.scale,
+        ) == (spark_type.precision, spark_type.scale)
+        return "decimal" if same else None
+    return None
+
+
+def _odd_float(value: Any) -> bool:
+    """NaN or -0.0: values Spark's comparisons and grouping normalise."""
+    if not isinstance(value, float):
+        return False
+    return math.isnan(value) or (value == 0.0 and math.copysign(1.0, value) < 0)
+
+
+# -- rules ---------------------------------------------------------------------------------------
+
+
+def _evaluate(c: CompiledRule, columns: _Columns) -> list[bool] | None:
+    """The rule's unexpected-row mask (None for an aggregate expectation)."""
+    if not c.row_level:
+        if c.metric is not None and c.metric != "table.row_count":
+            columns.get(c.kwargs["column"], frozenset({"int", "float", "double", "decimal"}))
+            columns.get(c.kwargs["column"]).comparable()
+        return None
+    build = _MASKS.get(c.rule.expectation)
+    if build is None:
+        raise Unsupported
+    return build(c.kwargs, columns)
+
+
+def _not_null(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+    return columns.get(kw["column"], None).nulls
+
+
+def _null(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+    return [not n for n in columns.get(kw["column"]).nulls]
+
+
+def _in_set(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+    if kw.get("value_set") is None:  # GE: vacuously true
+        return [False] * len(columns.get(kw["column"], None).nulls)
+    column = columns.get(kw["column"], frozenset({"string", "int", "double"}))
+    found = _value_set(column.kind, kw["value_set"])
+    return [v is not None and v not in found for v in column.comparable()]
+
+
+def _not_in_set(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+    column = columns.get(kw["column"], frozenset({"string", "int", "double"}))
+    found = _value_set(column.kind, kw.get("value_set") or [])
+    return [v is not None and v in found for v in column.comparable()]
+
+
+def _value_set(kind: str | None, values: Any) -> frozenset[Any]:
+    """The set as Spark's ``isin`` compares it with a column of ``kind`` (the column's type)."""
+    out: set[Any] = set()
+    for v in values:
+        if kind == "string" and isinstance(v, str):
+            out.add(v)
+        elif kind in ("int", "double") and _is_int(v):
+            out.add(float(v) if kind == "double" else v)
+        elif kind == "double" and isinstance(v, float) and not _odd_float(v):
+            out.add(v)
+        else:
+            raise Unsupported
+    return frozenset(out)
+
+
+def _between(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+    column = columns.get(kw["column"], frozenset({"int", "double", "timestamp"}))
+    return _outside(column.kind, column.comparable(), kw)
+
+
+def _lengths_between(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+    return _outside("int", _lengths(kw, columns), kw)
+
+
+def _lengths_equal(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+    expected = _bound("int", kw["value"])
+    return [n is not None and n != expected for n in _lengths(kw, columns)]
+
+
+def _lengths(kw: dict[str, Any], columns: _Columns) -> list[int | None]:
+    """Spark's ``length`` of a string: its characters (code points), as Python's ``len``."""
+    values = columns.get(kw["column"], frozenset({"string"})).values
+    return [None if v is None else len(v) for v in values]
+
+
+def _match_regex(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+    return [m is False for m in _matches(kw, columns)]
+
+
+def _not_match_regex(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+    return [m is True for m in _matches(kw, columns)]
+
+
+def _matches(kw: dict[str, Any], columns: _Columns) -> list[bool | None]:
+    """Spark's ``rlike`` (Java's ``find``) of each string; None for nulls."""
+    pattern = kw.get("regex")
+    if not isinstance(pattern, str):
+        raise Unsupported
+    compiled = python_regex(pattern)
+    if compiled is None:
+        raise Unsupported
+    values = columns.get(kw["column"], frozenset({"string"})).values
+    if _line_sensitive(pattern) and any(
+        v is not None and _LINE_TERMINATORS.search(v) for v in values
+    ):
+        raise Unsupported  # Java's "." and "$" know more line terminators than Python's
+    return [None if v is None else compiled.search(v) is not None for v in values]
+
+
+def _unique(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+    values = columns.get(kw["column"]).comparable()
+    counts = Counter(v for v in values if v is not None)
+    return [v is not None and counts[v] > 1 for v in values]
+
+
+def _compound_unique(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+    keys = list(zip(*(columns.get(c).comparable() for c in kw["column_list"]), strict=True))
+    counts = Counter(keys)  # over every row, as Spark's window (quality.predicates)
+    return [k and counts[key] > 1 for k, key in zip(_kept(kw, keys), keys, strict=True)]
+
+
+def _kept(kw: dict[str, Any], keys: list[tuple[Any, ...]]) -> list[bool]:
+    """Rows ``ignore_row_if`` keeps (GE's domain of a multicolumn rule)."""
+    ignore = kw.get("ignore_row_if", "all_values_are_missing")
+    if ignore == "any_value_is_missing":
+        return [all(v is not None for v in key) for key in keys]
+    if ignore == "never":
+        return [True] * len(keys)
+    return [not all(v is None for v in key) for key in keys]
+
+
+_MASKS: dict[str, Callable[[dict[str, Any], _Columns], list[bool]]] = {
+    "expect_column_values_to_not_be_null": _not_null,
+    "expect_column_values_to_be_null": _null,
+    "expect_column_values_to_be_in_set": _in_set,
+    "expect_column_values_to_not_be_in_set": _not_in_set,
+    "expect_column_values_to_be_between": _between,
+    "expect_column_value_lengths_to_be_between": _lengths_between,
+    "expect_column_value_lengths_to_equal": _lengths_equal,
+    "expect_column_values_to_match_regex": _match_regex,
+    "expect_column_values_to_not_match_regex": _not_match_regex,
+    "expect_column_values_to_be_unique": _unique,
+    "expect_compound_columns_to_be_unique": _compound_unique,
+}
+
+
+# -- comparisons -----------------------------------------------------------------------------
+
+
+def _outside(kind: str | None, values: list[Any], kw: dict[str, Any]) -> list[bool]:
+    """Non-null values outside ``[min_value, max_value]`` (``strict_*``: open ends), compared
+    as Spark compares the column with each bound's literal."""
+    tests: list[Callable[[Any], bool]] = []
+    lo, hi = kw.get("min_value"), kw.get("max_value")
+    if lo is not None:
+        tests.append(_compare(kind, lo, strict=bool(kw.get("strict_min")), above=True))
+    if hi is not None:
+        tests.append(_compare(kind, hi, strict=bool(kw.get("strict_max")), above=False))
+    return [v is not None and not all(t(v) for t in tests) for v in values]
+
+
+def _compare(kind: str | None, bound: Any, *, strict: bool, above: bool) -> Callable[[Any], bool]:
+    """``value > bound`` (``>=`` unless strict; ``<`` / ``<=`` if not ``above``) in Spark's
+    common type of the column and the bound's literal."""
+    b = _bound(kind, bound)
+    widen = float if kind == "int" and isinstance(b, float) else _same  # long vs double: double
+    if above:
+        return (lambda v: widen(v) > b) if strict else (lambda v: widen(v) >= b)
+    return (lambda v: widen(v) < b) if strict else (lambda v: widen(v) <= b)
+
+
+def _bound(kind: str | None, bound: Any) -> Any:
+    """A bound as Spark's literal of it compares with a column of ``kind``."""
+    if kind == "timestamp":
+        if not isinstance(bound, datetime) or bound.tzinfo is None or bound.year < 1900:
+            raise Unsupported  # naive (local time) or rebased (old) instants: Spark's to judge
+        return T.TimestampType().toInternal(bound)
+    if kind in ("int", "double") and _is_int(bound):
+        return float(bound) if kind == "double" else bound
+    if kind in ("int", "double") and isinstance(bound, float) and not math.isnan(bound):
+        return bound
+    raise Unsupported
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _is_int(value: Any) -> bool:
+    return (
+        isinstance(value, int) and not isinstance(value, bool) and _INT64[0] <= value <= _INT64[1]
+    )
+
+
+# -- aggregates ------------------------------------------------------------------------------
+
+
+def _aggregates(
+    i: int, c: CompiledRule, mask: list[bool] | None, columns: _Columns, sample_size: int
+) -> dict[str, Any]:
+    """The rule's columns of Spark's aggregation row (``compiled._aggregates``)."""
+    n = columns.rows
+    if c.metric is not None:
+        if c.metric == "table.row_count":
+            return {}
+        present = [v for v in columns.get(c.kwargs["column"]).values if v is not None]
+        pick = min if c.metric == "column.min" else max
+        return {f"m{i}_value": pick(present) if present else None}
+    assert mask is not None
+    out: dict[str, Any] = {f"m{i}_unexpected": _count_if(n, mask)}
+    if _sampled_here(c, sample_size):
+        out[f"m{i}_values"] = _first(mask, _values_of(c, columns), sample_size)
+    if c.rule.expectation in _MULTICOLUMN:
+        keys = zip(*(columns.get(col).values for col in c.kwargs["column_list"]), strict=True)
+        out[f"m{i}_domain"] = _count_if(n, _kept(c.kwargs, list(keys)))
+    elif c.rule.expectation not in _NULL_CHECKS:
+        out[f"m{i}_nulls"] = _count_if(n, columns.get(c.kwargs["column"], None).nulls)
+    return out
+
+
+def _values_of(c: CompiledRule, columns: _Columns) -> Callable[[int], Any]:
+    """What Spark collects for row i of a windowed rule: the value, or a ``Row`` of the key."""
+    assert c.rule.expectation in _WINDOWED
+    if "column_list" not in c.kwargs:
+        return columns.get(c.kwargs["column"]).spark
+    names = list(c.kwargs["column_list"])
+    key = Row(*names)
+    return lambda i: key(*(columns.get(name).spark(i) for name in names))
+
+
+def _first(mask: list[bool] | None, value: Callable[[int], Any], size: int) -> list[Any]:
+    """The values of the first ``size`` flagged rows, in row order."""
+    assert mask is not None
+    out: list[Any] = []
+    for i, flagged in enumerate(mask):
+        if len(out) >= size:
+            break
+        if flagged:
+            out.append(value(i))
+    return out
+
+
+def _count_if(rows: int, flags: Sequence[bool]) -> int | None:
+    """Spark's ``sum(if(cond, 1, 0))``: None over no rows."""
+    return None if rows == 0 else sum(1 for f in flags if f)
+
+
+# -- regular expressions ---------------------------------------------------------------------
+
+_PLAIN = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 @#%&~!,:;<>='\"/_-`"
+)
+_ESCAPED = frozenset(".\\-+*?()[]{}|^$/@#%&~!,:;<>='\"`_ ")
+_SHORTHANDS = frozenset("sSdDwWtnrf")
+_QUANTIFIER = re.compile(r"(?:[*+?]|\{\d+(?:,\d*)?\})\??")
+_CLASS = re.compile(  # ranges, shorthands, escaped ASCII punctuation, plain printable ASCII
+    r"\[\^?(?:[a-z]-[a-z]|[A-Z]-[A-Z]|[0-9]-[0-9]|\\[sSdDwWtnrf]|\\[!-/:-@\[-`{-~]"
+    r"|[ !-%'-,./0-9:-@A-Z_`a-z{-~])+\]"
+)
+
+
+def python_regex(pattern: str) -> re.Pattern[str] | None:
+    """Python's ``re`` (ASCII) for a Java regex of a subset both engines read alike, or None.
+
+    The subset: plain ASCII letters, digits and punctuation; escaped punctuation; ``\\s \\S \\d
+    \\D \\w \\W`` (ASCII classes in both: Java without UNICODE_CHARACTER_CLASS, Python with
+    ``re.ASCII``), ``\\t \\n \\r \\f``; classes ``[...]`` / ``[^...]`` of those and of ranges
+    a-z, A-Z, 0-9 (no nesting, no ``&&``); ``.``, ``^``, ``$``; groups ``(...)`` and
+    ``(?:...)``; ``|``; greedy or lazy ``* + ? {n} {n,} {n,m}`` after an atom. Both are
+    backtracking engines, so ``find`` and ``search`` agree on these. ``.`` and ``$`` differ
+    only on line terminators (Java's ``\\r``, ``\\u0085``, ``\\u2028``, ``\\u2029`` besides
+    ``\\n``): the caller checks the strings hold none (:func:`_line_sensitive`).
+    """
+    i, depth, atom = 0, 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        quantifier = _QUANTIFIER.match(pattern, i)
+        if quantifier:
+            if not atom or pattern[quantifier.end() : quantifier.end() + 1] == "+":
+                return None  # nothing to repeat, or Java's possessive form
+            i, atom = quantifier.end(), False
+            continue
+        if ch == "[":
+            klass = _CLASS.match(pattern, i)
+            if klass is None:
+                return None
+            i, atom = klass.end(), True
+            continue
+        if ch == "\\":
+            nxt = pattern[i + 1 : i + 2]
+            if not nxt or not (nxt in _SHORTHANDS or nxt in _ESCAPED):
+                return None
+            i, atom = i + 2, True
+            continue
+        if ch == "(":
+            opener = "(?:" if pattern.startswith("(?:", i) else "("
+            if pattern.startswith("(?", i) and opener == "(":
+                return None  # look-arounds, flags, named groups
+            i, depth, atom = i + len(opener), depth + 1, False
+            continue
+        if ch == ")":
+            if depth == 0:
+                return None
+            i, depth, atom = i + 1, depth - 1, True
+            continue
+        if ch in "|^$":
+            i, atom = i + 1, False
+            continue
+        if ch == "." or ch in _PLAIN:
+            i, atom = i + 1, True
+            continue
+        return None
+    if depth:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # e.g. FutureWarning: a set Python may read anew
+            return re.compile(pattern, re.ASCII)
+    except (re.error, FutureWarning):
+        return None
+
+
+def _line_sensitive(pattern: str) -> bool:
+    """Whether the pattern has an unescaped ``.`` or ``$`` outside a class (see python_regex)."""
+    i, in_class = 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "[":
+            in_class = True
+        elif ch == "]":
+            in_class = False
+        elif ch in ".$" and not in_class:
+            return True
+        i += 1
+    return False
