@@ -81,6 +81,7 @@ def run(spark: Any, bronze: str, lake: str, registry_url: str, args: Any, leaf: 
         SchemaResolver(open_registry(registry_url)),
         checker=QualityChecker(spark, lake, rules),
         replays=Replays(fresh_from=0),  # a running stream's batches
+        driver_records=0,  # the Spark path keeps these frames; the driver path has none
     )
     source = spark.newSession().read.format("delta").load(bronze)
     before = jvm_cpu_seconds(spark), last_job(spark)

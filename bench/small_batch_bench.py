@@ -80,6 +80,7 @@ def run(spark: Any, bronze: str, lake: str, registry_url: str, args: Any, small:
         "bench-small-batch",
         SchemaResolver(open_registry(registry_url)),
         checker=QualityChecker(spark, lake, parse_rules(RULES)),
+        driver_records=0,  # these settings are the Spark path's (the driver path runs no shuffle)
     )
     batch.evaluation = ExpressionEvaluation(spark, fixed=False, adaptive_fixed=not small)
     query_session = spark.newSession()

@@ -53,17 +53,19 @@ def appends_in_driver(path: str, records: int) -> bool:
     return records <= MAX_RECORDS and local_path(path) is not None
 
 
-def collect_arrow(df: DataFrame, what: str) -> pa.Table | None:
+def collect_arrow(df: DataFrame, what: str, instead: str = "Spark appends them") -> pa.Table | None:
     """``df``'s rows in the driver as Arrow, or None when they could not be collected (more
-    bytes than the driver takes: ``spark.driver.maxResultSize``; logged): the caller then
-    appends with Spark, which meets any error of the rows themselves again."""
+    bytes than the driver takes: ``spark.driver.maxResultSize``; logged with what the caller
+    does ``instead``): the caller then goes the Spark way, which meets any error of the rows
+    themselves again."""
     try:
         return df.toArrow()
     except Exception as exc:  # noqa: BLE001 - Spark's path is the answer to any failure here
         log.warning(
-            "%s: a batch's rows could not be collected (%s); Spark appends them",
+            "%s: a batch's rows could not be collected (%s); %s",
             what,
             str(exc).splitlines()[0][:300],
+            instead,
         )
         return None
 

@@ -1,23 +1,29 @@
 """Data quality for silver micro-batches, with Great Expectations 1.x on Spark DataFrames.
 
 Contract (called by the silver job inside its ``foreachBatch``, before its writes commit;
-``QualityChecker``/``QualityFailed``/``QualityOutcome`` live in :mod:`quality.checker`, rules in
-:mod:`quality.rules`, the results table in :mod:`quality.results`)::
+``QualityChecker``/``QualityFailed``/``QualityOutcome``/``ArrowOutcome`` live in
+:mod:`quality.checker`, rules in :mod:`quality.rules`, the results table in
+:mod:`quality.results`)::
 
     rules = parse_rules(config.quality.expectations)       # QualityConfigError at start-up
     checker = QualityChecker(spark, lakehouse_path, rules)  # one GE context, one suite per type
     outcome = checker.validate(df, message_type=..., table=..., batch_id=...)
-    # or, for a batch held as Arrow rows in the driver (None: call validate on a DataFrame)
-    in_arrow = checker.validate_arrow(rows, schema, message_type=..., table=..., batch_id=...)
-    outcome.passed / outcome.failed / outcome.results / outcome.fail_batch
+    outcome.passed / outcome.failed / outcome.results / outcome.fail_batch  # QualityOutcome
+    # or, for a batch held as Arrow rows in the driver: an ArrowOutcome, or None (then call
+    # validate on a DataFrame of the rows)
+    outcome = checker.validate_arrow(rows, schema, message_type=..., table=..., batch_id=...)
+    outcome.failed / outcome.reasons / outcome.results / outcome.fail_batch  # ArrowOutcome
+    # failed: a boolean mask over the rows (True: quarantined; no ``passed``: the kept rows are
+    # rows.filter(pc.invert(outcome.failed))); reasons: one per quarantined row, in row order
     checker.write_results(outcome.results, batch_id)        # Delta quality/results, idempotent
     if outcome.fail_batch: raise QualityFailed(outcome)     # nothing of the batch is committed
     checker.build_data_docs()                               # HTML under quality/docs
     summarize(spark, lakehouse_path)                        # per-table summary rows
 
 Policies: ``warn`` records the verdict; ``quarantine`` moves the unexpected rows to
-``outcome.failed`` (``reason_code = DQ_FAILED``, ``stage = quality``); ``fail`` sets
-``fail_batch``. This package never imports ``pipelines`` or Airflow.
+``outcome.failed`` (``reason_code = DQ_FAILED``, ``stage = quality``; ``validate_arrow``: marks
+them in the ``failed`` mask, their texts in ``reasons``); ``fail`` sets ``fail_batch``. This
+package never imports ``pipelines`` or Airflow.
 
 How rules run (:mod:`quality.checker`): the expectation types below are compiled to Spark
 columns (:mod:`quality.compiled`), all compiled rules of a table evaluated in ONE aggregation
@@ -29,9 +35,13 @@ Great Expectations' Spark engine, one batch at a time under a lock. Both give GE
 results; results rows and Data Docs do not tell them apart.
 
 ``validate_arrow`` evaluates the compiled rules over a ``pyarrow.Table`` in the process
-(:mod:`quality.arrow_checks`), no Spark job, with the results, verdict and quarantined rows
-``validate`` gives on a DataFrame of the same rows. It answers None when a rule the batch does
-not skip is GE-run (below, or a compiled type with unmodelled arguments) or is one the Arrow
+(:mod:`quality.arrow_checks`), no Spark job, with the verdicts, counts, ``fail_batch`` and
+quarantined rows (and reasons) ``validate`` gives on a DataFrame of the same rows, and the same
+results but for ``validated_at`` and the sample of duplicates of the two uniqueness rules
+(``expect_column_values_to_be_unique``, ``expect_compound_columns_to_be_unique``: a failed
+one's ``observed_value``), listed in row order where Spark lists them in shuffle order (other
+duplicates, or the same in another order). It answers None when a rule the batch does not skip
+is GE-run (below, or a compiled type with unmodelled arguments) or is one the Arrow
 evaluator cannot answer with certainty of Spark's answer: a column type or comparison it does
 not model (e.g. a decimal between, a naive-datetime bound, a mixed-type value set), a regex
 outside the subset both Java's and Python's engines read alike (``.`` and ``$`` only on strings

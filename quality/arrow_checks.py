@@ -1,21 +1,22 @@
-"""Compiled rules evaluated over a ``pyarrow.Table`` in the driver: Spark's answers, no Spark job.
+"""Compiled rules evaluated over a ``pyarrow.Table`` in the driver: Spark's verdicts, no Spark job.
 
 :func:`evaluate_arrow` is :func:`quality.compiled.evaluate` for a small batch the driver holds as
 Arrow: one pass over the rows gives each row-level rule's mask of unexpected rows (Spark's
-``coalesce(predicate, false)``) and the same ``found`` row the Spark aggregation gives
-(``__rows``, ``__any_quarantine``, ``m{i}_unexpected``, ``m{i}_values``, ``m{i}_domain``,
-``m{i}_nulls``, ``m{i}_value``, with Spark's nulls: a count over no rows is None, as a ``sum``;
-the min of no values is None), from which ``compiled._metrics`` fills each rule's ``metrics``;
-the later samples are the first ``sample_size`` unexpected values in row order (Spark's
-``limit`` over a local relation). Values are Spark's collected values (a timestamp is the naive
-local ``datetime`` PySpark's ``TimestampType.fromInternal`` gives, a compound key a ``Row``).
+``coalesce(predicate, false)``) and the ``found`` row the Spark aggregation gives (``__rows``,
+``__any_quarantine``, ``m{i}_unexpected``, ``m{i}_values``, ``m{i}_domain``, ``m{i}_nulls``,
+``m{i}_value``, with Spark's nulls: a count over no rows is None, as a ``sum``; the min of no
+values is None), equal to Spark's but for the uniqueness rules' ``m{i}_values`` (below), from
+which :func:`quality.compiled.rule_metrics` fills each rule's ``metrics``; the later samples
+are the first ``sample_size`` unexpected values in row order (Spark's ``limit`` over a local
+relation). Values are Spark's collected values (a timestamp is the naive local ``datetime``
+PySpark's ``TimestampType.fromInternal`` gives, a compound key a ``Row``).
 
 The rules come from ``compile_rule(..., columns=False)``: the compiled decision, without Spark
-columns (building them costs py4j calls). It answers None (the caller uses Spark) unless every rule means here exactly what it means in
-Spark: the column's Arrow type is the one Spark's type maps to (string: UTF8_BINARY collation;
-integers of Spark's width; double; boolean; date32; decimal128 of the same precision and scale;
-timestamp with a time zone, an instant, for ``TimestampType``) and is one the rule's comparison
-is modelled for:
+columns (building them costs py4j calls). It answers None (the caller uses Spark) unless every
+rule means here exactly what it means in Spark: the column's Arrow type is the one Spark's
+type maps to (string: UTF8_BINARY collation; integers of Spark's width; double; boolean;
+date32; decimal128 of the same precision and scale; timestamp with a time zone, an instant, for
+``TimestampType``) and is one the rule's comparison is modelled for:
 
 - null checks: any column (``to_be_null`` lists values: a type above);
 - in set / not in set: string (str values), integer (int values), double (int or float values,
@@ -29,9 +30,13 @@ is modelled for:
 - a float column holding NaN or -0.0 (Spark's ordering and grouping normalise them) is
   answered only by the null checks.
 
-The windowed rules' sample (uniqueness) is the first unexpected values in row order; Spark's
-is in the order its shuffle merges partitions, so the two may list other duplicates or the same
-ones in another order (counts, verdicts and rows are equal).
+The one difference from Spark: the windowed rules' sample (``m{i}_values``, GE's
+``partial_unexpected_list``, hence a failed rule's ``observed_value`` text) of
+``expect_column_values_to_be_unique`` and ``expect_compound_columns_to_be_unique`` is the
+first ``sample_size`` duplicates in row order; Spark's is in the order its shuffle merges
+partitions. With at most ``sample_size``
+unexpected rows the two list the same values, maybe in another order; with more, they may list
+other duplicates. Every count, verdict, mask and the other rules' samples are equal.
 """
 
 from __future__ import annotations
@@ -51,14 +56,15 @@ from pyspark.sql import Row
 from pyspark.sql import types as T  # noqa: N812
 
 from quality.compiled import (
-    _FLAG,
-    _MULTICOLUMN,
-    _NULL_CHECKS,
-    _WINDOWED,
+    FLAG,
+    MULTICOLUMN,
+    NULL_CHECKS,
+    ROW_COUNT,
+    WINDOWED,
     CompiledRule,
-    _metrics,
-    _sampled_here,
-    _sampled_later,
+    rule_metrics,
+    sampled_in_aggregation,
+    sampled_later,
 )
 
 _INT64 = (-(2**63), 2**63 - 1)
@@ -95,7 +101,9 @@ def evaluate_arrow(
 ) -> ArrowChecks | None:
     """``compiled.evaluate`` over Arrow rows of ``schema``; fills ``rule.metrics`` in place.
 
-    None (no rule's metrics touched) when some rule cannot be answered here exactly.
+    The metrics are Spark's but for the uniqueness rules' sample (its order and, beyond
+    ``sample_size`` duplicates, its content: see the module docstring). None (no rule's metrics
+    touched) when some rule cannot be answered here exactly.
     """
     columns = _Columns(rows, schema)
     try:
@@ -114,11 +122,11 @@ def evaluate_arrow(
     for i, (c, mask) in enumerate(zip(compiled, marks, strict=True)):
         found.update(_aggregates(i, c, mask, columns, sample_size))
         if mask is not None:
-            c.flag = _FLAG.format(i)
+            c.flag = FLAG.format(i)
             masks[c.flag] = pa.array(mask, pa.bool_())
     for i, c in enumerate(compiled):
-        c.metrics = _metrics(i, c, found, sample_size)
-        if _sampled_later(c, sample_size) and c.metrics[f"{c.map_metric}.unexpected_count"]:
+        c.metrics = rule_metrics(i, c, found, sample_size)
+        if sampled_later(c, sample_size) and c.metrics[f"{c.map_metric}.unexpected_count"]:
             sample = _first(marks[i], columns.get(c.kwargs["column"]).spark, sample_size)
             c.metrics[f"{c.map_metric}.unexpected_values"] = sample
     return ArrowChecks(found, masks)
@@ -222,7 +230,7 @@ def _odd_float(value: Any) -> bool:
 def _evaluate(c: CompiledRule, columns: _Columns) -> list[bool] | None:
     """The rule's unexpected-row mask (None for an aggregate expectation)."""
     if not c.row_level:
-        if c.metric is not None and c.metric != "table.row_count":
+        if c.metric is not None and c.metric != ROW_COUNT:
             columns.get(c.kwargs["column"], frozenset({"int", "float", "double", "decimal"}))
             columns.get(c.kwargs["column"]).comparable()
         return None
@@ -404,29 +412,29 @@ def _is_int(value: Any) -> bool:
 def _aggregates(
     i: int, c: CompiledRule, mask: list[bool] | None, columns: _Columns, sample_size: int
 ) -> dict[str, Any]:
-    """The rule's columns of Spark's aggregation row (``compiled._aggregates``)."""
+    """The rule's ``m{i}_...`` entries of Spark's aggregation row (``compiled.evaluate``)."""
     n = columns.rows
     if c.metric is not None:
-        if c.metric == "table.row_count":
+        if c.metric == ROW_COUNT:
             return {}
         present = [v for v in columns.get(c.kwargs["column"]).values if v is not None]
         pick = min if c.metric == "column.min" else max
         return {f"m{i}_value": pick(present) if present else None}
     assert mask is not None
     out: dict[str, Any] = {f"m{i}_unexpected": _count_if(n, mask)}
-    if _sampled_here(c, sample_size):
+    if sampled_in_aggregation(c, sample_size):
         out[f"m{i}_values"] = _first(mask, _values_of(c, columns), sample_size)
-    if c.rule.expectation in _MULTICOLUMN:
+    if c.rule.expectation in MULTICOLUMN:
         keys = zip(*(columns.get(col).values for col in c.kwargs["column_list"]), strict=True)
         out[f"m{i}_domain"] = _count_if(n, _kept(c.kwargs, list(keys)))
-    elif c.rule.expectation not in _NULL_CHECKS:
+    elif c.rule.expectation not in NULL_CHECKS:
         out[f"m{i}_nulls"] = _count_if(n, columns.get(c.kwargs["column"], None).nulls)
     return out
 
 
 def _values_of(c: CompiledRule, columns: _Columns) -> Callable[[int], Any]:
     """What Spark collects for row i of a windowed rule: the value, or a ``Row`` of the key."""
-    assert c.rule.expectation in _WINDOWED
+    assert c.rule.expectation in WINDOWED
     if "column_list" not in c.kwargs:
         return columns.get(c.kwargs["column"]).spark
     names = list(c.kwargs["column_list"])

@@ -1,4 +1,4 @@
-"""Validate silver micro-batches against Great Expectations suites and split them into kept and failed rows.
+"""Validate silver micro-batches against Great Expectations suites; split them into kept and failed.
 
 ``QualityChecker(spark, lakehouse_path, rules)`` opens one Great Expectations file context under
 ``<lakehouse>/quality/gx`` (created once, reused for every batch), registers one Spark dataframe
@@ -29,14 +29,18 @@ The compiled and the GE-run types are listed in :mod:`quality`'s docstring.
 judges a batch the driver holds as a ``pyarrow.Table`` (of Spark ``schema``) without Spark: the
 compiled rules evaluated in the process (:mod:`quality.arrow_checks`), judged by the same GE
 ``_validate``; it returns an :class:`ArrowOutcome` with the results :meth:`validate` would give
-(``validated_at`` aside), ``fail_batch``, ``failed`` (a boolean mask of the rows quarantine
-rules move out) and ``reasons`` (one per failed row, in row order), remembers the result for
-Data Docs and logs skipped rules as :meth:`validate` does. It returns None, having done nothing,
-when a rule the batch does not skip is not compiled (GE would run it) or not answerable in
-Arrow with certainty of Spark's answer (an unmodelled column type or comparison, a regex
-outside the shared subset, NaN / -0.0 in a compared float column, ...): the caller then calls
-:meth:`validate` on a DataFrame. The uniqueness rules' sample of duplicates is the first ones
-in row order (Spark's comes in shuffle order).
+(``validated_at`` aside, and the uniqueness rules' sample, below), ``fail_batch``, ``failed`` (a
+boolean mask of the rows quarantine rules move out) and ``reasons`` (one per failed row, in row
+order), remembers the result for Data Docs and logs skipped rules as :meth:`validate` does. It
+returns None, having done nothing, when a rule the batch does not skip is not compiled (GE
+would run it) or not answerable in Arrow with certainty of Spark's answer (an unmodelled column
+type or comparison, a regex outside the shared subset, NaN / -0.0 in a compared float column,
+...): the caller then calls :meth:`validate` on a DataFrame. The one difference: the sample of
+duplicates of ``expect_column_values_to_be_unique`` and ``expect_compound_columns_to_be_unique``
+(GE's ``partial_unexpected_list``, so a failed one's ``observed_value`` text, also in Data Docs)
+is the first ones in row order, Spark's in the order its shuffle merges partitions: the same
+values in another order, or with more than 5 duplicate rows maybe other duplicates. Counts,
+verdicts, ``fail_batch``, the rows quarantined and their reasons are the same.
 
 The outcome:
 
@@ -301,10 +305,14 @@ class QualityChecker:
     ) -> ArrowOutcome | None:
         """:meth:`validate` of a batch held as Arrow rows of Spark ``schema``, without Spark.
 
-        The same results (``validated_at`` aside), verdict and quarantined rows as
-        :meth:`validate` of ``spark.createDataFrame(rows, schema)``, or None when some rule the
-        batch does not skip is not compiled (GE runs it) or not answerable in Arrow
-        (:mod:`quality.arrow_checks`): the caller then calls :meth:`validate`.
+        The results of :meth:`validate` of ``spark.createDataFrame(rows, schema)`` but for
+        ``validated_at`` and the uniqueness rules' sample of duplicates (their ``observed_value``
+        when failed: the first duplicates in row order, Spark's in shuffle order, so maybe in
+        another order or, beyond 5 duplicate rows, other ones; see the module docstring), with
+        the same verdicts, ``fail_batch`` and quarantined rows (``failed``: a mask, ``reasons``:
+        their reasons in row order). None when some rule the batch does not skip is not
+        compiled (GE runs it) or not answerable in Arrow (:mod:`quality.arrow_checks`): the
+        caller then calls :meth:`validate`.
         """
         run = self._start(schema, message_type, reference_time)
         compiled = _compile(run, schema, columns=False)
@@ -456,7 +464,8 @@ class QualityChecker:
     # -- results -----------------------------------------------------------------------------
 
     def write_results(self, results: list[QualityResult], batch_id: int, source: str = "") -> int:
-        """Store results in ``<lakehouse>/quality/results``, idempotently per (source, batch, table)."""
+        """Store results in ``<lakehouse>/quality/results``, idempotently per (source, batch,
+        table)."""
         return write_results(self._spark, self._layout.root, results, batch_id, source)
 
     @property

@@ -30,6 +30,13 @@ would gather every unexpected value of the batch to keep five: its cost grows wi
 uniqueness rules are the exception: their flag is a window over the whole batch, which a second
 query would compute again, so their sample is collected in the aggregation (``collect_list``, cut
 to ``sample_size``; in the order Spark merges partitions, and a duplicate is rare).
+
+:func:`compile_rule` with ``columns=False`` makes the same decision (compiled or GE-run, by the
+same arguments and column types) without building the Spark columns: for an evaluator of its
+own, :mod:`quality.arrow_checks`, which computes the same metrics over a ``pyarrow.Table`` in
+the driver and fills them with :func:`rule_metrics`. The names that evaluator shares with this
+module are public: :data:`FLAG`, :data:`NULL_CHECKS`, :data:`MULTICOLUMN`, :data:`WINDOWED`,
+:func:`rule_metrics`, :func:`sampled_in_aggregation`, :func:`sampled_later`.
 """
 
 from __future__ import annotations
@@ -58,8 +65,10 @@ from quality.rules import ExpectationRule, expectation_class
 
 ROW_COUNT = "table.row_count"
 NULL_COUNT = "column_values.nonnull.unexpected_count"
-_NULL_CHECKS = frozenset({"expect_column_values_to_not_be_null", "expect_column_values_to_be_null"})
-_MULTICOLUMN = frozenset({"expect_compound_columns_to_be_unique"})
+NULL_CHECKS = frozenset({"expect_column_values_to_not_be_null", "expect_column_values_to_be_null"})
+"""The null checks: they count over every row (no ``nonnull`` count, no null domain)."""
+MULTICOLUMN = frozenset({"expect_compound_columns_to_be_unique"})
+"""Multicolumn map rules: their domain is the rows ``ignore_row_if`` keeps, values are dicts."""
 _STRING_ONLY = frozenset(
     {
         "expect_column_value_lengths_to_be_between",
@@ -68,8 +77,10 @@ _STRING_ONLY = frozenset(
         "expect_column_values_to_not_match_regex",
     }
 )
-# conditions over a window (uniqueness): GE counts their rows instead of summing a flag
-_WINDOWED = frozenset({"expect_column_values_to_be_unique", "expect_compound_columns_to_be_unique"})
+WINDOWED = frozenset({"expect_column_values_to_be_unique", "expect_compound_columns_to_be_unique"})
+"""Rules whose condition is a window over the batch (uniqueness): GE counts their rows instead
+of summing a flag (0, not None, over no rows), and their sample is collected in the aggregation
+(:func:`sampled_in_aggregation`)."""
 _BETWEEN = frozenset(
     {
         "expect_column_values_to_be_between",
@@ -90,16 +101,20 @@ _UNMODELLED = frozenset({"row_condition", "condition_parser", "parse_strings_as_
 COMPILED_EXPECTATIONS = MODELLED_EXPECTATIONS | frozenset(_AGGREGATES)
 """Expectation types :func:`compile_rule` may compile (the checker runs the others through GE)."""
 
-_FLAG = "__dq_unexpected_{}"
+FLAG = "__dq_unexpected_{}"
+"""The name of rule ``i``'s unexpected-row flag (``FLAG.format(i)``, :attr:`CompiledRule.flag`),
+``i`` its index in the evaluated rules (also the ``m{i}_...`` columns of the aggregated row)."""
 
 
 @dataclass
 class CompiledRule:
-    """One rule as Spark columns: its unexpected-row flag (row-level) and its metric aggregates."""
+    """One compiled rule: its unexpected-row flag (row-level) and its metric aggregates, as Spark
+    columns (None for a rule compiled with ``columns=False``, see :func:`compile_rule`)."""
 
     rule: ExpectationRule
     kwargs: dict[str, Any]  # with suite parameters resolved
-    predicate: Column | None  # true for unexpected rows; None for an aggregate expectation
+    # true for unexpected rows; None for an aggregate expectation, or compiled without columns
+    predicate: Column | None
     values: Column | None = None  # what GE lists for an unexpected row
     domain: Column | None = None  # rows in GE's domain (multicolumn: not ignored)
     metric: str | None = None  # an aggregate expectation's metric
@@ -123,11 +138,13 @@ def compile_rule(
     *,
     columns: bool = True,
 ) -> CompiledRule | None:
-    """The rule as Spark columns over a batch of ``schema``, or None: GE must run it.
+    """The rule compiled for a batch of ``schema``, or None: GE must run it.
 
-    ``columns=False``: the same decision, without building the Spark columns (``predicate``,
-    ``values`` and ``domain`` stay None), for evaluators of their own
-    (:mod:`quality.arrow_checks`)."""
+    ``columns=True``: with its Spark columns (``predicate``, ``values``, ``domain``), for
+    :func:`evaluate`. ``columns=False``: the same decision (None for the same rules, schemas
+    and parameters), without building the Spark columns (they stay None; building them costs
+    py4j calls), for an evaluator of its own: :mod:`quality.arrow_checks` judges the rule over
+    a ``pyarrow.Table`` (and may still answer None for the batch, see there)."""
     if rule.expectation not in COMPILED_EXPECTATIONS or _UNMODELLED & set(rule.kwargs):
         return None
     kwargs = resolve_kwargs(rule.kwargs, parameters or {})
@@ -144,7 +161,7 @@ def compile_rule(
     predicate = unexpected_predicate(rule, parameters)
     if predicate is None:
         return None
-    if rule.expectation in _MULTICOLUMN:
+    if rule.expectation in MULTICOLUMN:
         cols = [F.col(c) for c in kwargs["column_list"]]
         return CompiledRule(
             rule, kwargs, predicate, values=F.struct(*cols), domain=_kept(kwargs, cols)
@@ -164,7 +181,7 @@ def evaluate(
     flags: dict[str, Column] = {}
     for i, c in enumerate(compiled):
         if c.predicate is not None:
-            c.flag = _FLAG.format(i)
+            c.flag = FLAG.format(i)
             flags[c.flag] = F.coalesce(c.predicate, F.lit(False))
     flagged = df.withColumns(flags) if flags else df
     aggs: list[Column] = [F.count(F.lit(1)).alias("__rows")]
@@ -177,8 +194,8 @@ def evaluate(
     assert row is not None
     found = row.asDict(recursive=False)
     for i, c in enumerate(compiled):
-        c.metrics = _metrics(i, c, found, sample_size)
-        if _sampled_later(c, sample_size) and c.metrics[f"{c.map_metric}.unexpected_count"]:
+        c.metrics = rule_metrics(i, c, found, sample_size)
+        if sampled_later(c, sample_size) and c.metrics[f"{c.map_metric}.unexpected_count"]:
             c.metrics[f"{c.map_metric}.unexpected_values"] = _sample(flagged, c, sample_size)
     return flagged, found
 
@@ -228,13 +245,13 @@ def _aggregates(i: int, c: CompiledRule, sample_size: int) -> list[Column]:
         return [op(F.col(c.kwargs["column"])).alias(f"m{i}_value")]
     flag = F.col(c.flag)
     out = [_count_if(flag).alias(f"m{i}_unexpected")]
-    if _sampled_here(c, sample_size):
+    if sampled_in_aggregation(c, sample_size):
         assert c.values is not None
         sample = F.collect_list(F.when(flag, c.values))
         out.append(F.slice(sample, 1, sample_size).alias(f"m{i}_values"))
     if c.domain is not None:
         out.append(_count_if(c.domain).alias(f"m{i}_domain"))
-    elif c.rule.expectation not in _NULL_CHECKS:
+    elif c.rule.expectation not in NULL_CHECKS:
         out.append(_count_if(F.col(c.kwargs["column"]).isNull()).alias(f"m{i}_nulls"))
     return out
 
@@ -244,14 +261,17 @@ def _has_sample(c: CompiledRule, sample_size: int) -> bool:
     return sample_size > 0 and c.rule.expectation != "expect_column_values_to_not_be_null"
 
 
-def _sampled_here(c: CompiledRule, sample_size: int) -> bool:
-    """Whether the rule's unexpected sample is collected in the aggregation (windowed rules)."""
-    return _has_sample(c, sample_size) and c.rule.expectation in _WINDOWED
+def sampled_in_aggregation(c: CompiledRule, sample_size: int) -> bool:
+    """Whether the rule's unexpected sample is collected in the aggregation (``m{i}_values``):
+    the windowed rules (:data:`WINDOWED`), when results list samples (``sample_size > 0``)."""
+    return _has_sample(c, sample_size) and c.rule.expectation in WINDOWED
 
 
-def _sampled_later(c: CompiledRule, sample_size: int) -> bool:
-    """Whether the rule's unexpected sample is read by a query of its own (:func:`_sample`)."""
-    return _has_sample(c, sample_size) and c.row_level and c.rule.expectation not in _WINDOWED
+def sampled_later(c: CompiledRule, sample_size: int) -> bool:
+    """Whether the rule's unexpected sample is read after the aggregation, by a query of its own
+    (:func:`_sample`), when the rule found unexpected rows: the row-level rules that are not
+    windowed, except ``expect_column_values_to_not_be_null`` (its sample is nulls)."""
+    return _has_sample(c, sample_size) and c.row_level and c.rule.expectation not in WINDOWED
 
 
 def _sample(flagged: DataFrame, c: CompiledRule, sample_size: int) -> list[Any]:
@@ -261,7 +281,17 @@ def _sample(flagged: DataFrame, c: CompiledRule, sample_size: int) -> list[Any]:
     return [r["v"] for r in rows]
 
 
-def _metrics(i: int, c: CompiledRule, found: dict[str, Any], sample_size: int) -> dict[str, Any]:
+def rule_metrics(
+    i: int, c: CompiledRule, found: dict[str, Any], sample_size: int
+) -> dict[str, Any]:
+    """Rule ``i``'s GE metrics (``table.row_count``, ``<map metric>.unexpected_count``, ...: see
+    the module docstring) from the aggregated row ``found`` (``__rows``, ``m{i}_unexpected``,
+    ``m{i}_values``, ``m{i}_domain``, ``m{i}_nulls``, ``m{i}_value``, with Spark's nulls).
+
+    A later sample (:func:`sampled_later`) is not in ``found``: the caller sets its
+    ``<map metric>.unexpected_values``; ``expect_column_values_to_not_be_null``'s sample is one
+    ``None`` per unexpected row (up to ``sample_size``), as GE's.
+    """
     rows = int(found["__rows"])
     metrics: dict[str, Any] = {ROW_COUNT: rows}
     if c.metric is not None:
@@ -269,7 +299,7 @@ def _metrics(i: int, c: CompiledRule, found: dict[str, Any], sample_size: int) -
             metrics[c.metric] = found[f"m{i}_value"]
         return metrics
     unexpected = int_or_none(found[f"m{i}_unexpected"])
-    if unexpected is None and c.rule.expectation in _WINDOWED:
+    if unexpected is None and c.rule.expectation in WINDOWED:
         unexpected = 0  # GE counts a window condition's rows (count()), not a sum: 0, not None
     prefix = c.map_metric
     metrics[f"{prefix}.unexpected_count"] = unexpected
@@ -277,12 +307,12 @@ def _metrics(i: int, c: CompiledRule, found: dict[str, Any], sample_size: int) -
         values: list[Any] = [None] * min(unexpected or 0, sample_size)
     else:
         values = list(found.get(f"m{i}_values") or [])
-        if c.rule.expectation in _MULTICOLUMN:
+        if c.rule.expectation in MULTICOLUMN:
             values = [v.asDict() for v in values]
     metrics[f"{prefix}.unexpected_values"] = values
-    if c.rule.expectation in _MULTICOLUMN:
+    if c.rule.expectation in MULTICOLUMN:
         metrics[f"{prefix}.filtered_row_count"] = int(found[f"m{i}_domain"] or 0)
-    elif c.rule.expectation not in _NULL_CHECKS:
+    elif c.rule.expectation not in NULL_CHECKS:
         metrics[NULL_COUNT] = int_or_none(found[f"m{i}_nulls"])
     return metrics
 

@@ -52,7 +52,8 @@ def suite_result(
     asset: str,
     loaded_at: datetime,
 ) -> ExpectationSuiteValidationResult:
-    """GE's suite result for ``results``, as GE's validator builds it for a Spark dataframe batch."""
+    """GE's suite result for ``results``, as GE's validator builds it for a Spark DataFrame
+    batch."""
     evaluated = len(results)
     successful = sum(1 for r in results if r.success)
     return ExpectationSuiteValidationResult(

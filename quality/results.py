@@ -1,15 +1,16 @@
 """Quality results: one record per expectation per validated batch, kept in Delta.
 
-Table :attr:`lakehouse.layout.Layout.quality_results` (schema :data:`RESULTS_SCHEMA`). ``expectation`` is the
-rule's id ``name(key=value, ...)`` (unique within a suite), ``expectation_type`` the bare GE
-name. ``rows_checked`` and ``rows_quarantined`` describe the whole batch of the table and are
-repeated on each of its records, so a summary needs no second table.
+Table :attr:`lakehouse.layout.Layout.quality_results` (schema :data:`RESULTS_SCHEMA`).
+``expectation`` is the rule's id ``name(key=value, ...)`` (unique within a suite),
+``expectation_type`` the bare GE name. ``rows_checked`` and ``rows_quarantined`` describe the
+whole batch of the table and are repeated on each of its records, so a summary needs no second
+table.
 
 Writes are idempotent: :func:`write_results` replaces the records of ``(source, batch_id,
-table)`` atomically (one Delta commit: an ``overwrite`` with a predicate), so a retried micro-batch leaves
-exactly one record per ``(source, batch_id, table, expectation)``. A new streaming checkpoint
-restarts batch ids at 0 and then replaces the older run's records of the same batch id: the table
-holds the latest verdict per batch id, not a history of retries.
+table)`` atomically (one Delta commit: an ``overwrite`` with a predicate), so a retried
+micro-batch leaves exactly one record per ``(source, batch_id, table, expectation)``. A new
+streaming checkpoint restarts batch ids at 0 and then replaces the older run's records of the
+same batch id: the table holds the latest verdict per batch id, not a history of retries.
 
 Writes cost milliseconds: a local results table (a plain path or ``file:`` URI) is written by
 delta-rs (``deltalake``) in this process, with no Spark job (Spark's ``replaceWhere`` runs about

@@ -1,4 +1,5 @@
-"""Expectation rules: what the configuration declares, checked against Great Expectations at start-up.
+"""Expectation rules: what the configuration declares, checked against Great Expectations at
+start-up.
 
 A rule is one table of ``[[quality.expectations]]`` in the pipeline configuration::
 
@@ -131,7 +132,8 @@ class ExpectationRule:
 
     Attributes:
         message_type: fully-qualified Protobuf message name, e.g. ``shop.v1.Order``.
-        expectation: Great Expectations' snake-case name, e.g. ``expect_column_values_to_not_be_null``.
+        expectation: Great Expectations' snake-case name, e.g.
+            ``expect_column_values_to_not_be_null``.
         kwargs: the expectation's arguments (GE's field names).
         policy: ``warn`` (count and report), ``quarantine`` (failing rows leave silver) or
             ``fail`` (the whole batch fails, nothing is committed).
@@ -150,7 +152,7 @@ class ExpectationRule:
 
     @property
     def expectation_id(self) -> str:
-        """``name(key=value, ...)``: unique within a suite; the ``expectation`` column of results."""
+        """``name(key=value, ...)``: unique within a suite; results' ``expectation`` column."""
         return format_expectation_id(self.expectation, self.kwargs)
 
     @property
@@ -384,7 +386,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def missing_columns(rules: list[ExpectationRule], schema: StructType) -> dict[str, list[str]]:
-    """The columns each rule reads that the batch lacks, by expectation id (only rules with some)."""
+    """The columns each rule reads that the batch lacks, by expectation id (rules with some)."""
     present = set(schema.fieldNames())
     out: dict[str, list[str]] = {}
     for rule in rules:

@@ -4,8 +4,11 @@
 ``writes.BatchWrites``):
 
 0. collect (``driver_pass``): a small batch (at most ``driver_records`` records) is read into
-   the driver once, as Arrow; it is framed and decoded there (steps 1 and 5), and the other
-   steps read local relations of its rows; any other batch takes the Spark path below;
+   the driver once, as Arrow, and takes the driver path: framed record by record (step 1),
+   decoded (step 5), its tables' rows assembled (``arrow_rows``), checked
+   (``QualityChecker.validate_arrow``, step 6) and appended by delta-rs (step 7) in the
+   driver; the quarantine's builders read local relations of its framed rows. Any other
+   batch takes the Spark path the steps below describe; both land the same rows;
 1. frame (``framing``): the JVM cuts each record's frame head; the driver reads each distinct
    head once into a ``codec.SchemaKey`` and a payload offset (``record_framing`` frames the
    few records a head is not enough for, in Python); the batch's record count then chooses
@@ -17,7 +20,9 @@
 4. quarantine bad frames, failed resolutions and schema conflicts with their raw bytes;
 5. decode the records of every schema version in one pass through the Python workers, kept
    computed for the later steps (``decode_pass.decode_all``, ``lakehouse.materialized``); rows that
-   fail go to quarantine with their raw bytes;
+   fail go to quarantine with their raw bytes; a table none of whose records decoded is left
+   out of the later steps (no row to check or write; known where the failures are counted:
+   the driver path and a local master's Spark path);
 6. check quality (the default suite plus the configured rules), the tables at the same time
    (``lakehouse.streaming.run_together``): failed rows go to quarantine (``DQ_FAILED``); a
    ``fail`` policy fails the batch before any write;
@@ -215,7 +220,7 @@ class SilverBatch:
         self, bronze: DataFrame, batch_id: int, stats: BatchStats, persisted: list[DataFrame]
     ) -> None:
         processed_at = datetime.now(UTC)
-        q_time = F.lit(processed_at).cast("timestamp")
+        q_time = quarantine_time(processed_at)
         with stats.step("collect"):
             small = self._small(bronze)
         if small is None and self.cache_bronze:
@@ -243,7 +248,7 @@ class SilverBatch:
             quarantine = self._quarantine(framed, counts, resolved, q_time)
         with stats.step("decode"):
             tables = self._decode(
-                batch, plans, resolved, q_time, quarantine, persisted, small, counts, processed_at
+                batch, counts, plans, resolved, processed_at, quarantine, persisted, small
             )
         reference_time = batch_reference_time(batch.heads, processed_at) if checked else None
         with stats.step("check"):
@@ -320,14 +325,13 @@ class SilverBatch:
     def _decode(
         self,
         batch: FramedBatch,
+        counts: KeyCounts,
         plans: list[TablePlan],
         resolved: Resolved,
-        q_time: Column,
+        processed_at: datetime,
         quarantine: list[DataFrame],
         persisted: list[DataFrame],
-        small: SmallBatch | None = None,
-        counts: KeyCounts | None = None,
-        processed_at: datetime | None = None,
+        small: SmallBatch | None,
     ) -> list[tuple[TablePlan, Rows]]:
         """(5) Per table, its conflicts to quarantine, then each version decoded (in the driver
         for a ``small`` batch): the failures to quarantine, the others aligned to the table's
@@ -335,6 +339,7 @@ class SilverBatch:
         Spark's alignment, ``arrow_rows``). A table whose records (``counts``) are known to
         have all failed is left out: nothing to check, no commit, no table created for nothing."""
         decoded_versions = self._decode_versions(batch, plans, resolved.key_types, persisted, small)
+        q_time = quarantine_time(processed_at)
         tables: list[tuple[TablePlan, Rows]] = []
         for plan in plans:
             quarantine.extend(quarantine_conflicts(batch.framed, plan, q_time))
@@ -359,15 +364,10 @@ class SilverBatch:
         return tables
 
     def _arrow_rows(
-        self,
-        plan: TablePlan,
-        decoded: dict[SchemaKey, DecodedVersion],
-        processed_at: datetime | None,
+        self, plan: TablePlan, decoded: dict[SchemaKey, DecodedVersion], processed_at: datetime
     ) -> pa.Table | None:
         """The table's rows as Arrow (``arrow_rows.table_rows``), when every version was
         decoded in the driver and none needs Spark's alignment; else None."""
-        if processed_at is None:
-            return None
         parts = []
         for res in plan.versions:
             arrow = decoded[res.schema_key].arrow
@@ -486,12 +486,17 @@ class SilverBatch:
 
 
 def _all_failed(
-    plan: TablePlan, decoded: dict[SchemaKey, DecodedVersion], counts: KeyCounts | None
+    plan: TablePlan, decoded: dict[SchemaKey, DecodedVersion], counts: KeyCounts
 ) -> bool:
     """Whether every record of the plan's versions is known to have failed to decode."""
     failures = [decoded[res.schema_key].failures for res in plan.versions]
-    if counts is None or any(f is None for f in failures):
+    if any(f is None for f in failures):
         return False
     return sum(f for f in failures if f is not None) == counts.records_of(
         res.schema_key for res in plan.versions
     )
+
+
+def quarantine_time(processed_at: datetime) -> Column:
+    """The batch's ``_processed_at`` and ``_quarantined_at``, as a column."""
+    return F.lit(processed_at).cast("timestamp")

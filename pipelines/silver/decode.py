@@ -303,10 +303,14 @@ def decode_records(framed: DataFrame, spec: DecodeSpec, message_schema: T.Struct
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return decode_batches(spec, batches)
 
-    # without key schemas the key frame columns are not read: not shipped (two columns of
-    # nulls cost as much as the payloads, bench/silver_bench.py)
-    columns = DECODE_INPUT if spec.key_types else DECODE_INPUT[: len(BRONZE_COLUMNS) + 1]
-    return framed.select(*columns).mapInArrow(run, decoded_schema(message_schema))
+    return framed.select(*decode_input(spec)).mapInArrow(run, decoded_schema(message_schema))
+
+
+def decode_input(spec: DecodeSpec) -> tuple[str, ...]:
+    """The framed columns :func:`decode_batches` reads for ``spec``: without key schemas, not
+    the key frame columns (two columns of nulls cost as much as the payloads to ship,
+    bench/silver_bench.py)."""
+    return DECODE_INPUT if spec.key_types else DECODE_INPUT[: len(BRONZE_COLUMNS) + 1]
 
 
 def decode_version(records: DataFrame, spec: DecodeSpec) -> DataFrame:

@@ -39,17 +39,23 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import SchemaKey
-from lakehouse.driver_append import collect_arrow
+from lakehouse.driver_append import MAX_RECORDS, collect_arrow
 
-from .decode import DecodeSpec, decode_batches, decoded_schema, message_spark_schema
+from .decode import (
+    DecodeSpec,
+    decode_batches,
+    decode_input,
+    decoded_schema,
+    message_spark_schema,
+)
 from .decode_pass import DecodedVersion
 from .framing import BRONZE_COLUMNS, FRAMED_FIELDS, INGESTED_AT, FramedBatch, Heads, schema_key_of
 from .record_framing import frame_batch
 from .resolution import KeyCounts
 
-#: a batch of at most this many records is framed and decoded in the driver
-DRIVER_RECORDS = 50_000
-_KEY_FRAME = ("_key_schema_key", "_key_payload_offset")
+#: a batch of at most this many records is framed and decoded in the driver (the most the
+#: driver appends with delta-rs: above, Spark would append the rows anyway)
+DRIVER_RECORDS = MAX_RECORDS
 
 
 def collect_small(bronze: DataFrame, limit: int) -> pa.Table | None:
@@ -58,7 +64,9 @@ def collect_small(bronze: DataFrame, limit: int) -> pa.Table | None:
     if limit <= 0:
         return None
     columns = [*BRONZE_COLUMNS, *([INGESTED_AT] if INGESTED_AT in bronze.columns else [])]
-    rows = collect_arrow(bronze.select(*columns).limit(limit + 1), "silver")
+    rows = collect_arrow(
+        bronze.select(*columns).limit(limit + 1), "silver", "the batch takes the Spark path"
+    )
     if rows is None or rows.num_rows > limit:
         return None
     return rows
@@ -75,40 +83,33 @@ class SmallBatch:
 
     @classmethod
     def frame(cls, bronze: DataFrame, rows: pa.Table) -> SmallBatch:
-        """Frame the collected ``rows`` of ``bronze``, record by record."""
+        """Frame the collected ``rows`` of ``bronze``, record by record (the framed rows go to
+        the JVM once, as a local relation: the quarantine's builders read them)."""
         session = bronze.sparkSession
         bronze_schema = bronze.select(*rows.column_names).schema
-        framed = pa.Table.from_batches(
-            [frame_batch(b) for b in rows.select(list(BRONZE_COLUMNS)).to_batches()]
-        )
-        if framed.num_columns == 0:  # no batches: no records
-            framed = frame_batch(pa.RecordBatch.from_pylist([], rows.select(BRONZE_COLUMNS).schema))
-            framed = pa.Table.from_batches([framed])
+        records = rows.select(list(BRONZE_COLUMNS))
+        batches = records.to_batches() or [pa.RecordBatch.from_pylist([], records.schema)]
+        framed = pa.Table.from_batches([frame_batch(b) for b in batches])
         framed_schema = T.StructType([*(bronze_schema[c] for c in BRONZE_COLUMNS), *FRAMED_FIELDS])
-        heads = Heads({}, {}, {}, True, {}, _latest_ingested(rows))
+        heads = Heads.all_in_python(_latest_ingested(rows))
         local = session.createDataFrame(framed, schema=framed_schema)
         batch = FramedBatch(bronze, heads, local)  # nothing reads the bronze rows again
         return cls(framed, _counts(framed), batch)
 
     def decode(self, specs: Mapping[SchemaKey, DecodeSpec]) -> dict[SchemaKey, DecodedVersion]:
-        """Each version's records decoded here (``decode.decode_batches``), as local relations
-        in ``decode.decode_records``' schema, with their failures counted."""
+        """Each version's records decoded here (``decode.decode_batches``), with their failures
+        counted; their local relation (``decode.decode_records``' schema) made when read."""
         session = self.batch.bronze.sparkSession
         keys = [schema_key_of(k) for k in self.framed.column("_schema_key").to_pylist()]
         out: dict[SchemaKey, DecodedVersion] = {}
-        for key, spec in specs.items():
+        for key, spec in specs.items():  # every planned version has records in the batch
             mine = pa.array([i for i, k in enumerate(keys) if k == key], pa.int64())
-            columns = [*BRONZE_COLUMNS, "_payload_offset", *(_KEY_FRAME if spec.key_types else ())]
-            records = self.framed.select(columns).take(mine)
+            records = self.framed.select(list(decode_input(spec))).take(mine)
+            decoded = pa.Table.from_batches(list(decode_batches(spec, records.to_batches())))
+            failed = decoded.num_rows - decoded.column("_decode_code").null_count
             schema = decoded_schema(
                 message_spark_schema(spec.file_descriptor_set, spec.message_type, spec.max_depth)
             )
-            batches = list(decode_batches(spec, records.to_batches()))
-            if not batches:
-                out[key] = DecodedVersion.of(session.createDataFrame([], schema), 0)
-                continue
-            decoded = pa.Table.from_batches(batches)
-            failed = decoded.num_rows - decoded.column("_decode_code").null_count
             rows = partial(session.createDataFrame, decoded, schema=schema)
             out[key] = DecodedVersion(rows, failed, decoded)
         return out

@@ -303,6 +303,12 @@ class Heads:
             latest,
         )
 
+    @classmethod
+    def all_in_python(cls, latest_ingested: datetime | None) -> Heads:
+        """The heads of a batch whose every record is framed in Python (``driver_pass``):
+        none read here."""
+        return cls({}, {}, {}, True, {}, latest_ingested)
+
     def _known(self) -> Column:
         vh, kh = F.col(VALUE_HEAD), F.col(KEY_HEAD)
         v = vh.isNull() | vh.isin(*[h for h in self.values if h is not None])
@@ -445,5 +451,6 @@ def batch_reference_time(heads: Heads, default: datetime) -> datetime:
     bronze wrote once (``pipelines.silver.batch`` says why the wall clock would lose records).
     ``default`` when the rows have no ``_ingested_at`` column or only nulls.
     """
-    latest = heads.latest_ingested  # naive, in this process's local time (as Spark gives it)
+    # naive in this process's local time as Spark gives it; aware from the driver's Arrow
+    latest = heads.latest_ingested
     return default if latest is None else latest.astimezone(UTC)

@@ -79,10 +79,25 @@ def quarantine_bad_frames(framed: DataFrame, q_time: Column) -> DataFrame:
     )
 
 
-def quarantine_faults(framed: DataFrame, faults: list[Resolution], q_time: Column) -> DataFrame:
-    """Records whose schema key did not resolve (the resolver's code, stage and reason): the
-    framed batch joined to a broadcast table of the faults, so that the plan keeps its size
-    whatever their number (a batch of unknown schema ids has one fault per id)."""
+#: up to this many faults, their records are picked by literals of the plan (no join)
+FAULTS_AS_LITERALS = 16
+
+
+def quarantine_faults(
+    framed: DataFrame,
+    faults: list[Resolution],
+    q_time: Column,
+    as_literals: int = FAULTS_AS_LITERALS,
+) -> DataFrame:
+    """Records whose schema key did not resolve (the resolver's code, stage and reason).
+
+    Up to ``as_literals`` faults, each record's fault is looked up by its key in the plan's
+    literals: one projection, which Spark evaluates while planning a local relation's query
+    (the driver path). More faults (a batch of unknown schema ids has one per id): the framed
+    batch joined to a broadcast table of them, so that the plan keeps its size whatever their
+    number."""
+    if len(faults) <= as_literals:
+        return _faults_by_literals(framed, faults, q_time)
     table = framed.sparkSession.createDataFrame(
         [
             ((r.schema_id, r.schema_guid, list(r.message_indexes)), r.code, r.stage, r.reason)
@@ -92,6 +107,29 @@ def quarantine_faults(framed: DataFrame, faults: list[Resolution], q_time: Colum
     )
     marked = framed.join(F.broadcast(table), F.col("_schema_key") == F.col("_res_key"), "inner")
     return quarantine_framed(marked, "_res_code", "_res_stage", "_res_reason", q_time)
+
+
+def _faults_by_literals(framed: DataFrame, faults: list[Resolution], q_time: Column) -> DataFrame:
+    """:func:`quarantine_faults` of a few faults: each record's fault (its 1-based position)
+    found by comparing its key with each fault's, its reason read from arrays of literals."""
+    position = F.coalesce(
+        *[
+            F.when(key_matches("_schema_key", r.schema_key), F.lit(i + 1))
+            for i, r in enumerate(faults)
+        ]
+    )
+    marked = framed.withColumn("_res_at", position).where(F.col("_res_at").isNotNull())
+
+    def of_fault(values: list[str | None]) -> Column:
+        return F.element_at(F.array(*[F.lit(v).cast("string") for v in values]), F.col("_res_at"))
+
+    return quarantine_framed(
+        marked,
+        of_fault([r.code for r in faults]),
+        of_fault([r.stage for r in faults]),
+        of_fault([r.reason for r in faults]),
+        q_time,
+    )
 
 
 def quarantine_conflicts(framed: DataFrame, plan: TablePlan, q_time: Column) -> list[DataFrame]:

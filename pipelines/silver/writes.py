@@ -7,6 +7,11 @@ A silver table this query has not written yet is created first; with a silver ca
 database, with the comment and properties its catalog entry shows
 (``SilverRegistration.creation_description``) in its creating commit: registering it then
 changes nothing in its Delta log.
+
+A table's rows are a DataFrame (the Spark path) or Arrow (the driver path, ``driver_pass``).
+A small batch of a local table is appended by delta-rs (``lakehouse.driver_append``): Arrow
+rows as they are, a DataFrame's rows collected first; Spark appends the others (a large batch,
+an object store, rows that change the table's schema, a table delta-rs refuses).
 """
 
 from __future__ import annotations

@@ -1,13 +1,15 @@
-"""``QualityChecker.validate_arrow`` gives what ``validate`` gives on a DataFrame of the same rows.
+"""``QualityChecker.validate_arrow`` gives ``validate``'s verdicts and rows on the same rows.
 
 Each example draws a small silver-shaped batch and, for every expectation type
 ``validate_arrow`` answers, one configured rule with drawn arguments and policy (on top of the
 default suite, with its ``$PARAMETER`` bound from the reference time). ``validate`` judges
 ``spark.createDataFrame(rows, schema)``, ``validate_arrow`` the Arrow table of the same rows:
-same results (every field but ``validated_at``), same ``fail_batch``, same rows quarantined
-(by a ``_row`` id column) with the same reasons. The uniqueness rules' sample is the one
-exception (see :mod:`quality.arrow_checks`): the same multiset when it lists every duplicate,
-else values that are duplicates.
+same ``fail_batch``, same rows quarantined (by a ``_row`` id column) with the same reasons, and
+the same results, every field but ``validated_at`` and, for the two uniqueness rules
+(``expect_column_values_to_be_unique``, ``expect_compound_columns_to_be_unique``), the sample
+of duplicates in ``observed_value`` (see :mod:`quality.arrow_checks`: Arrow lists them in row
+order, Spark in shuffle order). That sample is checked to be the same multiset when the rule
+has at most 5 unexpected rows (it lists every duplicate), else as many values, all duplicates.
 """
 
 from __future__ import annotations
@@ -266,7 +268,8 @@ def _ids(checker) -> dict[str, dict[str, Any]]:
     return {r.expectation_id: dict(r.kwargs) for r in checker.rules_for(ORDER)}
 
 
-# ~2.5 s an example, nearly all of it Spark's (Spark's validate of ~20 rules: aggregation, samples, split).
+# ~2.5-4 s an example, nearly all of it Spark's (validate of ~20 rules: aggregation, samples,
+# split); 7 examples keep this file under a minute on a loaded 2-core machine (49 s measured).
 @settings(
     max_examples=7,
     deadline=None,

@@ -207,7 +207,8 @@ def test_unmodelled_row_expectation_quarantines_through_ge_row_list(spark, tmp_p
     assert keys(outcome.failed) == {("shop.orders", 0, 4)}
     assert_partition(batch, outcome)
     assert outcome.failed.first()["reason"].startswith(
-        "expect_column_pair_values_a_to_be_greater_than_b(column_A=amount, column_B=qty) failed: 1 of 6"
+        "expect_column_pair_values_a_to_be_greater_than_b(column_A=amount, column_B=qty)"
+        " failed: 1 of 6"
     )
 
 

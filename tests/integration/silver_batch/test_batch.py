@@ -80,6 +80,7 @@ def _run_batch(
     batch_id: int,
     app_id: str,
     database: str = "",
+    driver_records: int = DRIVER_RECORDS,
 ) -> SilverBatch:
     """One silver batch; its tables registered in ``database`` when one is named."""
     batch = SilverBatch(
@@ -88,6 +89,7 @@ def _run_batch(
         app_id,
         SchemaResolver(open_registry(registry.url)),
         databases=CatalogDatabases(silver=database, bronze="", quarantine="", quality=""),
+        driver_records=driver_records,
     )
     batch(spark.read.format("delta").load(bronze), batch_id)
     return batch
@@ -303,8 +305,9 @@ def test_the_batch_lands_the_same_on_either_path_with_or_without_the_compiled_de
     assert batch.history[0].silver == processed["batch"].history[0].silver
 
 
+@pytest.mark.parametrize("driver_records", [0, DRIVER_RECORDS], ids=["spark-path", "driver-path"])
 def test_guid_and_header_frames_land_like_id_frames(
-    spark: Any, tmp_path: Any, producer: Any, versions: Any, registry: Any
+    spark: Any, tmp_path: Any, producer: Any, versions: Any, registry: Any, driver_records: int
 ) -> None:
     """The same v1 order framed three ways (schema id prefix, GUID prefix, schema-id header,
     the last framed on the Python workers) lands three times in one table, typed alike."""
@@ -321,7 +324,13 @@ def test_guid_and_header_frames_land_like_id_frames(
     lake = str(tmp_path / "lake")
     write_bronze(spark, f"{lake}/bronze/ut_guid", rows)
     batch = _run_batch(
-        spark, lake, f"{lake}/bronze/ut_guid", registry, 0, "33333333-3333-3333-3333-333333333333"
+        spark,
+        lake,
+        f"{lake}/bronze/ut_guid",
+        registry,
+        0,
+        "33333333-3333-3333-3333-333333333333",
+        driver_records=driver_records,
     )
     table = spark.read.format("delta").load(f"{lake}/silver/{table_name_for(ORDER)}")
     got = {r["_kafka_offset"]: r for r in table.collect()}
@@ -490,3 +499,21 @@ def test_a_table_whose_records_all_fail_is_not_created(
     assert batch.history[0].quarantined == {"TRUNCATED": 2}  # the payload's codec error
     assert not Path(Layout(lake).silver_table(table_name_for(PING))).exists()
     assert check_invariant(spark, lake).holds
+
+
+@pytest.mark.parametrize("driver_records", [0, DRIVER_RECORDS], ids=["spark-path", "driver-path"])
+def test_an_empty_batch_writes_nothing(
+    spark: Any, tmp_path: Any, mixed: Any, driver_records: int
+) -> None:
+    lake = str(tmp_path / "lake")
+    write_bronze(spark, f"{lake}/bronze/ut_orders", mixed["rows"][:1])
+    batch = SilverBatch(
+        spark,
+        lake,
+        "app",
+        SchemaResolver(open_registry("http://127.0.0.1:9")),
+        driver_records=driver_records,
+    )
+    batch(spark.read.format("delta").load(f"{lake}/bronze/ut_orders").where("false"), 0)
+    assert [(h.records, h.silver, h.quarantined) for h in batch.history] == [(0, {}, {})]
+    assert not Path(Layout(lake).silver).exists() and not Path(Layout(lake).quarantine).exists()

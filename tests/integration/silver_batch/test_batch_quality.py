@@ -13,6 +13,7 @@ from lakehouse.tables import list_delta_tables
 from pipelines.naming import table_name_for
 from pipelines.quarantine import check_invariant
 from pipelines.silver import SilverBatch
+from pipelines.silver.driver_pass import DRIVER_RECORDS
 from tests.support.silver_testkit import bronze_row, write_bronze
 from tests.support.spark_cache import persistent_rdds
 
@@ -20,7 +21,9 @@ TOPIC = "ut.pings"
 PING = "silvertest.v1.Ping"
 
 
-def _batch(spark: Any, lake: str, registry: Any, rules: list[dict[str, Any]]) -> SilverBatch:
+def _batch(
+    spark: Any, lake: str, registry: Any, rules: list[dict[str, Any]], **options: Any
+) -> SilverBatch:
     from quality.checker import QualityChecker
     from quality.rules import parse_rules
 
@@ -31,6 +34,7 @@ def _batch(spark: Any, lake: str, registry: Any, rules: list[dict[str, Any]]) ->
         "77777777-7777-7777-7777-777777777777",
         SchemaResolver(open_registry(registry.url)),
         checker=QualityChecker(spark, lake, parsed),
+        **options,
     )
 
 
@@ -269,3 +273,70 @@ def test_a_fail_policy_on_one_of_two_tables_commits_nothing_and_frees_the_batch(
     assert persistent_rdds(spark) <= before
     assert list_delta_tables(f"{lake}/silver", spark) == []
     assert list_delta_tables(f"{lake}/quarantine", spark) == []
+
+
+def _rule(expectation: str, policy: str, **kwargs: Any) -> dict[str, Any]:
+    return {"message_type": PING, "expectation": expectation, "kwargs": kwargs, "policy": policy}
+
+
+_IN_ARROW = [  # every rule one validate_arrow evaluates
+    _rule("expect_column_values_to_match_regex", "quarantine", column="id", regex="^good-"),
+    _rule("expect_column_value_lengths_to_be_between", "warn", column="id", min_value=6),
+]
+# a word boundary: Java's and Python's differ, so the table is checked as a local relation
+_BY_SPARK = [
+    *_IN_ARROW,
+    _rule("expect_column_values_to_match_regex", "warn", column="id", regex=r"\bgood"),
+]
+
+
+def _count_calls(checker: Any, method: str) -> list[str]:
+    """The message types ``checker.<method>`` is called with, as it runs (a list to read)."""
+    calls: list[str] = []
+    real = getattr(checker, method)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs["message_type"])
+        return real(*args, **kwargs)
+
+    setattr(checker, method, counted)
+    return calls
+
+
+def _landed(spark: Any, lake: str) -> tuple[Any, ...]:
+    """What a checked batch landed: silver rows, quarantine rows, quality results."""
+    silver = spark.read.format("delta").load(f"{lake}/silver/{table_name_for(PING)}")
+    quarantine = spark.read.format("delta").load(Layout(lake).quarantine)
+    results = spark.read.format("delta").load(Layout(lake).quality_results)
+    return (
+        sorted(tuple(r) for r in silver.drop("_processed_at").collect()),
+        sorted(tuple(r) for r in quarantine.drop("_quarantined_at").collect()),
+        sorted(tuple(r) for r in results.drop("validated_at").collect()),
+    )
+
+
+@pytest.mark.parametrize(
+    "rules", [_IN_ARROW, _BY_SPARK], ids=["checked-in-arrow", "local-relation"]
+)
+def test_a_checked_batch_lands_the_same_on_either_path(
+    spark: Any, tmp_path: Any, registry: Any, pings: Any, rules: list[dict[str, Any]]
+) -> None:
+    """The driver path (its checks in Arrow, or on a local relation when a rule is not
+    evaluated in Arrow) lands the rows, the quarantine (DQ_FAILED with its reasons) and the
+    quality results the Spark path lands."""
+    landed = []
+    for driver_records in (0, DRIVER_RECORDS):
+        lake = str(tmp_path / f"lake-{driver_records}")
+        bronze = f"{lake}/bronze/ut_pings"
+        write_bronze(spark, bronze, pings)
+        batch = _batch(spark, lake, registry, rules, driver_records=driver_records)
+        by_spark = _count_calls(batch.checker, "validate")
+        batch(spark.read.format("delta").load(bronze), 0)
+        assert batch.history[0].quarantined == {"DQ_FAILED": 2}
+        landed.append(_landed(spark, lake))
+        in_arrow = driver_records and rules is _IN_ARROW
+        assert by_spark == ([] if in_arrow else [PING])
+    assert landed[0] == landed[1]
+    from quality.rules import default_rules
+
+    assert len(landed[0][2]) == len(rules) + len(default_rules(PING))

@@ -1,11 +1,13 @@
 """``silver.rejects.quarantine_faults``: the records of every unresolved schema key, matched by
-the whole key (id or GUID, and message indexes) through a broadcast join, and nothing else."""
+the whole key (id or GUID, and message indexes), by literals of the plan or through a broadcast
+join, and nothing else."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
@@ -40,7 +42,8 @@ def framed_rows(spark: Any, keys: list[SchemaKey | None]) -> Any:
     return bronze.join(schema_keys, "offset").select(*BRONZE_COLUMNS, *framing)
 
 
-def test_each_fault_takes_exactly_its_records(spark: Any) -> None:
+@pytest.mark.parametrize("as_literals", [16, 0], ids=["literals", "broadcast-join"])
+def test_each_fault_takes_exactly_its_records(spark: Any, as_literals: int) -> None:
     by_id = SchemaKey(7, None, (0,))
     by_id_other_message = SchemaKey(7, None, (1, 0))
     by_guid = SchemaKey(None, GUID, (0,))
@@ -53,7 +56,7 @@ def test_each_fault_takes_exactly_its_records(spark: Any) -> None:
         Resolution(SchemaKey(9, None, (0,)), code="NOT_PROTOBUF", stage="schema", reason="avro"),
     ]
     q_time = F.lit(datetime(2026, 1, 2, tzinfo=UTC)).cast("timestamp")
-    out = quarantine_faults(framed_rows(spark, keys), faults, q_time)
+    out = quarantine_faults(framed_rows(spark, keys), faults, q_time, as_literals)
     got = {r["_kafka_offset"]: (r["reason_code"], r["stage"], r["reason"]) for r in out.collect()}
     assert got == {
         0: ("UNKNOWN_SCHEMA", "registry", "no id 7"),

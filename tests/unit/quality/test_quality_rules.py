@@ -136,12 +136,8 @@ def test_defaults_cover_lineage_key_and_timestamp():
         "_processed_at",
     ):
         assert ids[f"expect_column_values_to_not_be_null(column={column})"] == "fail"
-    assert (
-        ids[
-            'expect_compound_columns_to_be_unique(column_list=["_kafka_topic", "_kafka_partition", "_kafka_offset"])'
-        ]
-        == "fail"
-    )
+    kafka_key = '["_kafka_topic", "_kafka_partition", "_kafka_offset"]'
+    assert ids[f"expect_compound_columns_to_be_unique(column_list={kafka_key})"] == "fail"
     [timestamp] = [r for r in default_rules(ORDER) if r.kwargs.get("column") == "_kafka_timestamp"]
     assert timestamp.policy == "quarantine"
     assert timestamp.kwargs["max_value"] == {"$PARAMETER": "protolake_max_kafka_timestamp"}
