@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
@@ -91,8 +92,11 @@ class DecodeSpec:
     native: bool = True
 
 
+@lru_cache(maxsize=256)
 def message_spark_schema(fds: bytes, message_type: str, max_depth: int) -> T.StructType:
-    """The Spark schema of a message type's columns (pipelines.proto_types' mapping)."""
+    """The Spark schema of a message type's columns (pipelines.proto_types' mapping). Computed
+    once per descriptor set, type and depth (a batch asks for it in several steps, every
+    batch): callers build new schemas from it, never change it."""
     from pipelines.proto_types import spark_schema_for
 
     descriptor = message_class_for(fds, message_type).DESCRIPTOR
