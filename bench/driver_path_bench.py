@@ -26,9 +26,7 @@ compared), or the bench fails.
 
 from __future__ import annotations
 
-import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -36,8 +34,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench message and its input
 
 from _alternate import alternate, medians  # noqa: E402
-from silver_quality_bench import RULES, frames, write_bronze  # noqa: E402
-from small_batch_bench import jvm_cpu_seconds, last_job  # noqa: E402
+from silver_quality_bench import RULES  # noqa: E402
+from small_batch_bench import batches_args, bench_input, jvm_cpu_seconds, last_job  # noqa: E402
 
 
 def run(spark: Any, bronze: str, lake: str, registry_url: str, args: Any, driver: bool) -> Any:
@@ -86,21 +84,8 @@ def landed(spark: Any, lake: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batches", type=int, default=10)
-    parser.add_argument("--records", type=int, default=500, help="records per batch")
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-
-    from registry_server import start_registry_server
-
-    from pipelines.spark import build_session
-
-    registry = start_registry_server(port=0)
-    spark = build_session("driver-path-bench")
-    work = Path(tempfile.mkdtemp(prefix="driver-path-bench-"))
-    bronze = str(work / "bronze-input")
-    write_bronze(spark, bronze, frames(registry.url), args.batches * args.records)
+    args = batches_args(__doc__, 500)
+    registry, spark, work, bronze = bench_input("driver-path-bench", args.batches * args.records)
     figures = alternate(
         lambda lake, driver: run(spark, bronze, lake, registry.url, args, driver), work, args.repeat
     )

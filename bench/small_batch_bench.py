@@ -100,22 +100,33 @@ def run(spark: Any, bronze: str, lake: str, registry_url: str, args: Any, small:
     return wall, cpu - before[0], jit - before[1], jobs - before[2], offsets
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def batches_args(doc: str, records: int) -> argparse.Namespace:
+    """``--batches``, ``--records`` (per batch, default ``records``) and ``--repeat``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=10)
-    parser.add_argument("--records", type=int, default=100, help="records per batch")
+    parser.add_argument("--records", type=int, default=records, help="records per batch")
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def bench_input(name: str, records: int) -> tuple[Any, Any, Path, str]:
+    """(registry test server, Spark session, work folder, bronze table of ``records``
+    ``bench.v1.Order`` records) of the bench ``name``."""
     from registry_server import start_registry_server
 
     from pipelines.spark import build_session
 
     registry = start_registry_server(port=0)
-    spark = build_session("small-batch-bench")
-    work = Path(tempfile.mkdtemp(prefix="small-batch-bench-"))
+    spark = build_session(name)
+    work = Path(tempfile.mkdtemp(prefix=f"{name}-"))
     bronze = str(work / "bronze-input")
-    write_bronze(spark, bronze, frames(registry.url), args.batches * args.records)
+    write_bronze(spark, bronze, frames(registry.url), records)
+    return registry, spark, work, bronze
+
+
+def main() -> int:
+    args = batches_args(__doc__, 100)
+    registry, spark, work, bronze = bench_input("small-batch-bench", args.batches * args.records)
     figures = alternate(
         lambda lake, small: run(spark, bronze, lake, registry.url, args, small), work, args.repeat
     )

@@ -128,15 +128,13 @@ class QualityFailed(RuntimeError):  # noqa: N818  (name fixed by the silver cont
         )
 
 
-@dataclass
-class QualityOutcome:
-    """What :meth:`QualityChecker.validate` found in one batch (see the module docstring)."""
+@dataclass(kw_only=True)
+class _Outcome:
+    """What a validation of one batch found, whichever way its rows were held."""
 
     table: str
     message_type: str
     batch_id: int
-    passed: DataFrame
-    failed: DataFrame
     results: list[QualityResult]
     fail_batch: bool
     rows_checked: int | None = None
@@ -145,6 +143,14 @@ class QualityOutcome:
     @property
     def failures(self) -> list[QualityResult]:
         return [r for r in self.results if not r.success]
+
+
+@dataclass(kw_only=True)
+class QualityOutcome(_Outcome):
+    """What :meth:`QualityChecker.validate` found in one batch (see the module docstring)."""
+
+    passed: DataFrame
+    failed: DataFrame
 
 
 @dataclass
@@ -157,8 +163,8 @@ class _Verdicts:
     found: dict[str, Any] = field(default_factory=dict)  # the compiled aggregation's row
 
 
-@dataclass
-class ArrowOutcome:
+@dataclass(kw_only=True)
+class ArrowOutcome(_Outcome):
     """What :meth:`QualityChecker.validate_arrow` found in one batch of Arrow rows.
 
     ``failed`` is a boolean mask over the rows (no nulls): the rows a failed ``quarantine``
@@ -166,19 +172,8 @@ class ArrowOutcome:
     text per such row, in row order (``outcome.failed``'s ``reason``).
     """
 
-    table: str
-    message_type: str
-    batch_id: int
-    results: list[QualityResult]
-    fail_batch: bool
     failed: pa.BooleanArray
     reasons: list[str]
-    rows_checked: int | None = None
-    rows_quarantined: int = 0
-
-    @property
-    def failures(self) -> list[QualityResult]:
-        return [r for r in self.results if not r.success]
 
 
 @dataclass
