@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from lakehouse.driver_tables import set_description
 from lakehouse.layout import BRONZE, QUALITY, QUARANTINE, SILVER, Layout, table_name
 from lakehouse.tables import is_delta_table, list_delta_tables, table_metadata
 
@@ -195,12 +196,13 @@ def _register_table(
 def describe_table(
     spark: SparkSession, qualified: str, path: str, comment: str, properties: Mapping[str, str]
 ) -> None:
-    """Set the comment and properties of ``qualified`` (the table at ``path``), in one
-    commit, where they differ from what its Delta log holds."""
+    """Set the comment and properties of ``qualified`` (the table at ``path``) where they
+    differ from what its Delta log holds: by delta-rs for a local table
+    (``lakehouse.driver_tables``), else in one ``ALTER TABLE`` commit."""
     wanted = dict(properties)
     if comment:
         wanted["comment"] = comment
-    if not wanted:
+    if not wanted or set_description(path, comment, properties):
         return
     metadata = table_metadata(spark, path)
     have = dict(metadata.properties) if metadata is not None else {}

@@ -16,9 +16,12 @@ An append goes this way only when all of these hold (:func:`appends_in_driver`, 
 - the table is in a local folder (a plain path or ``file:`` URI: :func:`lakehouse.layout.
   local_path`): on an object store Spark's file systems and log stores keep the commits;
 - the batch is small (at most :data:`MAX_RECORDS` records), so that its rows fit the driver;
-- the table exists, and the rows have its columns and types, in any order
-  (:func:`in_table_order`): creating a table and changing its schema (silver's schema
-  evolution) stay Spark's, with their table defaults;
+- the table exists (``lakehouse.driver_tables`` creates a local one), and the rows have
+  its columns and types, in any order (:func:`in_table_order`); or, asked with
+  ``merge_schema``, the rows add columns or struct fields to the table's, as Spark's
+  ``mergeSchema`` would (:func:`adding_columns`: silver's schema evolution), which delta-rs
+  merges the same way: the new ones after the table's, their comments from the rows' field
+  metadata; any other change of the schema stays Spark's;
 - the rows can be collected (:func:`collect_arrow`: not more bytes than the driver takes) and
   delta-rs writes the table (no table feature it refuses).
 """
@@ -108,6 +111,59 @@ def in_table_order(data: pa.Table, table: Any) -> pa.Table | None:
     return None
 
 
+def adding_columns(data: pa.Table, table: Any) -> pa.Table | None:
+    """``data`` with the columns of delta-rs table ``table`` first, in the table's order, then
+    its new ones, when it only adds to the table's schema: every column of the table, of the
+    table's type or a struct of the table's fields first (by name, in the table's order, of
+    their types or extended alike) and new fields after them; None otherwise."""
+    import pyarrow as pa
+
+    wanted = pa.schema(table.schema().to_arrow())
+    names = data.schema.names
+    if len(set(names)) != len(names) or not set(wanted.names) <= set(names):
+        return None
+    if not all(_extends(data.schema.field(w.name).type, w.type) for w in wanted):
+        return None
+    ordered = data.select([*wanted.names, *(n for n in names if n not in set(wanted.names))])
+    # Delta adds a merged column as nullable, whatever the rows say (Spark's asNullable)
+    return ordered.cast(pa.schema([_nullable(f) for f in ordered.schema]))
+
+
+def _nullable(field: pa.Field) -> pa.Field:
+    """``field`` nullable, and so are its struct fields, list elements and map values."""
+    import pyarrow as pa
+
+    t = field.type
+    if pa.types.is_struct(t):
+        t = pa.struct([_nullable(t.field(i)) for i in range(t.num_fields)])
+    elif pa.types.is_list(t):
+        t = pa.list_(_nullable(t.value_field))
+    elif pa.types.is_large_list(t):
+        t = pa.large_list(_nullable(t.value_field))
+    elif pa.types.is_map(t):
+        t = pa.map_(t.key_field, _nullable(t.item_field))
+    return field.with_type(t).with_nullable(True)
+
+
+def _extends(have: pa.DataType, want: pa.DataType) -> bool:
+    """Whether ``have`` is ``want`` (as :func:`_same_type`) or adds struct fields after its
+    own, at any depth."""
+    import pyarrow as pa
+
+    if _same_type(have, want):
+        return True
+    if pa.types.is_struct(have) and pa.types.is_struct(want):
+        own = [have.field(i) for i in range(have.num_fields)][: want.num_fields]
+        return [f.name for f in own] == [f.name for f in want] and all(
+            _extends(h.type, w.type) for h, w in zip(own, want, strict=True)
+        )
+    if _is_list(have) and _is_list(want):
+        return _extends(have.value_type, want.value_type)
+    if pa.types.is_map(have) and pa.types.is_map(want):
+        return _same_type(have.key_type, want.key_type) and _extends(have.item_type, want.item_type)
+    return False
+
+
 def _same_type(have: pa.DataType, want: pa.DataType) -> bool:
     import pyarrow as pa
 
@@ -147,30 +203,39 @@ def append_arrow(
     replays: Replays = ANY_BATCH_MAY_BE_REPLAYED,
     attempts: int = APPEND_ATTEMPTS,
     logger: logging.Logger | None = None,
+    merge_schema: bool = False,
 ) -> bool:
     """Append ``data`` to the local Delta table at ``path`` with delta-rs, unless it already
-    has (app_id, batch_id), as :func:`lakehouse.delta.append_idempotent` would.
+    has (app_id, batch_id), as :func:`lakehouse.delta.append_idempotent` would; with
+    ``merge_schema``, rows that add columns or struct fields merge them into the table's
+    schema (:func:`adding_columns`).
 
     Returns:
         False, with nothing written, when there is no Delta table at ``path``, ``data`` does
-        not have its columns and types (:func:`in_table_order`, also after a concurrent
-        writer's change) or delta-rs refuses the table (a table feature it cannot write): the
-        caller appends with Spark (which creates the table or merges the schema). True
-        otherwise, also when the table had the batch already.
+        not fit its schema (:func:`in_table_order` or :func:`adding_columns`, also after a
+        concurrent writer's change) or delta-rs refuses the table (a table feature it cannot
+        write): the caller appends with Spark (which creates the table or merges the
+        schema). True otherwise, also when the table had the batch already.
     """
     from deltalake import CommitProperties, Transaction, write_deltalake
     from deltalake.exceptions import DeltaProtocolError, SchemaMismatchError
 
+    def fit(table: Any) -> tuple[pa.Table | None, bool]:
+        rows = in_table_order(data, table)
+        if rows is not None or not merge_schema:
+            return rows, False
+        return adding_columns(data, table), True
+
     table = existing_table(path)
-    rows = None if table is None else in_table_order(data, table)
+    rows, merging = (None, False) if table is None else fit(table)
     if rows is None:
         return False
     refused = False
 
     def write(checked: bool) -> None:
-        nonlocal refused, rows
+        nonlocal refused, rows, merging
         table.update_incremental()  # a retry commits against the newer version
-        rows = in_table_order(data, table)  # another writer may have changed the schema
+        rows, merging = fit(table)  # another writer may have changed the schema
         if rows is None:
             refused = True
             return
@@ -183,7 +248,13 @@ def append_arrow(
             app_transactions=[Transaction(app_id, batch_id)] if checked else None,
         )
         try:
-            write_deltalake(table, rows, mode="append", commit_properties=properties)
+            write_deltalake(
+                table,
+                rows,
+                mode="append",
+                schema_mode="merge" if merging else None,
+                commit_properties=properties,
+            )
         except (SchemaMismatchError, DeltaProtocolError) as exc:
             # refused before any commit: a schema or a table feature delta-rs cannot write
             (logger or log).info("%s: delta-rs refused the append (%s); Spark appends", path, exc)

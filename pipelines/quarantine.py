@@ -27,6 +27,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
 from lakehouse import sql_text
+from lakehouse.driver_tables import create_table
 from lakehouse.layout import Layout, table_name
 from lakehouse.tables import is_delta_table, list_delta_tables
 from pipelines.quarantine_state import OUTCOME_COLUMN, REPLAYED
@@ -135,9 +136,10 @@ def _cast_to(expr: Column | str | None, field: T.StructField) -> Column:
 
 
 def ensure_quarantine_table(spark: SparkSession, lakehouse_path: str) -> str:
-    """Create the (empty) quarantine table if it does not exist; return its path."""
+    """Create the (empty) quarantine table if it does not exist; return its path (a local
+    table by delta-rs: ``lakehouse.driver_tables``)."""
     path = Layout(lakehouse_path).quarantine
-    if not is_delta_table(path, spark):
+    if not is_delta_table(path, spark) and not create_table(spark, path, QUARANTINE_SCHEMA):
         spark.createDataFrame([], QUARANTINE_SCHEMA).write.format("delta").mode("append").save(path)
     return path
 

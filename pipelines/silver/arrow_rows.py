@@ -95,3 +95,40 @@ def quarantined_ids(
 def passed_rows(rows: pa.Table, failed: pa.Array) -> pa.Table:
     """The rows that stay in silver: those no failed quarantine rule flagged."""
     return rows.filter(pc.invert(failed))
+
+
+def commented(rows: pa.Table, schema: T.StructType) -> pa.Table:
+    """``rows`` with the column comments of ``schema`` (a silver table's Spark schema: field
+    metadata ``{"comment": ...}``) as Arrow field metadata, at any depth: delta-rs takes a new
+    column's comment from there when it merges the column into a table's schema."""
+    target = pa.schema([_commented_field(f, _field_of(schema, f.name)) for f in rows.schema])
+    return rows if target.equals(rows.schema, check_metadata=True) else rows.cast(target)
+
+
+def _field_of(struct: T.StructType, name: str) -> T.StructField | None:
+    return struct[name] if name in struct.names else None
+
+
+def _commented_field(field: pa.Field, spark_field: T.StructField | None) -> pa.Field:
+    if spark_field is None:
+        return field
+    out = field.with_type(_commented_type(field.type, spark_field.dataType))
+    comment = spark_field.metadata.get("comment")
+    return out.with_metadata({"comment": comment}) if comment else out
+
+
+def _commented_type(arrow: pa.DataType, spark: T.DataType) -> pa.DataType:
+    if pa.types.is_struct(arrow) and isinstance(spark, T.StructType):
+        fields = [arrow.field(i) for i in range(arrow.num_fields)]
+        return pa.struct([_commented_field(f, _field_of(spark, f.name)) for f in fields])
+    if pa.types.is_list(arrow) and isinstance(spark, T.ArrayType):
+        return pa.list_(
+            arrow.value_field.with_type(_commented_type(arrow.value_type, spark.elementType))
+        )
+    if pa.types.is_large_list(arrow) and isinstance(spark, T.ArrayType):
+        element = _commented_type(arrow.value_type, spark.elementType)
+        return pa.large_list(arrow.value_field.with_type(element))
+    if pa.types.is_map(arrow) and isinstance(spark, T.MapType):
+        item = arrow.item_field.with_type(_commented_type(arrow.item_type, spark.valueType))
+        return pa.map_(arrow.key_field, item)
+    return arrow

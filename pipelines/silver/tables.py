@@ -30,6 +30,7 @@ from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
 from lakehouse import sql_text
+from lakehouse.driver_tables import create_table
 from lakehouse.tables import is_delta_table, table_properties
 from pipelines.naming import KAFKA_TOPICS_PROPERTY, MESSAGE_TYPE_PROPERTY
 
@@ -142,7 +143,9 @@ def ensure_table(
     """Create the silver table with ``schema`` if needed; check it holds ``message_type``.
 
     A table created here records ``message_type`` in its properties, beside ``properties``,
-    and ``comment`` as its description (an existing table is left as it is).
+    and ``comment`` as its description (an existing table is left as it is). A local table
+    is created by delta-rs (``lakehouse.driver_tables``: the same table in milliseconds),
+    another by Spark.
 
     Raises:
         TableTypeMismatchError: the table exists and records another message type.
@@ -154,10 +157,13 @@ def ensure_table(
         if found is not None and found != message_type:
             raise TableTypeMismatchError(f"{path} holds {found}, not {message_type}")
         return
+    wanted = {**(properties or {}), MESSAGE_TYPE_PROPERTY: message_type}
+    if create_table(spark, path, schema, description=comment, properties=wanted):
+        return
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
     if comment:
         builder = builder.comment(comment)
-    for key, value in sorted({**(properties or {}), MESSAGE_TYPE_PROPERTY: message_type}.items()):
+    for key, value in sorted(wanted.items()):
         builder = builder.property(key, value)
     builder.execute()
 

@@ -28,12 +28,14 @@ from pyspark.sql import types as T  # noqa: N812
 
 from lakehouse.delta import Replays, append_idempotent
 from lakehouse.driver_append import append_arrow, appends_in_driver, collect_arrow
+from lakehouse.driver_tables import create_table
 from lakehouse.layout import Layout
 from lakehouse.materialized import materialize
 from lakehouse.streaming import run_together
 from lakehouse.tables import is_delta_table
 from pipelines.quarantine import QUARANTINE_SCHEMA
 
+from .arrow_rows import commented
 from .plan import TablePlan, table_schema
 from .registration import SilverRegistration
 from .resolution import KeyCounts
@@ -128,7 +130,7 @@ class BatchWrites:
         quarantine = union_all(parts)
         if quarantine is None:
             empty = self.spark.createDataFrame([], QUARANTINE_SCHEMA)
-            return empty, [], partial(self._quarantine_by_spark, empty, batch_id, 0)
+            return empty, [], partial(self._create_quarantine, empty, batch_id)
         collected = self._collect_quarantine(quarantine, records)
         if collected is not None:
             rows, quarantined = collected
@@ -196,12 +198,13 @@ class BatchWrites:
                     properties=properties,
                 )
         arrived = counts.records_of(r.schema_key for r in plan.versions)  # >= the table's rows
+        schema = table_schema(plan.merged)
         if isinstance(df, pa.Table):
-            in_driver = self._arrow_in_driver(df, plan.path, batch_id)
+            in_driver = self._arrow_in_driver(df, plan.path, batch_id, schema)
             if not in_driver:
-                df = self.spark.createDataFrame(df, schema=table_schema(plan.merged))
+                df = self.spark.createDataFrame(df, schema=schema)
         else:
-            in_driver = self._in_driver(df, plan.path, batch_id, arrived)
+            in_driver = self._in_driver(df, plan.path, batch_id, arrived, schema)
         if not in_driver:
             append_idempotent(
                 write_partitions(df, arrived),
@@ -223,29 +226,65 @@ class BatchWrites:
             self._quarantine_table = is_delta_table(self.layout.quarantine, self.spark)
         return self._quarantine_table
 
-    def _in_driver(self, df: DataFrame, path: str, batch_id: int, records: int) -> bool:
+    def _in_driver(
+        self, df: DataFrame, path: str, batch_id: int, records: int, schema: T.StructType
+    ) -> bool:
         """Append a small batch's rows to the local table at ``path`` with delta-rs
         (``lakehouse.driver_append``); False, with nothing written, when Spark must append
-        them (a large batch, an object store, a table that is not there or whose schema the
-        rows change)."""
+        them (a large batch, an object store, a table that is not there, rows that change
+        its schema other than by adding columns or struct fields)."""
         if not appends_in_driver(path, records):
             return False
         rows = collect_arrow(df, path)
-        return rows is not None and append_arrow(
-            self.spark, rows, path, self.app_id, batch_id, replays=self.replays, logger=log
-        )
+        return rows is not None and self._append_arrow(rows, path, batch_id, schema)
 
-    def _arrow_in_driver(self, rows: pa.Table, path: str, batch_id: int) -> bool:
+    def _arrow_in_driver(
+        self, rows: pa.Table, path: str, batch_id: int, schema: T.StructType
+    ) -> bool:
         """Append Arrow rows to the local table at ``path`` with delta-rs; False, with
         nothing written, when Spark must append them (as :meth:`_in_driver`)."""
-        return appends_in_driver(path, rows.num_rows) and append_arrow(
-            self.spark, rows, path, self.app_id, batch_id, replays=self.replays, logger=log
+        return appends_in_driver(path, rows.num_rows) and self._append_arrow(
+            rows, path, batch_id, schema
         )
+
+    def _append_arrow(self, rows: pa.Table, path: str, batch_id: int, schema: T.StructType) -> bool:
+        """delta-rs appends ``rows``; rows that do not fit the table's schema are tried once
+        more, merging the columns and struct fields they add, with their comments from the
+        table's Spark ``schema`` (the columns of a new schema version)."""
+        if append_arrow(
+            self.spark, rows, path, self.app_id, batch_id, replays=self.replays, logger=log
+        ):
+            return True
+        return append_arrow(
+            self.spark,
+            commented(rows, schema),
+            path,
+            self.app_id,
+            batch_id,
+            replays=self.replays,
+            logger=log,
+            merge_schema=True,
+        )
+
+    def _create_quarantine(self, empty: DataFrame, batch_id: int) -> None:
+        """Create the quarantine table (a batch with no quarantine rows, no table yet): by
+        delta-rs when it is local (``lakehouse.driver_tables``), else by Spark's empty
+        append."""
+        with self._lock:
+            created = create_table(self.spark, self.layout.quarantine, QUARANTINE_SCHEMA)
+        if created:
+            self._quarantine_table = True
+            return
+        self._quarantine_by_spark(empty, batch_id, 0)
 
     def _quarantine_collected(self, rows: pa.Table, schema: T.StructType, batch_id: int) -> None:
         """The quarantine's append of rows collected into the driver (Spark's when delta-rs
-        cannot append them: no table yet, another schema)."""
+        cannot append them: another schema, a table delta-rs cannot create or write); a
+        local table not there yet is created by delta-rs first."""
         path = self.layout.quarantine
+        if not self._has_quarantine_table():
+            with self._lock:
+                create_table(self.spark, path, QUARANTINE_SCHEMA)
         if append_arrow(
             self.spark, rows, path, self.app_id, batch_id, replays=self.replays, logger=log
         ):

@@ -152,22 +152,29 @@ def test_a_retried_batch_loses_nothing_when_the_clock_moved(
     lake = str(tmp_path / "lake")
     write_bronze(spark, f"{lake}/bronze/ut_pings", early_ping)
     bronze = spark.read.format("delta").load(f"{lake}/bronze/ut_pings")
-    real_append = silver_writes.append_idempotent
+    # the quarantine's append, by Spark or by delta-rs (the path: their second or third argument)
+    appends = {"append_idempotent": 1, "append_arrow": 2}
 
-    def crash_on_quarantine(df: Any, path: str, *args: Any, **kwargs: Any) -> None:
-        if path == Layout(lake).quarantine:
-            raise RuntimeError("killed before the quarantine append")
-        real_append(df, path, *args, **kwargs)
+    def crash_on_quarantine(name: str, path_at: int) -> Any:
+        append = getattr(silver_writes, name)
+
+        def crashing(*args: Any, **kwargs: Any) -> Any:
+            if args[path_at] == Layout(lake).quarantine:
+                raise RuntimeError("killed before the quarantine append")
+            return append(*args, **kwargs)
+
+        return crashing
 
     monkeypatch.setattr(quality.checker, "datetime", _frozen_clock(INGESTED))
-    monkeypatch.setattr(silver_writes, "append_idempotent", crash_on_quarantine)
+    for name, path_at in appends.items():
+        monkeypatch.setattr(silver_writes, name, crash_on_quarantine(name, path_at))
     with pytest.raises(RuntimeError, match="killed"):
         _batch(spark, lake, registry, [KEEP_ALL])(bronze, 0)
     silver = f"{lake}/silver/{table_name_for(PING)}"
     kept = spark.read.format("delta").load(silver).collect()
     assert sorted(r["_kafka_offset"] for r in kept) == [0, 1, 2]
 
-    monkeypatch.setattr(silver_writes, "append_idempotent", real_append)
+    monkeypatch.undo()
     monkeypatch.setattr(quality.checker, "datetime", _frozen_clock(INGESTED + dt.timedelta(days=5)))
     _batch(spark, lake, registry, [KEEP_ALL])(bronze, 0)  # the retry: same batch, same app id
     q = spark.read.format("delta").load(Layout(lake).quarantine).collect()

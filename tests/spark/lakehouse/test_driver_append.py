@@ -157,3 +157,38 @@ def test_rows_that_cannot_be_collected_leave_the_append_to_spark(spark: Any) -> 
     failing = frame(spark, 0, 3).withColumn("text", F.raise_error(F.lit("not collectable")))
     assert collect_arrow(failing, "t") is None
     assert collect_arrow(frame(spark, 0, 3), "t").num_rows == 3
+
+
+def test_rows_adding_columns_and_fields_merge_them_as_spark_would(
+    spark: Any, tmp_path: Path
+) -> None:
+    by_rs, by_spark = created(spark, tmp_path / "rs"), created(spark, tmp_path / "spark")
+    rows = frame(spark, 0, 2)
+    # a struct of the headers gains a field, and a column is added in the middle
+    evolved = rows.select(
+        "offset",
+        F.lit("n").alias("added"),
+        *[c for c in rows.columns[1:] if c != "headers"],
+        F.array(
+            F.struct(F.lit("k").alias("key"), F.lit(b"x").alias("value"), F.lit(7).alias("n"))
+        ).alias("headers"),
+    )
+    assert not append_arrow(spark, evolved.toArrow(), by_rs, "app", 0, replays=FRESH)
+    assert append_arrow(spark, evolved.toArrow(), by_rs, "app", 0, replays=FRESH, merge_schema=True)
+    append_idempotent(evolved, by_spark, "app", 0, replays=FRESH, merge_schema=True)
+    merged = spark.read.format("delta").load(by_rs)
+    assert merged.schema == spark.read.format("delta").load(by_spark).schema
+    assert merged.columns[-1] == "added"
+    assert sorted(map(tuple, merged.select("offset", "added", "headers").collect())) == sorted(
+        map(
+            tuple,
+            spark.read.format("delta")
+            .load(by_spark)
+            .select("offset", "added", "headers")
+            .collect(),
+        )
+    )
+    # a type change is no merge: Spark's to refuse or take
+    other_type = rows.withColumn("offset", F.col("offset").cast("int")).toArrow()
+    assert not append_arrow(spark, other_type, by_rs, "app", 1, merge_schema=True)
+    assert len(history(spark, by_rs)) == 2

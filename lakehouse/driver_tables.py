@@ -1,0 +1,120 @@
+"""A local Delta table's metadata commits without Spark: creating the table, and changing its
+comment and properties, by delta-rs (``deltalake``) in the driver.
+
+Spark's ``CREATE TABLE`` and ``ALTER TABLE ... SET TBLPROPERTIES`` are SQL commands: parsed,
+planned and committed through the JVM, seconds each while a streaming job's queries share the
+driver; delta-rs commits the same actions in milliseconds. They go this way only where the
+result is the table Spark would have made (else the caller's Spark command runs, as before):
+
+- the table is in a local folder (:func:`lakehouse.layout.local_path`): on an object store
+  Spark's file systems and log stores keep the commits (as ``lakehouse.driver_append``);
+- creating: every table default of the session (``spark.databricks.delta.properties.
+  defaults.<key>``, which Spark applies to the tables it creates) is one of
+  :data:`PLAIN_DEFAULTS`, settings that need no table feature, and the schema has no type
+  that needs one (``timestamp_ntz``, ``variant``): delta-rs then writes protocol 1/2, as Spark.
+
+The schema is Spark's, as JSON: Delta's ``schemaString`` is that JSON, column comments
+(field metadata) included. Every reader, Spark's included, reads the one Delta log.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from lakehouse.layout import local_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql import types as T  # noqa: N812
+
+log = logging.getLogger(__name__)
+
+#: the prefix of the session's table defaults, each ``delta.<key>`` of a table Spark creates
+DEFAULTS_PREFIX = "spark.databricks.delta.properties.defaults."
+#: table defaults that need no table feature (any other one: Spark creates the table)
+PLAIN_DEFAULTS = frozenset(
+    {
+        "checkpointInterval",
+        "logRetentionDuration",
+        "deletedFileRetentionDuration",
+        "checkpointRetentionDuration",
+        "dataSkippingNumIndexedCols",
+        "dataSkippingStatsColumns",
+    }
+)
+#: schema types of the Delta protocol's table features (a table of them: Spark creates it)
+FEATURE_TYPES = ('"timestamp_ntz"', '"variant"')
+
+
+def table_defaults(spark: SparkSession) -> dict[str, str] | None:
+    """The table properties Spark would give a table it creates in ``spark``'s session, or
+    None when one of them needs a table feature (not in :data:`PLAIN_DEFAULTS`)."""
+    out = {}
+    for key, value in spark.conf.getAll.items():
+        if not key.startswith(DEFAULTS_PREFIX):
+            continue
+        name = key[len(DEFAULTS_PREFIX) :]
+        if name not in PLAIN_DEFAULTS:
+            return None
+        out[f"delta.{name}"] = value
+    return out
+
+
+def create_table(
+    spark: SparkSession,
+    path: str,
+    schema: T.StructType,
+    *,
+    description: str = "",
+    properties: Mapping[str, str] | None = None,
+) -> bool:
+    """Create the local Delta table at ``path`` (``schema``, ``description`` and
+    ``properties`` besides the session's table defaults) with delta-rs, unless it exists.
+
+    Returns:
+        False, with nothing written, when Spark must create it (see the module docstring);
+        True when the table is there, made here or by a concurrent writer.
+    """
+    from deltalake import DeltaTable, Schema
+
+    local = local_path(path)
+    text = schema.json()
+    if local is None or any(t in text for t in FEATURE_TYPES):
+        return False
+    defaults = table_defaults(spark)
+    if defaults is None:
+        return False
+    if DeltaTable.is_deltatable(str(local)):
+        return True
+    DeltaTable.create(
+        str(local),
+        Schema.from_json(text),
+        mode="ignore",  # a concurrent writer's table is the table
+        description=description or None,
+        configuration={**defaults, **(properties or {})},
+        raise_if_key_not_exists=False,  # protolake.* properties are the project's own
+    )
+    log.debug("%s: created by delta-rs", path)
+    return True
+
+
+def set_description(path: str, description: str, properties: Mapping[str, str]) -> bool:
+    """Set the comment (``description``, when not empty) and ``properties`` of the local
+    Delta table at ``path`` with delta-rs, each where it differs from the table's: one commit
+    for the properties, one for the comment. False, with nothing written, when the table is
+    not a local one (Spark's ``ALTER TABLE`` must)."""
+    from deltalake import DeltaTable
+
+    local = local_path(path)
+    if local is None or not DeltaTable.is_deltatable(str(local)):
+        return False
+    table = DeltaTable(str(local))
+    metadata = table.metadata()
+    changed = {k: v for k, v in properties.items() if metadata.configuration.get(k) != v}
+    if changed:
+        table.alter.set_table_properties(dict(changed), raise_if_not_exists=False)
+    if description and (metadata.description or "") != description:
+        table.alter.set_table_description(description)
+    return True
