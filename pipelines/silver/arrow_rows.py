@@ -1,6 +1,7 @@
 """A small batch's silver rows as Arrow (the driver path, ``driver_pass``): each version's
-decoded rows with their lineage in the table's schema, and the coordinates of the rows a
-quality rule quarantined, without a Spark job.
+decoded rows with their lineage in the table's schema, the rows that pass quality and those a
+rule quarantined (:class:`ArrowFailures`), and column comments for delta-rs, without a Spark
+job.
 
 :func:`table_rows` is ``plan.table_rows`` on Arrow: the rows that decoded, the error columns
 dropped, the lineage added, the columns in the table's order, a column the version lacks as
@@ -12,27 +13,16 @@ the DataFrame way for that table.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T  # noqa: N812
 from pyspark.sql.pandas.types import to_arrow_type
 
 from .decode import message_spark_schema
 from .plan import TablePlan, table_schema
 from .resolution import Resolution
-
-_DQ_COLUMNS = T.StructType(
-    [
-        T.StructField("_kafka_topic", T.StringType()),
-        T.StructField("_kafka_partition", T.IntegerType()),
-        T.StructField("_kafka_offset", T.LongType()),
-        T.StructField("reason_code", T.StringType()),
-        T.StructField("stage", T.StringType()),
-        T.StructField("reason", T.StringType()),
-    ]
-)
 
 
 def table_rows(
@@ -70,26 +60,14 @@ def union_rows(parts: list[pa.Table]) -> pa.Table:
     return pa.concat_tables(parts, promote_options="permissive")
 
 
-def quarantined_ids(
-    session: SparkSession, rows: pa.Table, failed: pa.Array, reasons: list[str]
-) -> DataFrame:
-    """The Kafka coordinates of the rows a quality rule quarantined, with their reason, as
-    ``rejects.quarantine_dq`` reads a checker's ``failed`` rows (a local relation)."""
-    from quality.split import REASON_CODE, STAGE
+class ArrowFailures(NamedTuple):
+    """The rows of one table a quality rule quarantined, as Arrow: the table's ``rows``, a mask
+    of the ``failed`` ones and their ``reasons``, one per failed row (``arrow_rejects.
+    quality_failures`` makes their quarantine rows)."""
 
-    mine = rows.filter(failed)
-    n = mine.num_rows
-    ids = pa.table(
-        {
-            "_kafka_topic": mine.column("_kafka_topic"),
-            "_kafka_partition": mine.column("_kafka_partition"),
-            "_kafka_offset": mine.column("_kafka_offset"),
-            "reason_code": pa.array([REASON_CODE] * n, pa.string()),
-            "stage": pa.array([STAGE] * n, pa.string()),
-            "reason": pa.array(reasons, pa.string()),
-        }
-    )
-    return session.createDataFrame(ids, schema=_DQ_COLUMNS)
+    rows: pa.Table
+    failed: pa.Array
+    reasons: list[str]
 
 
 def passed_rows(rows: pa.Table, failed: pa.Array) -> pa.Table:

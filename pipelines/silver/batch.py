@@ -7,7 +7,7 @@
    the driver once, as Arrow, and takes the driver path: framed record by record (step 1),
    decoded (step 5), its tables' rows assembled (``arrow_rows``), checked
    (``QualityChecker.validate_arrow``, step 6) and appended by delta-rs (step 7) in the
-   driver; the quarantine's builders read local relations of its framed rows. Any other
+   driver, and so are its quarantine rows (``arrow_rejects``, steps 4 to 6). Any other
    batch takes the Spark path the steps below describe; both land the same rows;
 1. frame (``framing``): the JVM cuts each record's frame head; the driver reads each distinct
    head once into a ``codec.SchemaKey`` and a payload offset (``record_framing`` frames the
@@ -72,7 +72,8 @@ from lakehouse.layout import Layout
 from lakehouse.materialized import keeps_as_leaf, materialize, release
 from lakehouse.streaming import run_together
 
-from .arrow_rows import passed_rows, quarantined_ids, union_rows
+from . import arrow_rejects
+from .arrow_rows import ArrowFailures, passed_rows, union_rows
 from .arrow_rows import table_rows as arrow_table_rows
 from .decode import DecodeSpec
 from .decode_pass import DecodedVersion, decode_all
@@ -99,7 +100,7 @@ from .rejects import (
 from .resolution import KeyCounts, Resolved, resolve_schema_keys
 from .stats import BatchStats
 from .tables import existing_schema, message_part, union_all
-from .writes import BatchWrites, Rows
+from .writes import BatchWrites, Rejects, Rows
 
 log = logging.getLogger("pipelines.silver")
 # Table creation, catalog registration and resolver calls of concurrent queries (processing-time
@@ -220,7 +221,6 @@ class SilverBatch:
         self, bronze: DataFrame, batch_id: int, stats: BatchStats, persisted: list[DataFrame]
     ) -> None:
         processed_at = datetime.now(UTC)
-        q_time = quarantine_time(processed_at)
         with stats.step("collect"):
             small = self._small(bronze)
         if small is None and self.cache_bronze:
@@ -245,7 +245,7 @@ class SilverBatch:
             plans = self._plan(resolved)
         checked = self.checker is not None and bool(plans)
         with stats.step("quarantine"):
-            quarantine = self._quarantine(framed, counts, resolved, q_time)
+            quarantine = self._quarantine(framed, counts, resolved, processed_at, small)
         with stats.step("decode"):
             tables = self._decode(
                 batch, counts, plans, resolved, processed_at, quarantine, persisted, small
@@ -253,7 +253,7 @@ class SilverBatch:
         reference_time = batch_reference_time(batch.heads, processed_at) if checked else None
         with stats.step("check"):
             to_write, results = self._check(
-                tables, framed, batch_id, reference_time, q_time, quarantine
+                tables, framed, batch_id, reference_time, processed_at, quarantine, small
             )
         with stats.step("write"):
             quarantined = self.writes(to_write, quarantine, results, batch_id, counts, persisted)
@@ -310,11 +310,20 @@ class SilverBatch:
         return message_part(current) if current is not None else None
 
     def _quarantine(
-        self, framed: DataFrame, counts: KeyCounts, resolved: Resolved, q_time: Column
-    ) -> list[DataFrame]:
+        self,
+        framed: DataFrame,
+        counts: KeyCounts,
+        resolved: Resolved,
+        processed_at: datetime,
+        small: SmallBatch | None,
+    ) -> list[Rejects]:
         """(4) Quarantine rows of records that cannot be decoded: bad frames, then failed
-        resolutions (schema conflicts follow per table, in :meth:`_decode`)."""
-        parts = []
+        resolutions (schema conflicts follow per table, in :meth:`_decode`); as Arrow for a
+        ``small`` batch."""
+        if small is not None:
+            return [*small.rejects(bool(counts.bad_frames), resolved.faults, processed_at)]
+        q_time = quarantine_time(processed_at)
+        parts: list[Rejects] = []
         if counts.bad_frames:
             parts.append(quarantine_bad_frames(framed, q_time))
         faults = resolved.faults
@@ -329,7 +338,7 @@ class SilverBatch:
         plans: list[TablePlan],
         resolved: Resolved,
         processed_at: datetime,
-        quarantine: list[DataFrame],
+        quarantine: list[Rejects],
         persisted: list[DataFrame],
         small: SmallBatch | None,
     ) -> list[tuple[TablePlan, Rows]]:
@@ -342,10 +351,21 @@ class SilverBatch:
         q_time = quarantine_time(processed_at)
         tables: list[tuple[TablePlan, Rows]] = []
         for plan in plans:
-            quarantine.extend(quarantine_conflicts(batch.framed, plan, q_time))
+            if small is not None:
+                quarantine.extend(small.conflicts(plan, processed_at))
+            else:
+                quarantine.extend(quarantine_conflicts(batch.framed, plan, q_time))
             for res in plan.versions:
                 decoded = decoded_versions[res.schema_key]
-                if decoded.failures != 0:  # none counted: not known to be none
+                if decoded.failures == 0:  # none counted: not known to be none
+                    continue
+                if decoded.arrow is not None:
+                    quarantine.append(
+                        arrow_rejects.decode_failures(
+                            decoded.arrow, res, plan.message_type, processed_at
+                        )
+                    )
+                else:
                     quarantine.append(
                         quarantine_decode_failures(decoded.rows, res, plan.message_type, q_time)
                     )
@@ -421,13 +441,16 @@ class SilverBatch:
         framed: DataFrame,
         batch_id: int,
         reference_time: datetime | None,
-        q_time: Column,
-        quarantine: list[DataFrame],
+        processed_at: datetime,
+        quarantine: list[Rejects],
+        small: SmallBatch | None,
     ) -> tuple[list[tuple[TablePlan, Rows]], list[Any]]:
         """(6) Quality, before anything is written: the rows to write per table and the
-        results; failed rows to quarantine; a ``fail`` policy writes the results and raises."""
+        results; failed rows to quarantine (as Arrow when checked as Arrow, of a ``small``
+        batch); a ``fail`` policy writes the results and raises."""
         if self.checker is None:
             return tables, []
+        q_time = quarantine_time(processed_at)
         to_write: list[tuple[TablePlan, Rows]] = []
         results: list[Any] = []
         failed_outcome: Any = None
@@ -443,7 +466,10 @@ class SilverBatch:
             if outcome.fail_batch and failed_outcome is None:
                 failed_outcome = outcome
             to_write.append((plan, passed))
-            if failed is not None:
+            if isinstance(failed, ArrowFailures):
+                assert small is not None  # Arrow rows are a small batch's
+                quarantine.append(small.quality_failures(*failed, plan, processed_at))
+            elif failed is not None:
                 quarantine.append(
                     quarantine_dq(failed, framed, plan, q_time, outcome.rows_quarantined)
                 )
@@ -461,10 +487,11 @@ class SilverBatch:
         session: SparkSession,
         batch_id: int,
         reference_time: datetime | None,
-    ) -> tuple[Any, Rows, DataFrame | None]:
+    ) -> tuple[Any, Rows, DataFrame | ArrowFailures | None]:
         """One table's checks: (the checker's outcome, the rows that stay, the rows quality
         quarantined or None). Arrow rows are checked in this process when the checker can
-        (``QualityChecker.validate_arrow``), else as a local relation."""
+        (``QualityChecker.validate_arrow``; their failures are Arrow too), else as a local
+        relation."""
         assert plan.merged is not None
         where = {
             "message_type": plan.message_type,
@@ -478,8 +505,8 @@ class SilverBatch:
             if in_arrow is not None:
                 if not in_arrow.rows_quarantined:
                     return in_arrow, rows, None
-                ids = quarantined_ids(session, rows, in_arrow.failed, in_arrow.reasons)
-                return in_arrow, passed_rows(rows, in_arrow.failed), ids
+                failures = ArrowFailures(rows, in_arrow.failed, in_arrow.reasons)
+                return in_arrow, passed_rows(rows, in_arrow.failed), failures
             rows = session.createDataFrame(rows, schema=schema)
         outcome = self.checker.validate(rows, **where)
         return outcome, outcome.passed, outcome.failed if outcome.rows_quarantined else None

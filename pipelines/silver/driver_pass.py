@@ -15,10 +15,13 @@ of at most :data:`DRIVER_RECORDS` records, :func:`collect_small` reads the bronz
 - each table's rows are assembled as Arrow (``arrow_rows``), checked in this process where the
   checker can (``QualityChecker.validate_arrow``) and appended by delta-rs
   (``lakehouse.driver_append``);
-- what the other steps read as DataFrames (the framed rows for the quarantine, a version's
-  decoded rows when some failed or a table's columns need Spark's alignment) are local
-  relations of those rows (``createDataFrame`` of Arrow, below Spark's
-  ``spark.sql.execution.arrow.localRelationThreshold``), made when first read.
+- the quarantine rows (bad frames, failed resolutions, schema conflicts, decode and quality
+  failures) are picked from those rows as Arrow (``arrow_rejects``), and appended by delta-rs
+  with the tables;
+- what the other steps read as DataFrames (a version's decoded rows when a table's columns
+  need Spark's alignment, rows the checker validates with Spark, the framed rows their
+  failures are joined to) are local relations of those rows (``createDataFrame`` of Arrow,
+  below Spark's ``spark.sql.execution.arrow.localRelationThreshold``), made when first read.
 
 A batch of more records, or whose rows cannot be collected
 (``lakehouse.driver_append.collect_arrow``), takes the Spark path. Both paths land the same
@@ -41,6 +44,7 @@ from pyspark.sql import types as T  # noqa: N812
 from codec import SchemaKey
 from lakehouse.driver_append import MAX_RECORDS, collect_arrow
 
+from . import arrow_rejects
 from .decode import (
     DecodeSpec,
     decode_batches,
@@ -50,8 +54,9 @@ from .decode import (
 )
 from .decode_pass import DecodedVersion
 from .framing import BRONZE_COLUMNS, FRAMED_FIELDS, INGESTED_AT, FramedBatch, Heads, schema_key_of
+from .plan import TablePlan
 from .record_framing import frame_batch
-from .resolution import KeyCounts
+from .resolution import KeyCounts, Resolution
 
 #: a batch of at most this many records is framed and decoded in the driver (the most the
 #: driver appends with delta-rs: above, Spark would append the rows anyway)
@@ -78,6 +83,7 @@ class SmallBatch:
     schema key, and the framed batch as local relations (for the steps that read it)."""
 
     framed: pa.Table
+    keys: list[SchemaKey | None]  # each framed row's value schema key
     counts: KeyCounts
     batch: FramedBatch
 
@@ -94,16 +100,16 @@ class SmallBatch:
         heads = Heads.all_in_python(_latest_ingested(rows))
         local = session.createDataFrame(framed, schema=framed_schema)
         batch = FramedBatch(bronze, heads, local)  # nothing reads the bronze rows again
-        return cls(framed, _counts(framed), batch)
+        keys = [schema_key_of(k) for k in framed.column("_schema_key").to_pylist()]
+        return cls(framed, keys, _counts(framed, keys), batch)
 
     def decode(self, specs: Mapping[SchemaKey, DecodeSpec]) -> dict[SchemaKey, DecodedVersion]:
         """Each version's records decoded here (``decode.decode_batches``), with their failures
         counted; their local relation (``decode.decode_records``' schema) made when read."""
         session = self.batch.bronze.sparkSession
-        keys = [schema_key_of(k) for k in self.framed.column("_schema_key").to_pylist()]
         out: dict[SchemaKey, DecodedVersion] = {}
         for key, spec in specs.items():  # every planned version has records in the batch
-            mine = pa.array([i for i, k in enumerate(keys) if k == key], pa.int64())
+            mine = pa.array([i for i, k in enumerate(self.keys) if k == key], pa.int64())
             records = self.framed.select(list(decode_input(spec))).take(mine)
             decoded = pa.Table.from_batches(list(decode_batches(spec, records.to_batches())))
             failed = decoded.num_rows - decoded.column("_decode_code").null_count
@@ -114,18 +120,44 @@ class SmallBatch:
             out[key] = DecodedVersion(rows, failed, decoded)
         return out
 
+    def rejects(
+        self, bad_frames: bool, faults: list[Resolution], q_time: datetime
+    ) -> list[pa.Table]:
+        """Step 4's quarantine rows as Arrow: the bad frames (when the counts found some),
+        then the records of failed resolutions."""
+        out = [arrow_rejects.bad_frames(self.framed, q_time)] if bad_frames else []
+        if faults:
+            out.append(arrow_rejects.faults(self.framed, self.keys, faults, q_time))
+        return out
 
-def _counts(framed: pa.Table) -> KeyCounts:
+    def conflicts(self, plan: TablePlan, q_time: datetime) -> list[pa.Table]:
+        """The records of ``plan``'s conflicting versions, as Arrow quarantine rows."""
+        return arrow_rejects.conflicts(self.framed, self.keys, plan, q_time)
+
+    def quality_failures(
+        self,
+        rows: pa.Table,
+        failed: pa.Array,
+        reasons: list[str],
+        plan: TablePlan,
+        q_time: datetime,
+    ) -> pa.Table:
+        """The rows of ``plan``'s table a quality rule rejected (``failed``: a mask of
+        ``rows``), with their raw bytes, as Arrow quarantine rows."""
+        return arrow_rejects.quality_failures(self.framed, rows, failed, reasons, plan, q_time)
+
+
+def _counts(framed: pa.Table, keys: list[SchemaKey | None]) -> KeyCounts:
     """Records per (value schema key, key schema key) and each value key's topics."""
     counts: Counter[tuple[SchemaKey | None, SchemaKey | None]] = Counter()
     topics: dict[SchemaKey, set[str]] = {}
     for value_key, key_key, topic in zip(
-        framed.column("_schema_key").to_pylist(),
+        keys,
         framed.column("_key_schema_key").to_pylist(),
         framed.column("topic").to_pylist(),
         strict=True,
     ):
-        pair = (schema_key_of(value_key), schema_key_of(key_key))
+        pair = (value_key, schema_key_of(key_key))
         counts[pair] += 1
         if pair[0] is not None and topic:
             topics.setdefault(pair[0], set()).add(topic)

@@ -45,6 +45,8 @@ log = logging.getLogger("pipelines.silver")
 
 #: a table's rows in a batch: a DataFrame, or Arrow for a small batch decoded in the driver
 Rows: TypeAlias = DataFrame | pa.Table
+#: quarantine rows of a batch: a DataFrame, or Arrow picked in the driver (``arrow_rejects``)
+Rejects: TypeAlias = DataFrame | pa.Table
 
 
 class BatchWrites:
@@ -89,7 +91,7 @@ class BatchWrites:
     def __call__(
         self,
         to_write: list[tuple[TablePlan, Rows]],
-        quarantine_parts: list[DataFrame],
+        quarantine_parts: list[Rejects],
         results: list[Any],
         batch_id: int,
         counts: KeyCounts,
@@ -98,9 +100,9 @@ class BatchWrites:
         """Commit the batch's writes; return the quarantine's counts per reason and message
         type.
 
-        The quarantine rows are computed once: for a small batch of a local lakehouse,
-        collected into the driver (:meth:`_collect_quarantine`); else computed in the
-        executors (``lakehouse.materialized``: at the batch's parallelism, which a small
+        The quarantine rows are computed once: for a small batch of a local lakehouse, in the
+        driver (Arrow parts as they are, else collected: :meth:`_collect_quarantine`); else
+        computed in the executors (``lakehouse.materialized``: at the batch's parallelism, which a small
         append reads in one task: :func:`write_partitions`) and counted. They are appended only
         when there are some or to create the table: an empty append would be a Delta commit
         for nothing; a retry counts the same rows. Replay's ``quarantine_writer`` runs after
@@ -118,16 +120,32 @@ class BatchWrites:
             commits.append(partial(self._results, results, batch_id))
         run_together(commits)
         if self.quarantine_writer is not None:
+            assert quarantine is not None  # replay's writer takes the DataFrame way
             self.quarantine_writer(quarantine, batch_id)
         return quarantined
 
     def _quarantine_rows(
-        self, parts: list[DataFrame], batch_id: int, records: int, persisted: list[DataFrame]
-    ) -> tuple[DataFrame, list[Row], Callable[[], None]]:
+        self, parts: list[Rejects], batch_id: int, records: int, persisted: list[DataFrame]
+    ) -> tuple[DataFrame | None, list[Row], Callable[[], None]]:
         """The batch's quarantine rows, their counts per reason and message type, and their
-        append: nothing to compute when no part is left (each known to be empty); collected
-        into the driver for a small batch of a local lakehouse; else kept in the executors."""
-        quarantine = union_all(parts)
+        append: nothing to compute when no part is left (each known to be empty); in the
+        driver for a small batch of a local lakehouse (Arrow parts as they are); else kept in
+        the executors."""
+        in_arrow = self._arrow_quarantine(parts, records)
+        if in_arrow is not None:
+            rows = pa.concat_tables(in_arrow)
+            if rows.num_rows:
+                write = partial(self._quarantine_collected, rows, QUARANTINE_SCHEMA, batch_id)
+                return None, _reason_counts(rows), write
+            parts = []
+        quarantine = union_all(
+            [
+                self.spark.createDataFrame(p, schema=QUARANTINE_SCHEMA)
+                if isinstance(p, pa.Table)
+                else p
+                for p in parts
+            ]
+        )
         if quarantine is None:
             empty = self.spark.createDataFrame([], QUARANTINE_SCHEMA)
             return empty, [], partial(self._create_quarantine, empty, batch_id)
@@ -163,14 +181,18 @@ class BatchWrites:
         rows = collect_arrow(quarantine, self.layout.quarantine)
         if rows is None:
             return None
-        groups = rows.group_by(["reason_code", "_message_type"]).aggregate([([], "count_all")])
-        quarantined = [
-            Row(
-                reason_code=g["reason_code"], _message_type=g["_message_type"], count=g["count_all"]
-            )
-            for g in groups.to_pylist()
-        ]
-        return rows, quarantined
+        return rows, _reason_counts(rows)
+
+    def _arrow_quarantine(self, parts: list[Rejects], records: int) -> list[pa.Table] | None:
+        """The parts as Arrow when every one is, and a small batch of a local lakehouse
+        appends them in the driver (no replay writer); else None: the DataFrame way."""
+        if self.quarantine_writer is not None or not parts:
+            return None
+        if not all(isinstance(p, pa.Table) for p in parts):
+            return None
+        if not appends_in_driver(self.layout.quarantine, records):
+            return None
+        return [p for p in parts if isinstance(p, pa.Table)]
 
     def known_schema(self, path: str) -> T.StructType | None:
         """The message columns of the table at ``path`` as this query last wrote it (None:
@@ -314,3 +336,13 @@ class BatchWrites:
     def _results(self, results: list[Any], batch_id: int) -> None:
         self.quality_results(results, batch_id)
         self.registration.quality_results(self.layout.quality_results)
+
+
+def _reason_counts(rows: pa.Table) -> list[Row]:
+    """Quarantine rows counted per reason code and message type (as the Spark way's
+    ``groupBy(...).count()``)."""
+    groups = rows.group_by(["reason_code", "_message_type"]).aggregate([([], "count_all")])
+    return [
+        Row(reason_code=g["reason_code"], _message_type=g["_message_type"], count=g["count_all"])
+        for g in groups.to_pylist()
+    ]

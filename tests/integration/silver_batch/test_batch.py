@@ -122,6 +122,12 @@ def _destinations(spark: Any, lake: str) -> dict[int, list[str]]:
     return found
 
 
+def _quarantine_rows(spark: Any, lake: str) -> list[tuple[Any, ...]]:
+    """Every quarantine row but its ``_quarantined_at`` (the batch's wall clock)."""
+    q = spark.read.format("delta").load(Layout(lake).quarantine).drop("_quarantined_at")
+    return sorted((tuple(r) for r in q.collect()), key=repr)
+
+
 def test_every_record_lands_once_with_the_right_reason(
     spark: Any, processed: Any, mixed: Any, registry: Any
 ) -> None:
@@ -302,7 +308,10 @@ def test_the_batch_lands_the_same_on_either_path_with_or_without_the_compiled_de
     batch(spark.read.format("delta").load(bronze), 0)
     assert _destinations(spark, lake) == _destinations(spark, processed["lake"])
     assert _silver_rows(spark, lake) == _silver_rows(spark, processed["lake"])
+    # raw bytes, reasons and schema columns alike, whether picked as Arrow or by Spark
+    assert _quarantine_rows(spark, lake) == _quarantine_rows(spark, processed["lake"])
     assert batch.history[0].silver == processed["batch"].history[0].silver
+    assert batch.history[0].quarantined == processed["batch"].history[0].quarantined
 
 
 @pytest.mark.parametrize("driver_records", [0, DRIVER_RECORDS], ids=["spark-path", "driver-path"])
