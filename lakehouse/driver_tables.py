@@ -14,7 +14,8 @@ result is the table Spark would have made (else the caller's Spark command runs,
   that needs one (``timestamp_ntz``, ``variant``): delta-rs then writes protocol 1/2, as Spark.
 
 The schema is Spark's, as JSON: Delta's ``schemaString`` is that JSON, column comments
-(field metadata) included. Every reader, Spark's included, reads the one Delta log.
+(field metadata) included, and :func:`local_schema` reads it back the same way. Every reader,
+Spark's included, reads the one Delta log.
 """
 
 from __future__ import annotations
@@ -118,3 +119,24 @@ def set_description(path: str, description: str, properties: Mapping[str, str]) 
     if description and (metadata.description or "") != description:
         table.alter.set_table_description(description)
     return True
+
+
+def local_schema(path: str) -> T.StructType | None:
+    """The Spark schema of the local Delta table at ``path``, read from its log by delta-rs
+    (milliseconds, where Spark's read of the log takes a job's planning); None when there is no
+    table there.
+
+    Raises:
+        ValueError: ``path`` is not a local folder (Spark reads the schema there).
+    """
+    import json
+
+    from deltalake import DeltaTable
+    from pyspark.sql import types as T  # noqa: N812
+
+    local = local_path(path)
+    if local is None:
+        raise ValueError(f"{path}: not a local table")
+    if not DeltaTable.is_deltatable(str(local)):
+        return None
+    return T.StructType.fromJson(json.loads(DeltaTable(str(local)).schema().to_json()))

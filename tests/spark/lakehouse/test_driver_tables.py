@@ -7,9 +7,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql import types as T  # noqa: N812
 
-from lakehouse.driver_tables import DEFAULTS_PREFIX, create_table, set_description, table_defaults
+from lakehouse.driver_tables import (
+    DEFAULTS_PREFIX,
+    create_table,
+    local_schema,
+    set_description,
+    table_defaults,
+)
 from lakehouse.tables import table_metadata
 
 SCHEMA = T.StructType(
@@ -84,3 +91,12 @@ def test_set_description_commits_only_what_differs(spark: Any, tmp_path: Path) -
     assert sorted(Path(path, "_delta_log").glob("*.json")) == versions
     assert not set_description("s3a://bucket/lake/silver/t", "x", wanted)
     assert not set_description(str(tmp_path / "none"), "x", wanted)
+
+
+def test_local_schema_reads_what_spark_reads(spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    assert local_schema(path) is None
+    spark_created(spark, path)
+    assert local_schema(path) == spark.read.format("delta").load(path).schema
+    with pytest.raises(ValueError, match="not a local table"):
+        local_schema("s3a://bucket/lake/silver/t")
