@@ -37,7 +37,9 @@ from lakehouse.delta import (
     Replays,
     batch_marker,
     commit_once,
+    is_delta_conflict,
 )
+from lakehouse.driver_tables import has_plain_protocol
 from lakehouse.layout import local_path
 
 if TYPE_CHECKING:
@@ -115,9 +117,14 @@ def adding_columns(data: pa.Table, table: Any) -> pa.Table | None:
     """``data`` with the columns of delta-rs table ``table`` first, in the table's order, then
     its new ones, when it only adds to the table's schema: every column of the table, of the
     table's type or a struct of the table's fields first (by name, in the table's order, of
-    their types or extended alike) and new fields after them; None otherwise."""
+    their types or extended alike) and new fields after them; None otherwise, and for a table
+    of table features (``driver_tables.has_plain_protocol``: delta-rs would add features of
+    its own, and cannot evolve a column-mapped schema). The new columns and fields are
+    nullable, the table's keep its nullability, as Spark's ``mergeSchema`` leaves them."""
     import pyarrow as pa
 
+    if not has_plain_protocol(table):
+        return None
     wanted = pa.schema(table.schema().to_arrow())
     names = data.schema.names
     if len(set(names)) != len(names) or not set(wanted.names) <= set(names):
@@ -125,8 +132,30 @@ def adding_columns(data: pa.Table, table: Any) -> pa.Table | None:
     if not all(_extends(data.schema.field(w.name).type, w.type) for w in wanted):
         return None
     ordered = data.select([*wanted.names, *(n for n in names if n not in set(wanted.names))])
-    # Delta adds a merged column as nullable, whatever the rows say (Spark's asNullable)
-    return ordered.cast(pa.schema([_nullable(f) for f in ordered.schema]))
+    own = {f.name: f for f in wanted}
+    return ordered.cast(pa.schema([_merged_field(f, own.get(f.name)) for f in ordered.schema]))
+
+
+def _merged_field(field: pa.Field, table_field: pa.Field | None) -> pa.Field:
+    """``field`` as the merge should take it into ``table_field`` (None: a new column or
+    field): new ones nullable at every depth (Spark's ``asNullable``), the table's own with
+    the table's nullability (delta-rs merges nullability with an or)."""
+    import pyarrow as pa
+
+    if table_field is None:
+        return _nullable(field)
+    have, want = field.type, table_field.type
+    if pa.types.is_struct(have) and pa.types.is_struct(want):
+        own = {want.field(i).name: want.field(i) for i in range(want.num_fields)}
+        children = [have.field(i) for i in range(have.num_fields)]
+        have = pa.struct([_merged_field(c, own.get(c.name)) for c in children])
+    elif pa.types.is_list(have) and _is_list(want):
+        have = pa.list_(_merged_field(have.value_field, want.value_field))
+    elif pa.types.is_large_list(have) and _is_list(want):
+        have = pa.large_list(_merged_field(have.value_field, want.value_field))
+    elif pa.types.is_map(have) and pa.types.is_map(want):
+        have = pa.map_(have.key_field, _merged_field(have.item_field, want.item_field))
+    return field.with_type(have).with_nullable(table_field.nullable)
 
 
 def _nullable(field: pa.Field) -> pa.Field:
@@ -218,7 +247,7 @@ def append_arrow(
         schema). True otherwise, also when the table had the batch already.
     """
     from deltalake import CommitProperties, Transaction, write_deltalake
-    from deltalake.exceptions import DeltaProtocolError, SchemaMismatchError
+    from deltalake.exceptions import DeltaError, DeltaProtocolError, SchemaMismatchError
 
     def fit(table: Any) -> tuple[pa.Table | None, bool]:
         rows = in_table_order(data, table)
@@ -239,6 +268,7 @@ def append_arrow(
         if rows is None:
             refused = True
             return
+        before = table.version()
         landed = table.transaction_version(app_id) if checked else None
         if landed is not None and landed >= batch_id:
             return  # a checked commit that landed before its error: Delta's ids say so
@@ -259,6 +289,21 @@ def append_arrow(
             # refused before any commit: a schema or a table feature delta-rs cannot write
             (logger or log).info("%s: delta-rs refused the append (%s); Spark appends", path, exc)
             refused = True
+        except DeltaError as exc:
+            marker = batch_marker(app_id, batch_id)
+            if not merging or is_delta_conflict(exc) or _landed_since(table, before, marker):
+                raise
+            # a schema change delta-rs cannot make, refused before any commit
+            (logger or log).info("%s: delta-rs refused the merge (%s); Spark appends", path, exc)
+            refused = True
 
     commit_once(spark, path, app_id, batch_id, write, replays, attempts, logger)
     return not refused
+
+
+def _landed_since(table: Any, version: int, marker: str) -> bool:
+    """Whether a commit of delta-rs table ``table`` after ``version`` (read again) carries
+    the batch ``marker``: a failed write whose commit landed is not a refusal."""
+    table.update_incremental()
+    since = table.version() - version
+    return since > 0 and any(c.get("userMetadata") == marker for c in table.history(since))

@@ -11,7 +11,10 @@ result is the table Spark would have made (else the caller's Spark command runs,
 - creating: every table default of the session (``spark.databricks.delta.properties.
   defaults.<key>``, which Spark applies to the tables it creates) is one of
   :data:`PLAIN_DEFAULTS`, settings that need no table feature, and the schema has no type
-  that needs one (``timestamp_ntz``, ``variant``): delta-rs then writes protocol 1/2, as Spark.
+  that needs one (``timestamp_ntz``, ``variant``): delta-rs then writes protocol 1/2, as Spark;
+- changing or reading a table: its protocol is reader 1, writer 1 or 2 (:func:`plain_table`).
+  A table of table features (deletion vectors, column mapping, ...) is Spark's: delta-rs
+  would add features of its own to its protocol, and a column-mapped schema reads otherwise.
 
 The schema is Spark's, as JSON: Delta's ``schemaString`` is that JSON, column comments
 (field metadata) included, and :func:`local_schema` reads it back the same way. Every reader,
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakehouse.layout import local_path
 
@@ -47,6 +50,45 @@ PLAIN_DEFAULTS = frozenset(
 )
 #: schema types of the Delta protocol's table features (a table of them: Spark creates it)
 FEATURE_TYPES = ('"timestamp_ntz"', '"variant"')
+
+
+class SparkOnlyTableError(ValueError):
+    """delta-rs cannot read this table as Spark does (see the module docstring): Spark must."""
+
+
+def plain_table(path: str) -> Any:
+    """The delta-rs table at local ``path`` when its protocol is reader 1, writer 1 or 2;
+    None when there is no table there.
+
+    Raises:
+        SparkOnlyTableError: ``path`` is not local, the table has another protocol, or
+            delta-rs cannot read it.
+    """
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    local = local_path(path)
+    if local is None:
+        raise SparkOnlyTableError(f"{path}: not a local table")
+    try:
+        if not DeltaTable.is_deltatable(str(local)):
+            return None
+        table = DeltaTable(str(local))
+        protocol = table.protocol()
+    except DeltaError as exc:
+        raise SparkOnlyTableError(f"{path}: delta-rs cannot read it ({exc})") from exc
+    if not has_plain_protocol(table):
+        raise SparkOnlyTableError(
+            f"{path}: protocol {protocol.min_reader_version}/{protocol.min_writer_version}"
+        )
+    return table
+
+
+def has_plain_protocol(table: Any) -> bool:
+    """Whether delta-rs table ``table`` has protocol reader 1, writer 1 or 2 (no table
+    feature: delta-rs changes it as Spark would)."""
+    protocol = table.protocol()
+    return bool(protocol.min_reader_version == 1 and protocol.min_writer_version <= 2)
 
 
 def table_defaults(spark: SparkSession) -> dict[str, str] | None:
@@ -79,6 +121,7 @@ def create_table(
         True when the table is there, made here or by a concurrent writer.
     """
     from deltalake import DeltaTable, Schema
+    from deltalake.exceptions import DeltaError
 
     local = local_path(path)
     text = schema.json()
@@ -89,14 +132,19 @@ def create_table(
         return False
     if DeltaTable.is_deltatable(str(local)):
         return True
-    DeltaTable.create(
-        str(local),
-        Schema.from_json(text),
-        mode="ignore",  # a concurrent writer's table is the table
-        description=description or None,
-        configuration={**defaults, **(properties or {})},
-        raise_if_key_not_exists=False,  # protolake.* properties are the project's own
-    )
+    try:
+        DeltaTable.create(
+            str(local),
+            Schema.from_json(text),
+            mode="ignore",
+            description=description or None,
+            configuration={**defaults, **(properties or {})},
+            raise_if_key_not_exists=False,  # protolake.* properties are the project's own
+        )
+    except DeltaError:
+        # a concurrent writer's first commit won the race: its table is the table
+        if not DeltaTable.is_deltatable(str(local)):
+            raise
     log.debug("%s: created by delta-rs", path)
     return True
 
@@ -104,14 +152,14 @@ def create_table(
 def set_description(path: str, description: str, properties: Mapping[str, str]) -> bool:
     """Set the comment (``description``, when not empty) and ``properties`` of the local
     Delta table at ``path`` with delta-rs, each where it differs from the table's: one commit
-    for the properties, one for the comment. False, with nothing written, when the table is
-    not a local one (Spark's ``ALTER TABLE`` must)."""
-    from deltalake import DeltaTable
-
-    local = local_path(path)
-    if local is None or not DeltaTable.is_deltatable(str(local)):
+    for the properties, one for the comment. False, with nothing written, when Spark's
+    ``ALTER TABLE`` must (not a local table, none there, not :func:`plain_table`)."""
+    try:
+        table = plain_table(path)
+    except SparkOnlyTableError:
         return False
-    table = DeltaTable(str(local))
+    if table is None:
+        return False
     metadata = table.metadata()
     changed = {k: v for k, v in properties.items() if metadata.configuration.get(k) != v}
     if changed:
@@ -127,16 +175,13 @@ def local_schema(path: str) -> T.StructType | None:
     table there.
 
     Raises:
-        ValueError: ``path`` is not a local folder (Spark reads the schema there).
+        SparkOnlyTableError: not a :func:`plain_table` (Spark reads the schema then).
     """
     import json
 
-    from deltalake import DeltaTable
     from pyspark.sql import types as T  # noqa: N812
 
-    local = local_path(path)
-    if local is None:
-        raise ValueError(f"{path}: not a local table")
-    if not DeltaTable.is_deltatable(str(local)):
+    table = plain_table(path)
+    if table is None:
         return None
-    return T.StructType.fromJson(json.loads(DeltaTable(str(local)).schema().to_json()))
+    return T.StructType.fromJson(json.loads(table.schema().to_json()))

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
 from lakehouse import sql_text
-from lakehouse.driver_tables import create_table, local_schema
+from lakehouse.driver_tables import SparkOnlyTableError, create_table, local_schema
 from lakehouse.layout import local_path
 from lakehouse.tables import is_delta_table, table_properties
 from pipelines.naming import KAFKA_TOPICS_PROPERTY, MESSAGE_TYPE_PROPERTY
@@ -69,7 +69,10 @@ def existing_schema(spark: SparkSession, path: str) -> T.StructType | None:
     """The schema of the Delta table at ``path``, or None when there is none yet (a local
     table's read by delta-rs: ``lakehouse.driver_tables.local_schema``)."""
     if local_path(path) is not None:
-        return local_schema(path)
+        try:
+            return local_schema(path)
+        except SparkOnlyTableError:
+            pass
     if not is_delta_table(path, spark):
         return None
     return spark.read.format("delta").load(path).schema

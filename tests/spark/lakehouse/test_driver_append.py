@@ -192,3 +192,33 @@ def test_rows_adding_columns_and_fields_merge_them_as_spark_would(
     other_type = rows.withColumn("offset", F.col("offset").cast("int")).toArrow()
     assert not append_arrow(spark, other_type, by_rs, "app", 1, merge_schema=True)
     assert len(history(spark, by_rs)) == 2
+
+
+def test_a_merge_keeps_the_tables_nullability_and_takes_new_comments(
+    spark: Any, tmp_path: Path
+) -> None:
+    from pyspark.sql import types as T  # noqa: N812
+
+    from pipelines.silver.arrow_rows import commented
+
+    path = str(tmp_path / "t")
+    DeltaTable.createIfNotExists(spark).location(path).addColumn(
+        "id", "STRING", nullable=False
+    ).execute()
+    data = pa.table({"id": pa.array(["a"]), "note": pa.array(["n"])})
+    strict = data.cast(
+        pa.schema([pa.field("id", pa.string(), False), pa.field("note", pa.string(), False)])
+    )
+    schema = T.StructType(
+        [
+            T.StructField("id", T.StringType(), False),
+            T.StructField("note", T.StringType(), True, {"comment": "A note."}),
+        ]
+    )
+    assert append_arrow(
+        spark, commented(strict, schema), path, "app", 0, replays=FRESH, merge_schema=True
+    )
+    merged = spark.read.format("delta").load(path).schema
+    assert [(f.name, f.nullable) for f in merged] == [("id", False), ("note", True)]
+    assert merged["note"].metadata == {"comment": "A note."}
+    assert spark.read.format("delta").load(path).collect() == [("a", "n")]

@@ -12,6 +12,7 @@ from pyspark.sql import types as T  # noqa: N812
 
 from lakehouse.driver_tables import (
     DEFAULTS_PREFIX,
+    SparkOnlyTableError,
     create_table,
     local_schema,
     set_description,
@@ -98,5 +99,43 @@ def test_local_schema_reads_what_spark_reads(spark: Any, tmp_path: Path) -> None
     assert local_schema(path) is None
     spark_created(spark, path)
     assert local_schema(path) == spark.read.format("delta").load(path).schema
-    with pytest.raises(ValueError, match="not a local table"):
+    with pytest.raises(SparkOnlyTableError, match="not a local table"):
         local_schema("s3a://bucket/lake/silver/t")
+
+
+def test_a_table_of_table_features_stays_sparks(spark: Any, tmp_path: Path) -> None:
+    """delta-rs would add features of its own to such a table's protocol: its comment,
+    properties, schema and schema merges are left to Spark."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    from lakehouse.driver_append import append_arrow
+
+    path = str(tmp_path / "dv")
+    spark_created(spark, path)
+    spark.sql(
+        f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = true)"
+    )
+    protocol = log_entry(path, 1, "protocol")
+    assert protocol["minWriterVersion"] == 7
+    assert not set_description(path, "Another comment.", {"protolake.kafka_topics": "t"})
+    with pytest.raises(SparkOnlyTableError, match="protocol 3/7"):
+        local_schema(path)
+    # every column of the table and one more: a merge delta-rs would take on a plain table
+    widened = spark.read.format("delta").load(path).withColumn("added", F.lit(1)).toArrow()
+    assert not append_arrow(spark, widened, path, "app", 0, merge_schema=True)
+    assert sorted(p.name for p in Path(path, "_delta_log").glob("*.json")) == [
+        f"{v:020d}.json" for v in (0, 1)
+    ]
+
+
+def test_concurrent_creations_end_with_one_table(spark: Any, tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from deltalake import DeltaTable
+
+    for round_ in range(5):
+        path = str(tmp_path / f"t{round_}")
+        with ThreadPoolExecutor(6) as pool:
+            made = list(pool.map(lambda _: create_table(spark, path, SCHEMA), range(6)))
+        assert made == [True] * 6
+        assert DeltaTable(path).version() == 0
