@@ -15,7 +15,8 @@ Contract:
 - A name registered at another location raises :class:`CatalogLocationError` naming both
   locations; nothing is re-pointed silently (another lakehouse may own that name).
 - ``comment`` and ``properties`` become the Delta table's description and table properties
-  (``DESCRIBE TABLE EXTENDED`` shows them); they are written (one Delta metadata commit) only
+  (``DESCRIBE TABLE EXTENDED`` shows them); they are written (Spark's one Delta metadata
+  commit, or delta-rs's for a local table: one for the properties, one for the comment) only
   when they differ from what the table has.
 - An empty database name means "do not register this layer".
 - A metastore that does not answer (restarting, a network blip) is asked again with a bounded

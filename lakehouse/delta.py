@@ -79,8 +79,9 @@ def use_table_defaults(spark: SparkSession) -> None:
     read just before a checkpoint, which reads up to 99 commit files, 0.98x (Spark) and 1.33x
     (delta-rs: 0.13 s against 0.09 s) (``bench/checkpoint_interval_bench.py``, local folder).
     Tables that exist keep their interval: ``ALTER TABLE ... SET TBLPROPERTIES
-    ('delta.checkpointInterval' = ...)``. A table delta-rs creates (the quality results of a
-    local lakehouse) has delta-rs's own default.
+    ('delta.checkpointInterval' = ...)``. The local tables ``lakehouse.driver_tables``
+    creates take the session's defaults too; the quality results of a local lakehouse, which
+    delta-rs creates with its first rows, have delta-rs's own default.
     """
     if spark.conf.get(CHECKPOINT_INTERVAL_DEFAULT, None) is None:
         spark.conf.set(CHECKPOINT_INTERVAL_DEFAULT, str(CHECKPOINT_INTERVAL))

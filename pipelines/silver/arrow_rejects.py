@@ -41,16 +41,16 @@ def _constant(value: object) -> tuple[object]:
 def project(
     rows: pa.Table,
     picked: pa.Array,
-    q_time: datetime,
+    quarantined_at: datetime,
     **values: Values | tuple[object],
 ) -> pa.Table:
     """The ``picked`` rows (indices) of ``rows`` as quarantine rows: each column of
     :data:`QUARANTINE_ARROW` from ``values`` (a column name of ``rows``, a one-element tuple:
     a constant, or a sequence of one value per picked row; missing: null), ``_quarantined_at``
-    ``q_time``."""
+    ``quarantined_at``."""
     mine = rows.take(picked)
     n = mine.num_rows
-    values = {**values, "_quarantined_at": _constant(q_time)}
+    values = {**values, "_quarantined_at": _constant(quarantined_at)}
     columns = []
     for field in QUARANTINE_ARROW:
         value = values.get(field.name)
@@ -65,12 +65,14 @@ def project(
     return pa.Table.from_arrays(columns, schema=QUARANTINE_ARROW)
 
 
-def _framed(rows: pa.Table, picked: pa.Array, q_time: datetime, **values: object) -> pa.Table:
+def _framed(
+    rows: pa.Table, picked: pa.Array, quarantined_at: datetime, **values: object
+) -> pa.Table:
     """:func:`project` of framed rows (``rejects.quarantine_framed``'s columns)."""
     return project(
         rows,
         picked,
-        q_time,
+        quarantined_at,
         key="key",
         value="value",
         headers="headers",
@@ -85,13 +87,13 @@ def _framed(rows: pa.Table, picked: pa.Array, q_time: datetime, **values: object
     )
 
 
-def bad_frames(framed: pa.Table, q_time: datetime) -> pa.Table:
+def bad_frames(framed: pa.Table, quarantined_at: datetime) -> pa.Table:
     """Records whose value could not be framed (``rejects.quarantine_bad_frames``)."""
     picked = pc.indices_nonzero(pc.is_valid(framed.column("_frame_code")))
     return _framed(
         framed,
         picked,
-        q_time,
+        quarantined_at,
         reason_code="_frame_code",
         stage="_frame_stage",
         reason="_frame_reason",
@@ -99,7 +101,10 @@ def bad_frames(framed: pa.Table, q_time: datetime) -> pa.Table:
 
 
 def faults(
-    framed: pa.Table, keys: Sequence[SchemaKey | None], failed: list[Resolution], q_time: datetime
+    framed: pa.Table,
+    keys: Sequence[SchemaKey | None],
+    failed: list[Resolution],
+    quarantined_at: datetime,
 ) -> pa.Table:
     """Records whose schema key did not resolve (``rejects.quarantine_faults``)."""
     by_key = {r.schema_key: r for r in failed}
@@ -108,7 +113,7 @@ def faults(
     return _framed(
         framed,
         pa.array(picked, pa.int64()),
-        q_time,
+        quarantined_at,
         reason_code=[r.code for r in of],
         stage=[r.stage for r in of],
         reason=[r.reason for r in of],
@@ -116,7 +121,7 @@ def faults(
 
 
 def conflicts(
-    framed: pa.Table, keys: Sequence[SchemaKey | None], plan: TablePlan, q_time: datetime
+    framed: pa.Table, keys: Sequence[SchemaKey | None], plan: TablePlan, quarantined_at: datetime
 ) -> list[pa.Table]:
     """Records of the versions that could not be merged into the table
     (``rejects.quarantine_conflicts``)."""
@@ -127,7 +132,7 @@ def conflicts(
             _framed(
                 framed,
                 picked,
-                q_time,
+                quarantined_at,
                 reason_code=_constant(SCHEMA_CONFLICT),
                 stage=_constant("schema"),
                 reason=_constant(reason),
@@ -138,14 +143,14 @@ def conflicts(
 
 
 def decode_failures(
-    decoded: pa.Table, res: Resolution, message_type: str, q_time: datetime
+    decoded: pa.Table, res: Resolution, message_type: str, quarantined_at: datetime
 ) -> pa.Table:
     """Decoded rows of one schema version that failed (``rejects.quarantine_decode_failures``)."""
     picked = pc.indices_nonzero(pc.is_valid(decoded.column("_decode_code")))
     return project(
         decoded,
         picked,
-        q_time,
+        quarantined_at,
         key="_key",
         value="_value",
         headers="_headers",
@@ -169,7 +174,7 @@ def quality_failures(
     failed: pa.Array,
     reasons: list[str],
     plan: TablePlan,
-    q_time: datetime,
+    quarantined_at: datetime,
 ) -> pa.Table:
     """Rows a quality rule rejected (``failed``: a mask of ``rows``, ``reasons`` one per
     failed row), with their raw bytes from the framed batch (``rejects.quarantine_dq``)."""
@@ -201,7 +206,7 @@ def quality_failures(
     return _framed(
         framed,
         pa.array(picked, pa.int64()),
-        q_time,
+        quarantined_at,
         reason_code=_constant(REASON_CODE),
         stage=_constant(STAGE),
         reason=why,

@@ -228,12 +228,13 @@ class SilverBatch:
             columns = [*BRONZE_COLUMNS, *([INGESTED_AT] if INGESTED_AT in bronze.columns else [])]
             bronze = bronze.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
             persisted.append(bronze)
+        batch: FramedBatch | None = None  # a small batch's: made when a step reads it
         with stats.step("frame"):
             if small is not None:
-                counts, batch = small.counts, small.batch
+                counts, heads = small.counts, small.heads
             else:
                 counts, batch = self._frame(bronze, persisted)
-        framed = batch.framed
+                heads = batch.heads
         stats.records = counts.records
         if stats.records == 0:
             return
@@ -245,15 +246,15 @@ class SilverBatch:
             plans = self._plan(resolved)
         checked = self.checker is not None and bool(plans)
         with stats.step("quarantine"):
-            quarantine = self._quarantine(framed, counts, resolved, processed_at, small)
+            quarantine = self._quarantine(batch, counts, resolved, processed_at, small)
         with stats.step("decode"):
             tables = self._decode(
                 batch, counts, plans, resolved, processed_at, quarantine, persisted, small
             )
-        reference_time = batch_reference_time(batch.heads, processed_at) if checked else None
+        reference_time = batch_reference_time(heads, processed_at) if checked else None
         with stats.step("check"):
             to_write, results = self._check(
-                tables, framed, batch_id, reference_time, processed_at, quarantine, small
+                tables, batch, batch_id, reference_time, processed_at, quarantine, small
             )
         with stats.step("write"):
             quarantined = self.writes(to_write, quarantine, results, batch_id, counts, persisted)
@@ -311,7 +312,7 @@ class SilverBatch:
 
     def _quarantine(
         self,
-        framed: DataFrame,
+        batch: FramedBatch | None,
         counts: KeyCounts,
         resolved: Resolved,
         processed_at: datetime,
@@ -322,7 +323,8 @@ class SilverBatch:
         ``small`` batch."""
         if small is not None:
             return [*small.rejects(bool(counts.bad_frames), resolved.faults, processed_at)]
-        q_time = quarantine_time(processed_at)
+        assert batch is not None  # the Spark path's
+        framed, q_time = batch.framed, quarantine_time(processed_at)
         parts: list[Rejects] = []
         if counts.bad_frames:
             parts.append(quarantine_bad_frames(framed, q_time))
@@ -333,7 +335,7 @@ class SilverBatch:
 
     def _decode(
         self,
-        batch: FramedBatch,
+        batch: FramedBatch | None,
         counts: KeyCounts,
         plans: list[TablePlan],
         resolved: Resolved,
@@ -354,6 +356,7 @@ class SilverBatch:
             if small is not None:
                 quarantine.extend(small.conflicts(plan, processed_at))
             else:
+                assert batch is not None  # the Spark path's
                 quarantine.extend(quarantine_conflicts(batch.framed, plan, q_time))
             for res in plan.versions:
                 decoded = decoded_versions[res.schema_key]
@@ -403,7 +406,7 @@ class SilverBatch:
 
     def _decode_versions(
         self,
-        batch: FramedBatch,
+        batch: FramedBatch | None,
         plans: list[TablePlan],
         key_types: dict[SchemaKey, tuple[bytes, str]],
         persisted: list[DataFrame],
@@ -433,12 +436,13 @@ class SilverBatch:
             persisted.append(kept)
             return kept
 
+        assert batch is not None  # the Spark path's
         return decode_all(batch, specs, keep=keep, count_failures=self.keeps_as_leaf)
 
     def _check(
         self,
         tables: list[tuple[TablePlan, Rows]],
-        framed: DataFrame,
+        batch: FramedBatch | None,
         batch_id: int,
         reference_time: datetime | None,
         processed_at: datetime,
@@ -455,7 +459,7 @@ class SilverBatch:
         results: list[Any] = []
         failed_outcome: Any = None
         validations = [
-            partial(self._validate, plan, rows, framed.sparkSession, batch_id, reference_time)
+            partial(self._validate, plan, rows, self.spark, batch_id, reference_time)
             for plan, rows in tables
         ]
         # the tables' aggregations at the same time: a small batch's checks are mostly each
@@ -470,6 +474,7 @@ class SilverBatch:
                 assert small is not None  # Arrow rows are a small batch's
                 quarantine.append(small.quality_failures(*failed, plan, processed_at))
             elif failed is not None:
+                framed = _framed_rows(batch, small)
                 quarantine.append(
                     quarantine_dq(failed, framed, plan, q_time, outcome.rows_quarantined)
                 )
@@ -522,6 +527,14 @@ def _all_failed(
     return sum(f for f in failures if f is not None) == counts.records_of(
         res.schema_key for res in plan.versions
     )
+
+
+def _framed_rows(batch: FramedBatch | None, small: SmallBatch | None) -> DataFrame:
+    """The framed rows as a DataFrame: the Spark path's, or a small batch's local relation
+    (made now, when first read)."""
+    framed = small.batch if small is not None else batch
+    assert framed is not None
+    return framed.framed
 
 
 def quarantine_time(processed_at: datetime) -> Column:

@@ -21,7 +21,8 @@ of at most :data:`DRIVER_RECORDS` records, :func:`collect_small` reads the bronz
 - what the other steps read as DataFrames (a version's decoded rows when a table's columns
   need Spark's alignment, rows the checker validates with Spark, the framed rows their
   failures are joined to) are local relations of those rows (``createDataFrame`` of Arrow,
-  below Spark's ``spark.sql.execution.arrow.localRelationThreshold``), made when first read.
+  below Spark's ``spark.sql.execution.arrow.localRelationThreshold``), made when first read:
+  a batch whose checks all run in the driver sends no row to the JVM.
 
 A batch of more records, or whose rows cannot be collected
 (``lakehouse.driver_append.collect_arrow``), takes the Spark path. Both paths land the same
@@ -34,7 +35,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
+from functools import cached_property, partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -79,34 +80,40 @@ def collect_small(bronze: DataFrame, limit: int) -> pa.Table | None:
 
 @dataclass(frozen=True)
 class SmallBatch:
-    """A small batch after step 1 in the driver: its framed rows (Arrow), their counts per
-    schema key, and the framed batch as local relations (for the steps that read it)."""
+    """A small batch after step 1 in the driver: its framed rows (Arrow), each one's value
+    schema key, their counts per schema key, the batch's heads and bronze rows."""
 
     framed: pa.Table
     keys: list[SchemaKey | None]  # each framed row's value schema key
     counts: KeyCounts
-    batch: FramedBatch
+    heads: Heads
+    bronze: DataFrame
+    framed_schema: T.StructType
 
     @classmethod
     def frame(cls, bronze: DataFrame, rows: pa.Table) -> SmallBatch:
-        """Frame the collected ``rows`` of ``bronze``, record by record (the framed rows go to
-        the JVM once, as a local relation: the quarantine's builders read them)."""
-        session = bronze.sparkSession
+        """Frame the collected ``rows`` of ``bronze``, record by record."""
         bronze_schema = bronze.select(*rows.column_names).schema
         records = rows.select(list(BRONZE_COLUMNS))
         batches = records.to_batches() or [pa.RecordBatch.from_pylist([], records.schema)]
         framed = pa.Table.from_batches([frame_batch(b) for b in batches])
         framed_schema = T.StructType([*(bronze_schema[c] for c in BRONZE_COLUMNS), *FRAMED_FIELDS])
         heads = Heads.all_in_python(_latest_ingested(rows))
-        local = session.createDataFrame(framed, schema=framed_schema)
-        batch = FramedBatch(bronze, heads, local)  # nothing reads the bronze rows again
         keys = [schema_key_of(k) for k in framed.column("_schema_key").to_pylist()]
-        return cls(framed, keys, _counts(framed, keys), batch)
+        return cls(framed, keys, _counts(framed, keys), heads, bronze, framed_schema)
+
+    @cached_property
+    def batch(self) -> FramedBatch:
+        """The framed batch, its rows as a local relation, made when a step reads them (the
+        quality failures of a table checked by Spark are joined to them); nothing reads the
+        bronze rows again."""
+        local = self.bronze.sparkSession.createDataFrame(self.framed, schema=self.framed_schema)
+        return FramedBatch(self.bronze, self.heads, local)
 
     def decode(self, specs: Mapping[SchemaKey, DecodeSpec]) -> dict[SchemaKey, DecodedVersion]:
         """Each version's records decoded here (``decode.decode_batches``), with their failures
         counted; their local relation (``decode.decode_records``' schema) made when read."""
-        session = self.batch.bronze.sparkSession
+        session = self.bronze.sparkSession
         out: dict[SchemaKey, DecodedVersion] = {}
         for key, spec in specs.items():  # every planned version has records in the batch
             mine = pa.array([i for i, k in enumerate(self.keys) if k == key], pa.int64())
@@ -121,18 +128,18 @@ class SmallBatch:
         return out
 
     def rejects(
-        self, bad_frames: bool, faults: list[Resolution], q_time: datetime
+        self, bad_frames: bool, faults: list[Resolution], quarantined_at: datetime
     ) -> list[pa.Table]:
         """Step 4's quarantine rows as Arrow: the bad frames (when the counts found some),
         then the records of failed resolutions."""
-        out = [arrow_rejects.bad_frames(self.framed, q_time)] if bad_frames else []
+        out = [arrow_rejects.bad_frames(self.framed, quarantined_at)] if bad_frames else []
         if faults:
-            out.append(arrow_rejects.faults(self.framed, self.keys, faults, q_time))
+            out.append(arrow_rejects.faults(self.framed, self.keys, faults, quarantined_at))
         return out
 
-    def conflicts(self, plan: TablePlan, q_time: datetime) -> list[pa.Table]:
+    def conflicts(self, plan: TablePlan, quarantined_at: datetime) -> list[pa.Table]:
         """The records of ``plan``'s conflicting versions, as Arrow quarantine rows."""
-        return arrow_rejects.conflicts(self.framed, self.keys, plan, q_time)
+        return arrow_rejects.conflicts(self.framed, self.keys, plan, quarantined_at)
 
     def quality_failures(
         self,
@@ -140,11 +147,13 @@ class SmallBatch:
         failed: pa.Array,
         reasons: list[str],
         plan: TablePlan,
-        q_time: datetime,
+        quarantined_at: datetime,
     ) -> pa.Table:
         """The rows of ``plan``'s table a quality rule rejected (``failed``: a mask of
         ``rows``), with their raw bytes, as Arrow quarantine rows."""
-        return arrow_rejects.quality_failures(self.framed, rows, failed, reasons, plan, q_time)
+        return arrow_rejects.quality_failures(
+            self.framed, rows, failed, reasons, plan, quarantined_at
+        )
 
 
 def _counts(framed: pa.Table, keys: list[SchemaKey | None]) -> KeyCounts:

@@ -241,9 +241,9 @@ class BatchWrites:
         self.registration.silver_table(plan, topics)
 
     def _has_quarantine_table(self) -> bool:
-        """Whether the quarantine table exists (asked until it does). A clean batch's empty
-        append creates it for its readers (``pipelines.quarantine.ensure_quarantine_table``
-        does, before any batch, when a catalog names it)."""
+        """Whether the quarantine table exists (asked until it does). A clean batch creates it
+        for its readers (:meth:`_create_quarantine`; ``pipelines.quarantine.
+        ensure_quarantine_table`` does, before any batch, when a catalog names it)."""
         if not self._quarantine_table:
             self._quarantine_table = is_delta_table(self.layout.quarantine, self.spark)
         return self._quarantine_table

@@ -80,11 +80,11 @@ def test_a_column_of_another_type_is_left_to_spark(
     assert table_rows(decoded.arrow, res, replace(plan, merged=T.StructType(fields)), AT, 3) is None
 
 
-def test_arrow_rows_that_add_a_column_are_appended_by_spark_merging_the_schema(
+def test_arrow_rows_that_add_a_column_are_appended_by_delta_rs_merging_the_schema(
     spark: Any, tmp_path: Any, producer: Any, versions: Any, registry: Any
 ) -> None:
-    """delta-rs refuses rows whose columns the table lacks; Spark appends them, merging the
-    new column into the table, and the batch's rows are there once."""
+    """Rows with a column the table lacks are appended by delta-rs, which merges the new
+    column into the table, and the batch's rows are there once."""
     batch, plan, res, decoded = _decoded_pings(spark, tmp_path, producer, versions, registry)
     assert plan.merged is not None
     counts = batch._small(spark.read.format("delta").load(f"{batch.layout.root}/bronze/ut_arrow"))
@@ -98,6 +98,13 @@ def test_arrow_rows_that_add_a_column_are_appended_by_spark_merging_the_schema(
     second = table_rows(decoded.arrow, res, evolved, AT, 3)
     assert second is not None
     batch.writes._table(evolved, second, 1, counts.counts)
-    table = spark.read.format("delta").load(batch.layout.silver_table(table_name_for(PING)))
-    assert "note" in table.columns
+    path = batch.layout.silver_table(table_name_for(PING))
+    table = spark.read.format("delta").load(path)
+    assert table.columns[-1] == "note"
     assert sorted(r["_kafka_offset"] for r in table.collect()) == [0, 0, 1, 1]
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()
+    assert [(r["operation"], r["engineInfo"].split(":")[0]) for r in history] == [
+        ("CREATE TABLE", "delta-rs"),
+        ("WRITE", "delta-rs"),
+        ("WRITE", "delta-rs"),
+    ]

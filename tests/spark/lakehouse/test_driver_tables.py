@@ -136,6 +136,6 @@ def test_concurrent_creations_end_with_one_table(spark: Any, tmp_path: Path) -> 
     for round_ in range(5):
         path = str(tmp_path / f"t{round_}")
         with ThreadPoolExecutor(6) as pool:
-            made = list(pool.map(lambda _: create_table(spark, path, SCHEMA), range(6)))
+            made = list(pool.map(lambda p: create_table(spark, p, SCHEMA), [path] * 6))
         assert made == [True] * 6
         assert DeltaTable(path).version() == 0
