@@ -12,6 +12,7 @@ paths' quarantine rows equal.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeAlias
 
@@ -30,27 +31,34 @@ from .resolution import Resolution
 QUARANTINE_ARROW = pa.schema(
     [pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in QUARANTINE_SCHEMA]
 )
-#: a value of every row (a constant), a column of the picked rows (its name) or one per row
-Values: TypeAlias = str | Sequence[object] | pa.Array | None
 
 
-def _constant(value: object) -> tuple[object]:
-    return (value,)
+@dataclass(frozen=True)
+class Constant:
+    """The one value of a quarantine column for every picked row."""
+
+    value: object
+
+
+#: a quarantine column's values: a column of the picked rows (its name), one value for every
+#: row (:class:`Constant`) or one value per picked row
+Values: TypeAlias = str | Constant | Sequence[object] | pa.Array
+
+
+def _coded(rows: pa.Table, column: str) -> pa.Array:
+    """The indices of the rows of ``rows`` whose ``column`` is not null (a failure code)."""
+    return pc.indices_nonzero(pc.is_valid(rows.column(column)))
 
 
 def project(
-    rows: pa.Table,
-    picked: pa.Array,
-    quarantined_at: datetime,
-    **values: Values | tuple[object],
+    rows: pa.Table, picked: pa.Array, quarantined_at: datetime, **values: Values
 ) -> pa.Table:
     """The ``picked`` rows (indices) of ``rows`` as quarantine rows: each column of
-    :data:`QUARANTINE_ARROW` from ``values`` (a column name of ``rows``, a one-element tuple:
-    a constant, or a sequence of one value per picked row; missing: null), ``_quarantined_at``
+    :data:`QUARANTINE_ARROW` from ``values`` (missing: null), ``_quarantined_at``
     ``quarantined_at``."""
     mine = rows.take(picked)
     n = mine.num_rows
-    values = {**values, "_quarantined_at": _constant(quarantined_at)}
+    values = {**values, "_quarantined_at": Constant(quarantined_at)}
     columns = []
     for field in QUARANTINE_ARROW:
         value = values.get(field.name)
@@ -58,15 +66,15 @@ def project(
             columns.append(pa.nulls(n, field.type))
         elif isinstance(value, str):
             columns.append(mine.column(value).cast(field.type))
-        elif isinstance(value, tuple) and len(value) == 1:
-            columns.append(pa.array([value[0]] * n, field.type))
+        elif isinstance(value, Constant):
+            columns.append(pa.array([value.value] * n, field.type))
         else:
             columns.append(pa.array(value, field.type))
     return pa.Table.from_arrays(columns, schema=QUARANTINE_ARROW)
 
 
 def _framed(
-    rows: pa.Table, picked: pa.Array, quarantined_at: datetime, **values: object
+    rows: pa.Table, picked: pa.Array, quarantined_at: datetime, **values: Values
 ) -> pa.Table:
     """:func:`project` of framed rows (``rejects.quarantine_framed``'s columns)."""
     return project(
@@ -83,16 +91,15 @@ def _framed(
         _schema_id="_schema_id",
         _schema_guid="_schema_guid",
         message_indexes="_message_indexes",
-        **values,  # type: ignore[arg-type]
+        **values,
     )
 
 
 def bad_frames(framed: pa.Table, quarantined_at: datetime) -> pa.Table:
     """Records whose value could not be framed (``rejects.quarantine_bad_frames``)."""
-    picked = pc.indices_nonzero(pc.is_valid(framed.column("_frame_code")))
     return _framed(
         framed,
-        picked,
+        _coded(framed, "_frame_code"),
         quarantined_at,
         reason_code="_frame_code",
         stage="_frame_stage",
@@ -133,10 +140,10 @@ def conflicts(
                 framed,
                 picked,
                 quarantined_at,
-                reason_code=_constant(SCHEMA_CONFLICT),
-                stage=_constant("schema"),
-                reason=_constant(reason),
-                _message_type=_constant(plan.message_type),
+                reason_code=Constant(SCHEMA_CONFLICT),
+                stage=Constant("schema"),
+                reason=Constant(reason),
+                _message_type=Constant(plan.message_type),
             )
         )
     return out
@@ -146,10 +153,9 @@ def decode_failures(
     decoded: pa.Table, res: Resolution, message_type: str, quarantined_at: datetime
 ) -> pa.Table:
     """Decoded rows of one schema version that failed (``rejects.quarantine_decode_failures``)."""
-    picked = pc.indices_nonzero(pc.is_valid(decoded.column("_decode_code")))
     return project(
         decoded,
-        picked,
+        _coded(decoded, "_decode_code"),
         quarantined_at,
         key="_key",
         value="_value",
@@ -161,10 +167,10 @@ def decode_failures(
         reason_code="_decode_code",
         stage="_decode_stage",
         reason="_decode_reason",
-        _schema_id=_constant(res.schema_id),
-        _schema_guid=_constant(res.schema_guid),
-        message_indexes=_constant(list(res.message_indexes)),
-        _message_type=_constant(message_type),
+        _schema_id=Constant(res.schema_id),
+        _schema_guid=Constant(res.schema_guid),
+        message_indexes=Constant(list(res.message_indexes)),
+        _message_type=Constant(message_type),
     )
 
 
@@ -207,8 +213,8 @@ def quality_failures(
         framed,
         pa.array(picked, pa.int64()),
         quarantined_at,
-        reason_code=_constant(REASON_CODE),
-        stage=_constant(STAGE),
+        reason_code=Constant(REASON_CODE),
+        stage=Constant(STAGE),
         reason=why,
-        _message_type=_constant(plan.message_type),
+        _message_type=Constant(plan.message_type),
     )
