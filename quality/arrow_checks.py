@@ -25,7 +25,7 @@ date32; decimal128 of the same precision and scale; timestamp with a time zone, 
   (a long against a float bound as a double); a timestamp against tz-aware ``datetime`` bounds
   (instants, years from 1900: no calendar rebasing);
 - lengths: string (characters, as Spark's ``length``);
-- regex: string, a pattern of :func:`python_regex`'s subset;
+- regex: string, a pattern of ``quality.regex_subset.python_regex``'s subset;
 - unique, compound unique: any type above; min / max: integer, float, double, decimal;
 - a float column holding NaN or -0.0 (Spark's ordering and grouping normalise them) is
   answered only by the null checks.
@@ -42,8 +42,6 @@ other duplicates. Every count, verdict, mask and the other rules' samples are eq
 from __future__ import annotations
 
 import math
-import re
-import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -66,9 +64,9 @@ from quality.compiled import (
     sampled_in_aggregation,
     sampled_later,
 )
+from quality.regex_subset import has_line_terminator, line_sensitive, python_regex
 
 _INT64 = (-(2**63), 2**63 - 1)
-_LINE_TERMINATORS = re.compile("[\n\r\u0085\u2028\u2029]")
 _HASHABLE = frozenset({"string", "int", "double", "float", "bool", "date", "timestamp", "decimal"})
 _INTEGRAL = {
     T.ByteType: pa.int8(),
@@ -314,9 +312,7 @@ def _matches(kw: dict[str, Any], columns: _Columns) -> list[bool | None]:
     if compiled is None:
         raise Unsupported
     values = columns.get(kw["column"], frozenset({"string"})).values
-    if _line_sensitive(pattern) and any(
-        v is not None and _LINE_TERMINATORS.search(v) for v in values
-    ):
+    if line_sensitive(pattern) and any(v is not None and has_line_terminator(v) for v in values):
         raise Unsupported  # Java's "." and "$" know more line terminators than Python's
     return [None if v is None else compiled.search(v) is not None for v in values]
 
@@ -457,96 +453,3 @@ def _first(mask: list[bool] | None, value: Callable[[int], Any], size: int) -> l
 def _count_if(rows: int, flags: Sequence[bool]) -> int | None:
     """Spark's ``sum(if(cond, 1, 0))``: None over no rows."""
     return None if rows == 0 else sum(1 for f in flags if f)
-
-
-# -- regular expressions ---------------------------------------------------------------------
-
-_PLAIN = frozenset(
-    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 @#%&~!,:;<>='\"/_-`"
-)
-_ESCAPED = frozenset(".\\-+*?()[]{}|^$/@#%&~!,:;<>='\"`_ ")
-_SHORTHANDS = frozenset("sSdDwWtnrf")
-_QUANTIFIER = re.compile(r"(?:[*+?]|\{\d+(?:,\d*)?\})\??")
-_CLASS = re.compile(  # ranges, shorthands, escaped ASCII punctuation, plain printable ASCII
-    r"\[\^?(?:[a-z]-[a-z]|[A-Z]-[A-Z]|[0-9]-[0-9]|\\[sSdDwWtnrf]|\\[!-/:-@\[-`{-~]"
-    r"|[ !-%'-,./0-9:-@A-Z_`a-z{-~])+\]"
-)
-
-
-def python_regex(pattern: str) -> re.Pattern[str] | None:
-    """Python's ``re`` (ASCII) for a Java regex of a subset both engines read alike, or None.
-
-    The subset: plain ASCII letters, digits and punctuation; escaped punctuation; ``\\s \\S \\d
-    \\D \\w \\W`` (ASCII classes in both: Java without UNICODE_CHARACTER_CLASS, Python with
-    ``re.ASCII``), ``\\t \\n \\r \\f``; classes ``[...]`` / ``[^...]`` of those and of ranges
-    a-z, A-Z, 0-9 (no nesting, no ``&&``); ``.``, ``^``, ``$``; groups ``(...)`` and
-    ``(?:...)``; ``|``; greedy or lazy ``* + ? {n} {n,} {n,m}`` after an atom. Both are
-    backtracking engines, so ``find`` and ``search`` agree on these. ``.`` and ``$`` differ
-    only on line terminators (Java's ``\\r``, ``\\u0085``, ``\\u2028``, ``\\u2029`` besides
-    ``\\n``): the caller checks the strings hold none (:func:`_line_sensitive`).
-    """
-    i, depth, atom = 0, 0, False
-    while i < len(pattern):
-        ch = pattern[i]
-        quantifier = _QUANTIFIER.match(pattern, i)
-        if quantifier:
-            if not atom or pattern[quantifier.end() : quantifier.end() + 1] == "+":
-                return None  # nothing to repeat, or Java's possessive form
-            i, atom = quantifier.end(), False
-            continue
-        if ch == "[":
-            klass = _CLASS.match(pattern, i)
-            if klass is None:
-                return None
-            i, atom = klass.end(), True
-            continue
-        if ch == "\\":
-            nxt = pattern[i + 1 : i + 2]
-            if not nxt or not (nxt in _SHORTHANDS or nxt in _ESCAPED):
-                return None
-            i, atom = i + 2, True
-            continue
-        if ch == "(":
-            opener = "(?:" if pattern.startswith("(?:", i) else "("
-            if pattern.startswith("(?", i) and opener == "(":
-                return None  # look-arounds, flags, named groups
-            i, depth, atom = i + len(opener), depth + 1, False
-            continue
-        if ch == ")":
-            if depth == 0:
-                return None
-            i, depth, atom = i + 1, depth - 1, True
-            continue
-        if ch in "|^$":
-            i, atom = i + 1, False
-            continue
-        if ch == "." or ch in _PLAIN:
-            i, atom = i + 1, True
-            continue
-        return None
-    if depth:
-        return None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # e.g. FutureWarning: a set Python may read anew
-            return re.compile(pattern, re.ASCII)
-    except (re.error, FutureWarning):
-        return None
-
-
-def _line_sensitive(pattern: str) -> bool:
-    """Whether the pattern has an unescaped ``.`` or ``$`` outside a class (see python_regex)."""
-    i, in_class = 0, False
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == "[":
-            in_class = True
-        elif ch == "]":
-            in_class = False
-        elif ch in ".$" and not in_class:
-            return True
-        i += 1
-    return False

@@ -164,6 +164,17 @@ class ExpectationRule:
         where = "default rule" if self.is_default else f"quality.expectations[{self.index}]"
         return f"{where} (message_type={self.message_type!r}, expectation={self.expectation!r})"
 
+    def is_twin(self, other: ExpectationRule) -> bool:
+        """Whether a GE suite holds this rule and ``other`` as one expectation: the same type
+        and message type, and the same arguments once GE fills in its defaults (a rule naming
+        a default value, such as ``ignore_row_if="all_values_are_missing"`` on
+        ``expect_compound_columns_to_be_unique``, is the rule without it)."""
+        if (self.message_type, self.expectation) != (other.message_type, other.expectation):
+            return False
+        if self.expectation_id == other.expectation_id:
+            return True
+        return _suite_fields(self.to_expectation()) == _suite_fields(other.to_expectation())
+
     def to_expectation(self) -> Expectation:
         """Build the Great Expectations object (validates the arguments)."""
         cls = expectation_class(self.expectation)
@@ -224,18 +235,25 @@ def parse_rules(raw: Sequence[Mapping[str, Any]] | None) -> list[ExpectationRule
     if isinstance(raw, (str, bytes)) or not isinstance(raw, Sequence):
         raise QualityConfigError("quality.expectations: must be a list of tables")
     rules: list[ExpectationRule] = []
-    seen: dict[tuple[str, str], int] = {}
     for index, table in enumerate(raw):
         rule = _parse_rule(index, table)
-        key = (rule.message_type, rule.expectation_id)
-        if key in seen:
+        twin = next((r for r in rules if r.is_twin(rule)), None)
+        if twin is not None:
             raise QualityConfigError(
                 f"{rule.describe()}: same expectation and arguments as "
-                f"quality.expectations[{seen[key]}]"
+                f"quality.expectations[{twin.index}]"
             )
-        seen[key] = index
         rules.append(rule)
     return rules
+
+
+# The fields GE's suite compares to tell two expectations apart (ExpectationSuite.add_expectation
+# keeps one of two that agree on all the others).
+_NOT_COMPARED = {"id", "rendered_content", "notes", "meta"}
+
+
+def _suite_fields(expectation: Expectation) -> dict[str, Any]:
+    return expectation.dict(exclude=_NOT_COMPARED)
 
 
 def _parse_rule(index: int, table: Any) -> ExpectationRule:
@@ -347,10 +365,11 @@ def default_rules(message_type: str) -> list[ExpectationRule]:
 
 
 def suite_rules(message_type: str, configured: Sequence[ExpectationRule]) -> list[ExpectationRule]:
-    """Defaults then configured rules for one message type; a configured twin replaces a default."""
+    """Defaults then configured rules for one message type; a configured twin
+    (:meth:`ExpectationRule.is_twin`) replaces a default."""
     mine = [r for r in configured if r.message_type == message_type]
-    overridden = {r.expectation_id for r in mine}
-    return [r for r in default_rules(message_type) if r.expectation_id not in overridden] + mine
+    defaults = [d for d in default_rules(message_type) if not any(d.is_twin(r) for r in mine)]
+    return defaults + mine
 
 
 def format_expectation_id(expectation: str, kwargs: Mapping[str, Any]) -> str:

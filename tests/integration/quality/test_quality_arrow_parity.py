@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StructField, StructType
 
-from quality.arrow_checks import python_regex
 from quality.checker import QualityChecker
 from quality.compiled import COMPILED_EXPECTATIONS
+from quality.regex_subset import python_regex
 from quality.rules import TIMESTAMP_MAX_SLACK, parse_rules
 from tests.support.quality_testkit import NOW, ORDER, SILVER_SCHEMA, TABLE, order_row
 

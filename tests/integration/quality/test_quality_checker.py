@@ -175,6 +175,25 @@ def test_defaults_fail_on_duplicate_coordinates_and_null_lineage(spark, tmp_path
     assert failed == ["expect_column_values_to_not_be_null(column=_processed_at)"]
 
 
+def test_a_configured_default_naming_its_default_arguments_replaces_the_default(spark, tmp_path):
+    # GE's suite holds it and the default as one expectation: the configured one takes over
+    kafka_key = ["_kafka_topic", "_kafka_partition", "_kafka_offset"]
+    unique_warn = {
+        "message_type": ORDER,
+        "expectation": "expect_compound_columns_to_be_unique",
+        "kwargs": {"column_list": kafka_key, "ignore_row_if": "all_values_are_missing"},
+        "policy": "warn",
+    }
+    checker = checker_for(spark, tmp_path, unique_warn)
+    rows = [order_row(i) for i in range(4)] + [order_row(2)]
+    outcome = checker.validate(make_batch(spark, rows), message_type=ORDER, table=TABLE, batch_id=0)
+    assert not outcome.fail_batch
+    unique = [
+        r for r in outcome.results if r.expectation_type == "expect_compound_columns_to_be_unique"
+    ]
+    assert [(r.success, r.unexpected_count, r.policy) for r in unique] == [(False, 2, "warn")]
+
+
 def test_default_timestamp_bounds_quarantine_insane_kafka_timestamps(spark, tmp_path):
     checker = checker_for(spark, tmp_path)
     rows = [order_row(i) for i in range(5)]

@@ -244,3 +244,29 @@ def test_missing_columns_names_only_the_rules_whose_columns_the_batch_lacks():
         rules[1].expectation_id: ["sales_channel"],
         rules[2].expectation_id: ["region"],
     }
+
+
+def test_a_rule_naming_a_default_argument_is_the_rule_without_it():
+    # GE fills in mostly=1.0: a suite would hold both as one expectation
+    with pytest.raises(QualityConfigError, match=r"same expectation and arguments as quality"):
+        parse_rules([rule(), rule(kwargs={"column": "order_id", "mostly": 1.0})])
+    assert len(parse_rules([rule(), rule(kwargs={"column": "order_id", "mostly": 0.5})])) == 2
+
+
+def test_a_configured_rule_equal_to_a_default_once_ge_fills_its_defaults_replaces_it():
+    kafka_key = ["_kafka_topic", "_kafka_partition", "_kafka_offset"]
+    configured = parse_rules(
+        [
+            rule(
+                expectation="expect_compound_columns_to_be_unique",
+                kwargs={"column_list": kafka_key, "ignore_row_if": "all_values_are_missing"},
+                policy="warn",
+            )
+        ]
+    )
+    mine = suite_rules(ORDER, configured)
+    unique = [r for r in mine if r.expectation == "expect_compound_columns_to_be_unique"]
+    assert [(r.policy, r.index) for r in unique] == [("warn", 0)]
+    assert len(mine) == len(default_rules(ORDER))
+    # one GE expectation per rule: the suite keeps one of two that GE finds equal
+    assert not [(a, b) for i, a in enumerate(mine) for b in mine[i + 1 :] if a.is_twin(b)]
