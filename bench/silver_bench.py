@@ -49,12 +49,15 @@ Then, where silver's time goes (``bench/_decode_breakdown.py``: each part of the
 alone, ending in the ``noop`` sink). With the optimising compiler, 1M records: input 0.36 s,
 frame heads 0.39 s, framed records 0.41 s, the decode pass's Arrow round trip without decoding
 1.37 s, the decode pass 2.47 s; the decoder alone 0.89 us a record on one core (0.44 s on two).
-So the JVM's side of the pass (rows to Arrow and back, about 1.6 s) costs more than the
+So everything but the decoding (the pass, 2.47 s, less the framed records' 0.41 s and the
+decoder's 0.44 s: the rows to Arrow and back, the transfers and the Python side's Arrow
+handling, assuming the decoder took its two cores' share alone) is about 1.6 s, more than the
 decoding; with the optimising compiler, ``from_json`` (one pass, no Arrow) is as fast as the
 whole. Keeping the lineage columns in the JVM (a scalar Arrow UDF given only the value and its
 payload offset, its result put beside each row) does not pay: the JVM then queues every input
-row to join it back, and the pass took 2.38 against 2.42 s (3.73 against 3.89 s with the client
-compiler alone), best of four each, with 300 MB more JVM memory.
+row to join it back. The pass took 2.38 s that way against 2.42 s as it is (3.73 against
+3.89 s with the client compiler alone), best of four each, a difference within the runs'
+spread, with 300 MB more JVM memory.
 """
 
 from __future__ import annotations

@@ -165,10 +165,13 @@ class ExpectationRule:
         return f"{where} (message_type={self.message_type!r}, expectation={self.expectation!r})"
 
     def is_twin(self, other: ExpectationRule) -> bool:
-        """Whether a GE suite holds this rule and ``other`` as one expectation: the same type
-        and message type, and the same arguments once GE fills in its defaults (a rule naming
-        a default value, such as ``ignore_row_if="all_values_are_missing"`` on
-        ``expect_compound_columns_to_be_unique``, is the rule without it)."""
+        """Whether this rule and ``other`` are one expectation of a table's suite: the same
+        type and message type, and either the same :attr:`expectation_id` (results are keyed
+        by it, so two rules it cannot tell apart are one rule even where GE would keep both,
+        e.g. ``min_value: "5"`` and ``5``) or the same arguments once GE fills in its defaults,
+        which GE's suite holds as one (a rule naming a default value, such as
+        ``ignore_row_if="all_values_are_missing"`` on ``expect_compound_columns_to_be_unique``,
+        is the rule without it)."""
         if (self.message_type, self.expectation) != (other.message_type, other.expectation):
             return False
         if self.expectation_id == other.expectation_id:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import great_expectations as gx
 import pytest
+from great_expectations.core import ExpectationSuite
 
 from quality.rules import (
     ExpectationRule,
@@ -253,7 +255,7 @@ def test_a_rule_naming_a_default_argument_is_the_rule_without_it():
     assert len(parse_rules([rule(), rule(kwargs={"column": "order_id", "mostly": 0.5})])) == 2
 
 
-def test_a_configured_rule_equal_to_a_default_once_ge_fills_its_defaults_replaces_it():
+def test_a_configured_rule_equal_to_a_default_once_ge_fills_its_defaults_replaces_it(ge_context):
     kafka_key = ["_kafka_topic", "_kafka_partition", "_kafka_offset"]
     configured = parse_rules(
         [
@@ -268,5 +270,34 @@ def test_a_configured_rule_equal_to_a_default_once_ge_fills_its_defaults_replace
     unique = [r for r in mine if r.expectation == "expect_compound_columns_to_be_unique"]
     assert [(r.policy, r.index) for r in unique] == [("warn", 0)]
     assert len(mine) == len(default_rules(ORDER))
-    # one GE expectation per rule: the suite keeps one of two that GE finds equal
-    assert not [(a, b) for i, a in enumerate(mine) for b in mine[i + 1 :] if a.is_twin(b)]
+    # one GE expectation per rule: GE's own suite keeps every one of them
+    assert len(_ge_suite(mine).expectations) == len(mine)
+
+
+@pytest.fixture
+def ge_context():
+    """GE's suites add expectations only with a data context (an ephemeral one here)."""
+    return gx.get_context(mode="ephemeral")
+
+
+def _ge_suite(rules: list[ExpectationRule]) -> ExpectationSuite:
+    suite = ExpectationSuite(name="t")
+    for r in rules:
+        suite.add_expectation(r.to_expectation())
+    return suite
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ({"column": "order_id"}, {"column": "order_id", "mostly": 1.0}),
+        ({"column": "order_id"}, {"column": "order_id", "meta": {"owner": "sales"}}),
+        ({"column": "order_id"}, {"column": "order_id", "mostly": 0.5}),
+        ({"column": "order_id"}, {"column": "customer_id"}),
+    ],
+    ids=["default-named", "meta-only", "other-mostly", "other-column"],
+)
+def test_twins_are_what_ge_s_suite_holds_as_one_expectation(ge_context, first, second):
+    expectation = "expect_column_values_to_not_be_null"
+    one, other = (ExpectationRule(ORDER, expectation, kwargs) for kwargs in (first, second))
+    assert one.is_twin(other) == (len(_ge_suite([one, other]).expectations) == 1)
