@@ -88,12 +88,12 @@ def batch_class(one_pass: bool) -> Any:
         return SilverBatch
 
     class PerVersion(SilverBatch):
-        def _decode_versions(self, batch, plans, key_types, persisted, small=None):  # noqa: ANN001, ANN202
+        def _decode_versions(self, path, plans, key_types):  # noqa: ANN001, ANN202
             out = {}
             for plan in plans:  # each version as a batch of it alone decodes it
                 for res in plan.versions:
                     one = replace(plan, versions=[res])
-                    out.update(super()._decode_versions(batch, [one], key_types, persisted, small))
+                    out.update(super()._decode_versions(path, [one], key_types))
             return out
 
     return PerVersion

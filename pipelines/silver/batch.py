@@ -17,7 +17,9 @@
    ``RegistryUnavailable`` fails the batch (nothing is quarantined for an outage);
 3. plan each table's schema (``plan``): compatible versions are merged, others go to
    quarantine with ``SCHEMA_CONFLICT``;
-4. quarantine bad frames, failed resolutions and schema conflicts with their raw bytes;
+4. quarantine bad frames, failed resolutions and schema conflicts with their raw bytes
+   (steps 4 to 6 ask the batch's path, ``spark_path.LargeBatch`` or the driver path's
+   ``driver_pass.SmallBatch``, for its quarantine rows and decoded versions);
 5. decode the records of every schema version in one pass through the Python workers, kept
    computed for the later steps (``decode_pass.decode_all``, ``lakehouse.materialized``); rows that
    fail go to quarantine with their raw bytes; a table none of whose records decoded is left
@@ -61,8 +63,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import SchemaKey, SchemaResolver
@@ -72,11 +73,10 @@ from lakehouse.layout import Layout
 from lakehouse.materialized import keeps_as_leaf, materialize, release
 from lakehouse.streaming import run_together
 
-from . import arrow_rejects
 from .arrow_rows import ArrowFailures, passed_rows, union_rows
 from .arrow_rows import table_rows as arrow_table_rows
 from .decode import DecodeSpec
-from .decode_pass import DecodedVersion, decode_all
+from .decode_pass import DecodedVersion
 from .driver_pass import DRIVER_RECORDS, SmallBatch, collect_small
 from .evaluation import ExpressionEvaluation
 from .framing import (
@@ -90,14 +90,9 @@ from .framing import (
 from .plan import TablePlan, plan_tables, table_rows, table_schema
 from .record_framing import python_framed
 from .registration import SilverRegistration
-from .rejects import (
-    quarantine_bad_frames,
-    quarantine_conflicts,
-    quarantine_decode_failures,
-    quarantine_dq,
-    quarantine_faults,
-)
+from .rejects import quarantine_time
 from .resolution import KeyCounts, Resolved, resolve_schema_keys
+from .spark_path import LargeBatch
 from .stats import BatchStats
 from .tables import existing_schema, message_part, union_all
 from .writes import BatchWrites, Rejects, Rows
@@ -228,13 +223,13 @@ class SilverBatch:
             columns = [*BRONZE_COLUMNS, *([INGESTED_AT] if INGESTED_AT in bronze.columns else [])]
             bronze = bronze.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
             persisted.append(bronze)
-        batch: FramedBatch | None = None  # a small batch's: made when a step reads it
+        path: SmallBatch | LargeBatch
         with stats.step("frame"):
             if small is not None:
-                counts, heads = small.counts, small.heads
+                path = small
             else:
-                counts, batch = self._frame(bronze, persisted)
-                heads = batch.heads
+                path = self._large(*self._frame(bronze, persisted), persisted)
+        counts, heads = path.counts, path.heads
         stats.records = counts.records
         if stats.records == 0:
             return
@@ -246,15 +241,15 @@ class SilverBatch:
             plans = self._plan(resolved)
         checked = self.checker is not None and bool(plans)
         with stats.step("quarantine"):
-            quarantine = self._quarantine(batch, counts, resolved, processed_at, small)
+            quarantine: list[Rejects] = [
+                *path.rejects(bool(counts.bad_frames), resolved.faults, processed_at)
+            ]
         with stats.step("decode"):
-            tables = self._decode(
-                batch, counts, plans, resolved, processed_at, quarantine, persisted, small
-            )
+            tables = self._decode(path, plans, resolved, processed_at, quarantine)
         reference_time = batch_reference_time(heads, processed_at) if checked else None
         with stats.step("check"):
             to_write, results = self._check(
-                tables, batch, batch_id, reference_time, processed_at, quarantine, small
+                tables, path, batch_id, reference_time, processed_at, quarantine
             )
         with stats.step("write"):
             quarantined = self.writes(to_write, quarantine, results, batch_id, counts, persisted)
@@ -290,6 +285,14 @@ class SilverBatch:
         counts = KeyCounts.of_rows(in_python, heads.counts, heads.topics)
         return counts, FramedBatch(bronze, heads, framed)
 
+    def _large(
+        self, counts: KeyCounts, framed: FramedBatch, persisted: list[DataFrame]
+    ) -> LargeBatch:
+        """The Spark path's batch (``spark_path``): its decode passes kept computed
+        (``lakehouse.materialized``) and freed with the batch (``persisted``), counting their
+        failures where keeping runs them."""
+        return LargeBatch(framed, counts, partial(_kept, persisted), self.keeps_as_leaf)
+
     def _resolve(self, counts: KeyCounts) -> Resolved:
         """(2) Resolve each distinct schema key once (``RegistryUnavailable`` propagates)."""
         with self._lock:  # resolver calls from concurrent queries share one cache
@@ -310,69 +313,31 @@ class SilverBatch:
         current = existing_schema(self.spark, path)
         return message_part(current) if current is not None else None
 
-    def _quarantine(
-        self,
-        batch: FramedBatch | None,
-        counts: KeyCounts,
-        resolved: Resolved,
-        processed_at: datetime,
-        small: SmallBatch | None,
-    ) -> list[Rejects]:
-        """(4) Quarantine rows of records that cannot be decoded: bad frames, then failed
-        resolutions (schema conflicts follow per table, in :meth:`_decode`); as Arrow for a
-        ``small`` batch."""
-        if small is not None:
-            return [*small.rejects(bool(counts.bad_frames), resolved.faults, processed_at)]
-        assert batch is not None  # the Spark path's
-        framed, q_time = batch.framed, quarantine_time(processed_at)
-        parts: list[Rejects] = []
-        if counts.bad_frames:
-            parts.append(quarantine_bad_frames(framed, q_time))
-        faults = resolved.faults
-        if faults:
-            parts.append(quarantine_faults(framed, faults, q_time))
-        return parts
-
     def _decode(
         self,
-        batch: FramedBatch | None,
-        counts: KeyCounts,
+        path: SmallBatch | LargeBatch,
         plans: list[TablePlan],
         resolved: Resolved,
         processed_at: datetime,
         quarantine: list[Rejects],
-        persisted: list[DataFrame],
-        small: SmallBatch | None,
     ) -> list[tuple[TablePlan, Rows]]:
         """(5) Per table, its conflicts to quarantine, then each version decoded (in the driver
-        for a ``small`` batch): the failures to quarantine, the others aligned to the table's
+        for a small batch): the failures to quarantine, the others aligned to the table's
         schema; returns each table's rows (Arrow when decoded in the driver and no column needs
-        Spark's alignment, ``arrow_rows``). A table whose records (``counts``) are known to
-        have all failed is left out: nothing to check, no commit, no table created for nothing."""
-        decoded_versions = self._decode_versions(batch, plans, resolved.key_types, persisted, small)
+        Spark's alignment, ``arrow_rows``). A table whose records are known to have all failed
+        is left out: nothing to check, no commit, no table created for nothing."""
+        decoded_versions = self._decode_versions(path, plans, resolved.key_types)
         q_time = quarantine_time(processed_at)
         tables: list[tuple[TablePlan, Rows]] = []
         for plan in plans:
-            if small is not None:
-                quarantine.extend(small.conflicts(plan, processed_at))
-            else:
-                assert batch is not None  # the Spark path's
-                quarantine.extend(quarantine_conflicts(batch.framed, plan, q_time))
+            quarantine.extend(path.conflicts(plan, processed_at))
             for res in plan.versions:
                 decoded = decoded_versions[res.schema_key]
                 if decoded.failures == 0:  # none counted: not known to be none
                     continue
-                if decoded.arrow is not None:
-                    quarantine.append(
-                        arrow_rejects.decode_failures(
-                            decoded.arrow, res, plan.message_type, processed_at
-                        )
-                    )
-                else:
-                    quarantine.append(
-                        quarantine_decode_failures(decoded.rows, res, plan.message_type, q_time)
-                    )
-            if _all_failed(plan, decoded_versions, counts):
+                failures = path.decode_failures(decoded, res, plan.message_type, processed_at)
+                quarantine.append(failures)
+            if _all_failed(plan, decoded_versions, path.counts):
                 continue
             rows = self._arrow_rows(plan, decoded_versions, processed_at)
             if rows is None:
@@ -406,16 +371,15 @@ class SilverBatch:
 
     def _decode_versions(
         self,
-        batch: FramedBatch | None,
+        path: SmallBatch | LargeBatch,
         plans: list[TablePlan],
         key_types: dict[SchemaKey, tuple[bytes, str]],
-        persisted: list[DataFrame],
-        small: SmallBatch | None = None,
     ) -> dict[SchemaKey, DecodedVersion]:
-        """Each schema version the plans take, decoded: in the driver for a ``small`` batch
-        (``driver_pass``), else by ``decode_pass.decode_all`` (several in one pass) and kept computed (``lakehouse.materialized``), as every outcome reads it;
-        returns each version's rows, and how many of them failed when the pass counted them
-        (a frame kept as a local checkpoint is computed by a job of its own, which counts)."""
+        """Each schema version the plans take, decoded: in the driver for a small batch
+        (``driver_pass``), else by ``decode_pass.decode_all`` (several in one pass) and kept
+        computed (``lakehouse.materialized``), as every outcome reads it; returns each
+        version's rows, and how many of them failed when the pass counted them (a frame kept
+        as a local checkpoint is computed by a job of its own, which counts)."""
         specs: dict[SchemaKey, DecodeSpec] = {}
         for plan in plans:
             for res in plan.versions:
@@ -428,33 +392,22 @@ class SilverBatch:
                     key_types=key_types,
                     native=self.native,
                 )
-        if small is not None:
-            return small.decode(specs)
-
-        def keep(decoded: DataFrame) -> DataFrame:
-            kept = materialize(decoded)
-            persisted.append(kept)
-            return kept
-
-        assert batch is not None  # the Spark path's
-        return decode_all(batch, specs, keep=keep, count_failures=self.keeps_as_leaf)
+        return path.decode(specs)
 
     def _check(
         self,
         tables: list[tuple[TablePlan, Rows]],
-        batch: FramedBatch | None,
+        path: SmallBatch | LargeBatch,
         batch_id: int,
         reference_time: datetime | None,
         processed_at: datetime,
         quarantine: list[Rejects],
-        small: SmallBatch | None,
     ) -> tuple[list[tuple[TablePlan, Rows]], list[Any]]:
         """(6) Quality, before anything is written: the rows to write per table and the
-        results; failed rows to quarantine (as Arrow when checked as Arrow, of a ``small``
-        batch); a ``fail`` policy writes the results and raises."""
+        results; failed rows to quarantine (as Arrow when checked as Arrow, of a small batch);
+        a ``fail`` policy writes the results and raises."""
         if self.checker is None:
             return tables, []
-        q_time = quarantine_time(processed_at)
         to_write: list[tuple[TablePlan, Rows]] = []
         results: list[Any] = []
         failed_outcome: Any = None
@@ -471,13 +424,11 @@ class SilverBatch:
                 failed_outcome = outcome
             to_write.append((plan, passed))
             if isinstance(failed, ArrowFailures):
-                assert small is not None  # Arrow rows are a small batch's
-                quarantine.append(small.quality_failures(*failed, plan, processed_at))
+                assert isinstance(path, SmallBatch)  # Arrow rows are a small batch's
+                quarantine.append(path.quality_failures(failed, plan, processed_at, None))
             elif failed is not None:
-                framed = _framed_rows(batch, small)
-                quarantine.append(
-                    quarantine_dq(failed, framed, plan, q_time, outcome.rows_quarantined)
-                )
+                rows = outcome.rows_quarantined
+                quarantine.append(path.quality_failures(failed, plan, processed_at, rows))
         if failed_outcome is not None:
             from quality.checker import QualityFailed
 
@@ -529,14 +480,8 @@ def _all_failed(
     )
 
 
-def _framed_rows(batch: FramedBatch | None, small: SmallBatch | None) -> DataFrame:
-    """The framed rows as a DataFrame: the Spark path's, or a small batch's local relation
-    (made now, when first read)."""
-    framed = small.batch if small is not None else batch
-    assert framed is not None
-    return framed.framed
-
-
-def quarantine_time(processed_at: datetime) -> Column:
-    """The batch's ``_processed_at`` and ``_quarantined_at``, as a column."""
-    return F.lit(processed_at).cast("timestamp")
+def _kept(persisted: list[DataFrame], decoded: DataFrame) -> DataFrame:
+    """A decode pass kept computed (``lakehouse.materialized``), freed with the batch."""
+    kept = materialize(decoded)
+    persisted.append(kept)
+    return kept

@@ -46,6 +46,7 @@ from codec import SchemaKey
 from lakehouse.driver_append import MAX_RECORDS, collect_arrow
 
 from . import arrow_rejects
+from .arrow_rows import ArrowFailures
 from .decode import (
     DecodeSpec,
     decode_batches,
@@ -57,7 +58,9 @@ from .decode_pass import DecodedVersion
 from .framing import BRONZE_COLUMNS, FRAMED_FIELDS, INGESTED_AT, FramedBatch, Heads, schema_key_of
 from .plan import TablePlan
 from .record_framing import frame_batch
+from .rejects import quarantine_dq, quarantine_time
 from .resolution import KeyCounts, Resolution
+from .writes import Rejects
 
 #: a batch of at most this many records is framed and decoded in the driver (the most the
 #: driver appends with delta-rs: above, Spark would append the rows anyway)
@@ -141,19 +144,30 @@ class SmallBatch:
         """The records of ``plan``'s conflicting versions, as Arrow quarantine rows."""
         return arrow_rejects.conflicts(self.framed, self.keys, plan, quarantined_at)
 
+    def decode_failures(
+        self, decoded: DecodedVersion, res: Resolution, message_type: str, quarantined_at: datetime
+    ) -> pa.Table:
+        """The records of one version that did not decode, as Arrow quarantine rows."""
+        assert decoded.arrow is not None  # decoded here (decode)
+        return arrow_rejects.decode_failures(decoded.arrow, res, message_type, quarantined_at)
+
     def quality_failures(
         self,
-        rows: pa.Table,
-        failed: pa.Array,
-        reasons: list[str],
+        failed: ArrowFailures | DataFrame,
         plan: TablePlan,
         quarantined_at: datetime,
-    ) -> pa.Table:
-        """The rows of ``plan``'s table a quality rule rejected (``failed``: a mask of
-        ``rows``), with their raw bytes, as Arrow quarantine rows."""
-        return arrow_rejects.quality_failures(
-            self.framed, rows, failed, reasons, plan, quarantined_at
-        )
+        rows: int | None,
+    ) -> Rejects:
+        """The rows of ``plan``'s table a quality rule rejected, with their raw bytes: as Arrow
+        quarantine rows when checked here (``ArrowFailures``: a mask of the table's rows),
+        else (checked by Spark) joined to the framed rows' local relation, ``rows`` of them
+        when known."""
+        if isinstance(failed, ArrowFailures):
+            return arrow_rejects.quality_failures(
+                self.framed, failed.rows, failed.failed, failed.reasons, plan, quarantined_at
+            )
+        q_time = quarantine_time(quarantined_at)
+        return quarantine_dq(failed, self.batch.framed, plan, q_time, rows)
 
 
 def _counts(framed: pa.Table, keys: list[SchemaKey | None]) -> KeyCounts:

@@ -15,6 +15,7 @@ Each builder is a ``DataFrame -> DataFrame`` transform to the quarantine table's
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -37,6 +38,11 @@ _FAULTS_SCHEMA = T.StructType(
         T.StructField("_res_reason", T.StringType()),
     ]
 )
+
+
+def quarantine_time(processed_at: datetime) -> Column:
+    """The batch's ``_processed_at`` and ``_quarantined_at``, as a column."""
+    return F.lit(processed_at).cast("timestamp")
 
 
 def quarantine_framed(

@@ -38,7 +38,7 @@ def _decoded_pings(spark: Any, tmp_path: Any, producer: Any, versions: Any, regi
     assert small is not None
     resolved = batch._resolve(small.counts)
     (plan,) = batch._plan(resolved)
-    decoded = batch._decode_versions(small.batch, [plan], resolved.key_types, [], small)
+    decoded = batch._decode_versions(small, [plan], resolved.key_types)
     (res,) = plan.versions
     return batch, plan, res, decoded[res.schema_key]
 

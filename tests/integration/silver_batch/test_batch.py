@@ -469,13 +469,14 @@ def test_the_decode_pass_counts_each_versions_failures(
         counts, framed = batch._frame(spark.read.format("delta").load(bronze), persisted)
         resolved = batch._resolve(counts)
         plans = batch._plan(resolved)
-        decoded = batch._decode_versions(framed, plans, resolved.key_types, persisted)
+        large = batch._large(counts, framed, persisted)
+        decoded = batch._decode_versions(large, plans, resolved.key_types)
         failed = {key: d.failures for key, d in decoded.items()}
         rows = {key: d.rows.where("_decode_code IS NOT NULL").count() for key, d in decoded.items()}
         bronze_df = spark.read.format("delta").load(bronze)
         small = SmallBatch.frame(bronze_df, collect_small(bronze_df, DRIVER_RECORDS))
         assert small is not None and small.counts == counts
-        in_driver = batch._decode_versions(small.batch, plans, resolved.key_types, [], small)
+        in_driver = batch._decode_versions(small, plans, resolved.key_types)
         failed_in_driver = {key: d.failures for key, d in in_driver.items()}
     finally:
         batch._release(persisted)
