@@ -3,7 +3,8 @@
 - :func:`load_app_id`: the idempotent-write app id of a checkpoint, a UUID created once and
   kept inside the checkpoint folder (:meth:`lakehouse.layout.Layout.app_id_file`). A new
   checkpoint means a new app id: reusing an old one would skip the new query's first batch
-  when it is a replay.
+  when it is a replay. A checkpoint a query already ran on without one takes that query's id,
+  the app id Spark's Delta sink commits under.
 - :func:`replays_of`: which batches of a query about to start may be replays (the one an
   earlier run planned and did not commit), so that only those are looked up before their
   appends (:func:`lakehouse.delta.append_idempotent`).
@@ -36,6 +37,11 @@ log = logging.getLogger(__name__)
 def load_app_id(spark: SparkSession, checkpoint: str) -> str:
     """The idempotent-write app id of a checkpoint: created once, kept inside its folder.
 
+    Created as a new UUID, or as the id of the query that already ran on the checkpoint
+    (:func:`query_id`): Spark's Delta sink commits each batch under that id, so appends that
+    take over such a query (bronze's single table, once written by the sink) skip the batch
+    it committed and a crash kept out of the commit log.
+
     Raises:
         RuntimeError: the file holds no UUID (the checkpoint is damaged).
     """
@@ -43,7 +49,7 @@ def load_app_id(spark: SparkSession, checkpoint: str) -> str:
     _, path, fs = hadoop_path(spark, location)
     if not fs.exists(path):
         fs.mkdirs(path.getParent())
-        candidate = str(uuid.uuid4())
+        candidate = query_id(spark, checkpoint) or str(uuid.uuid4())
         try:
             out = fs.create(path, False)  # no overwrite: a concurrent creator wins, we read it
             try:
@@ -60,6 +66,21 @@ def load_app_id(spark: SparkSession, checkpoint: str) -> str:
     except ValueError as exc:
         raise RuntimeError(f"{location}: not a UUID; the checkpoint is damaged") from exc
     return app_id
+
+
+def query_id(spark: SparkSession, checkpoint: str) -> str | None:
+    """The id of the streaming query of ``checkpoint`` (Spark's ``metadata`` file, written
+    when a query first starts on it), or None before any has."""
+    lines = read_text_lines(spark, Layout.query_metadata(checkpoint))
+    if not lines:
+        return None
+    try:
+        value = str(json.loads(lines[0])["id"])
+        uuid.UUID(value)
+    except (ValueError, KeyError, TypeError):
+        where = Layout.query_metadata(checkpoint)
+        raise RuntimeError(f"{where}: no query id; the checkpoint is damaged") from None
+    return value  # as Spark wrote it: the sink's commits name it so
 
 
 def replays_of(spark: SparkSession, checkpoint: str) -> Replays:

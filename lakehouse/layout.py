@@ -125,6 +125,12 @@ class Layout:
         return f"{checkpoint.rstrip('/')}/{RUNNING_FILE}"
 
     @staticmethod
+    def query_metadata(checkpoint: str) -> str:
+        """Spark's file of a checkpoint's query id (``metadata``: ``{"id": "<uuid>"}``),
+        written when a query first starts on it."""
+        return f"{checkpoint.rstrip('/')}/metadata"
+
+    @staticmethod
     def offset_log(checkpoint: str) -> str:
         """Spark's offset log of a checkpoint: ``offsets/<batch id>``, written as a batch is
         planned."""

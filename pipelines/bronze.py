@@ -20,14 +20,16 @@ Contract (docs/contracts.md, "Lakehouse layout"):
   are told apart by the ``topic`` column). ``"single"`` writes every topic to
   ``<lakehouse>/bronze/<bronze.single_table>``. Tables are partitioned by
   ``bronze.partition_by`` (default ``_ingest_date``).
-- Exactly once: one streaming query, one checkpoint (:func:`bronze_checkpoint`). Per-topic
-  mode routes rows inside one ``foreachBatch`` (:class:`pipelines.bronze_routing.TopicRouter`;
-  with a topic pattern, topics appear at run time) and appends to each table with the app id
-  and ``batch_id`` in the commit (``lakehouse.delta.append_idempotent``), so a batch replayed
-  after a crash is skipped by every table that already has it. The app id is a UUID kept
-  inside the checkpoint folder: a new checkpoint means a new app id (reusing an old one
-  would skip the new query's first batch when it is a replay). Single mode is Delta's own
-  streaming sink, which does the same with the query id.
+- Exactly once: one streaming query, one checkpoint (:func:`bronze_checkpoint`). Its
+  ``foreachBatch`` (:class:`pipelines.bronze_routing.TopicRouter`) routes the rows to their
+  tables (with a topic pattern, topics appear at run time; single mode has one table for
+  them all) and appends to each table with the app id and ``batch_id`` in the commit
+  (``lakehouse.delta.append_idempotent``; a small batch by delta-rs, in the driver), so a
+  batch replayed after a crash is skipped by every table that already has it. The app id is
+  a UUID kept inside the checkpoint folder: a new checkpoint means a new app id (reusing an
+  old one would skip the new query's first batch when it is a replay). A single-table
+  checkpoint that Spark's Delta sink wrote (which commits under the query id) keeps that id
+  as its app id (``lakehouse.checkpoints.load_app_id``), so it goes on exactly once.
 - Triggers: ``available-now`` (take what is there, in one or more batches, stop) and
   ``processing-time`` (``bronze.processing_interval``; runs until stopped).
 """
@@ -54,7 +56,7 @@ from lakehouse.lease import stop_streams_on_loss
 from lakehouse.streaming import TRIGGERS, await_queries, stop_on_signals, with_trigger
 from lakehouse.tables import is_delta_table, table_properties
 from pipelines import progress
-from pipelines.bronze_routing import TopicRouter
+from pipelines.bronze_routing import TopicRouter, one_table
 from pipelines.naming import KAFKA_TOPICS_PROPERTY, bronze_query_name, bronze_table_of_topic
 from pipelines.settings import ConfigError, ProtolakeConfig, load_config
 from pipelines.settings.clients import (
@@ -136,7 +138,7 @@ def write_bronze(
         df: bronze rows (:func:`to_bronze_rows` of :func:`read_kafka`), streaming.
         cfg: the configuration.
         trigger: ``available-now`` or ``processing-time``.
-        locks: where the run keeps its lock of a local checkpoint (per-topic mode; default: a
+        locks: where the run keeps its lock of a local checkpoint (default: a
             lock held until the process exits).
 
     Returns:
@@ -158,23 +160,21 @@ def write_bronze(
     if trigger not in TRIGGERS:
         raise ConfigError(f"trigger: must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
     writer = with_trigger(writer, trigger, cfg.bronze.processing_interval)
-    if cfg.bronze.table_mode == "single":
-        path = bronze_table_path(cfg, cfg.bronze.single_table)
-        writer = writer.format("delta").outputMode("append")
-        if partition_by:
-            writer = writer.partitionBy(*partition_by)
-        log.info("bronze: %s -> %s (checkpoint %s)", trigger, path, checkpoint)
-        if cfg.catalog.bronze_database:
-            # named before the query starts (a new table created empty): the comment is a
-            # metadata change, which would fail a sink appending at the same time
-            if not is_delta_table(path, df.sparkSession):
-                create_empty_table(df, path, partition_by)
-            register_bronze(df.sparkSession, cfg)
-        return [writer.start(path)]
     spark = df.sparkSession
     layout = Layout(cfg.lakehouse_path)
     from pipelines.metrics import bronze_batch_hook
 
+    if cfg.bronze.table_mode == "single":
+        path = bronze_table_path(cfg, cfg.bronze.single_table)
+        if cfg.catalog.bronze_database:
+            # named before the query starts (a new table created empty)
+            if not is_delta_table(path, spark):
+                create_empty_table(df, path, partition_by)
+            register_bronze(spark, cfg)
+        table_of, on_tables, target = one_table(cfg.bronze.single_table), None, path
+    else:
+        table_of, target = bronze_table_of_topic, f"{layout.bronze}/<table>"
+        on_tables = BronzeRegistrar(spark, cfg) if cfg.catalog.bronze_database else None
     # locked before reading which batch may be a replay
     (locks if locks is not None else CheckpointLocks()).take(checkpoint)
     router = TopicRouter(
@@ -185,9 +185,10 @@ def write_bronze(
         checkpoint=checkpoint,
         replays=replays_of(spark, checkpoint),
         on_batch=bronze_batch_hook(query_name),
-        on_tables=BronzeRegistrar(spark, cfg) if cfg.catalog.bronze_database else None,
+        on_tables=on_tables,
+        table_of=table_of,
     )
-    log.info("bronze: %s -> %s/<table> (checkpoint %s)", trigger, layout.bronze, checkpoint)
+    log.info("bronze: %s -> %s (checkpoint %s)", trigger, target, checkpoint)
     return [writer.foreachBatch(router).start()]
 
 

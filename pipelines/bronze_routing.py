@@ -1,5 +1,6 @@
-"""Bronze's per-topic routing: which topics a micro-batch holds, and each topic's rows to its
-own Delta table (:class:`TopicRouter`, the ``foreachBatch`` function of per-topic mode).
+"""Bronze's routing: which topics a micro-batch holds, and each topic's rows to its table
+(:class:`TopicRouter`, the ``foreachBatch`` function of bronze in either table mode: a table per
+topic, or one table for every topic).
 
 Contract: every append is idempotent (its commit names the app id and batch id, via
 :func:`lakehouse.delta.append_idempotent`), so a batch replayed after a crash is skipped by
@@ -109,7 +110,8 @@ def topics_in_batch(spark: SparkSession, checkpoint: str, batch_id: int) -> set[
 
 @dataclass(frozen=True)
 class TopicRouter:
-    """The per-topic ``foreachBatch`` function: each topic's rows to its own table.
+    """Bronze's ``foreachBatch`` function: each topic's rows to its table (``table_of``: its
+    own by default, or one table for every topic).
 
     Which topics a batch holds comes, without touching the data, from the subscription (one
     static topic) or from Spark's offset log in ``checkpoint`` (:func:`topics_in_batch`);
@@ -130,6 +132,8 @@ class TopicRouter:
     on_tables: Callable[[dict[str, list[str]]], None] | None = None
     # which batches an earlier run may have written (read from the checkpoint at start)
     replays: Replays = ANY_BATCH_MAY_BE_REPLAYED
+    # a topic's table name
+    table_of: Callable[[str], str] = bronze_table_of_topic
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         offsets = None
@@ -141,7 +145,7 @@ class TopicRouter:
         else:
             topics = None if offsets is None else offsets.topics
             rows = batch if topics is None else _only_topics(batch, topics)
-        known = None if topics is None else _tables_of(topics)
+        known = None if topics is None else _tables_of(topics, self.table_of)
         if known is not None and offsets is not None:
             if self._in_driver(known, offsets) and self._append_collected(rows, known, batch_id):
                 self._done(batch_id, known)
@@ -158,7 +162,7 @@ class TopicRouter:
         try:
             if topics is None:
                 topics = {r.topic for r in kept.select("topic").distinct().collect()}
-            tables = _tables_of(topics)
+            tables = _tables_of(topics, self.table_of)
             if len(tables) > 1:
                 kept.count()  # one read from Kafka, before the appends read the kept rows
             # One append per table, even when several topics share it: a second append with
@@ -235,10 +239,15 @@ class TopicRouter:
         )
 
 
-def _tables_of(topics: set[str]) -> dict[str, list[str]]:
+def one_table(name: str) -> Callable[[str], str]:
+    """``TopicRouter.table_of`` of bronze's single table ``name``: every topic's."""
+    return lambda _topic: name
+
+
+def _tables_of(topics: set[str], table_of: Callable[[str], str]) -> dict[str, list[str]]:
     tables: dict[str, list[str]] = {}
     for topic in sorted(topics):
-        tables.setdefault(bronze_table_of_topic(topic), []).append(topic)
+        tables.setdefault(table_of(topic), []).append(topic)
     return dict(sorted(tables.items()))
 
 

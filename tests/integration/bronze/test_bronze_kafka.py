@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from lakehouse.checkpoints import load_app_id, query_id
+from lakehouse.layout import Layout
 from pipelines import bronze
 from pipelines.settings import load_config
 from tests.support.bronze_itkit import Kafka, only, read_bronze, unique_prefix, write_config
@@ -201,3 +203,39 @@ def test_a_single_table_is_named_in_the_catalog_before_its_first_batch(
     finally:
         for q in queries:
             q.stop()
+
+
+def test_a_single_table_written_by_spark_s_delta_sink_goes_on_exactly_once(
+    spark: Any, kafka: Kafka, tmp_path: Path
+) -> None:
+    """A single-table checkpoint that Spark's Delta sink wrote goes on under bronze's own
+    appends: a batch the sink committed to the table, which a crash kept out of the commit
+    log, is replayed and skipped (the appends name the sink's query id)."""
+    prefix = unique_prefix("sinkcont")
+    topic = f"{prefix}.a"
+    kafka.create_topics(topic, partitions=2)
+    kafka.produce(topic, 20)
+    lake = tmp_path / "lake"
+    cfg_file = write_config(
+        tmp_path / "c.toml",
+        lake,
+        kafka.bootstrap,
+        topics=[topic],
+        extra='[bronze]\ntable_mode = "single"\nsingle_table = "landed"\n',
+    )
+    cfg = load_config(cfg_file)
+    checkpoint, path = bronze.bronze_checkpoint(cfg), bronze.bronze_table_path(cfg, "landed")
+    rows = bronze.to_bronze_rows(bronze.read_kafka(spark, cfg))
+    sink = rows.writeStream.format("delta").option("checkpointLocation", checkpoint)
+    sink.partitionBy("_ingest_date").trigger(availableNow=True).start(path).awaitTermination()
+    assert read_bronze(spark, lake / "bronze" / "landed")[1] == 20
+    commits = Path(Layout.commit_log(checkpoint))
+    (last,) = [c for c in commits.iterdir() if c.name.isdigit()]
+    last.unlink()  # the crash: the batch is in the table, not in the commit log
+    (commits / f".{last.name}.crc").unlink(missing_ok=True)  # and Hadoop's checksum of it
+
+    kafka.produce(topic, 5, start=20)
+    assert run_available_now(spark, cfg_file)["records"] == 25  # the replay and the new five
+    got, count = read_bronze(spark, lake / "bronze" / "landed")
+    assert count == 25 and got == kafka.expected
+    assert load_app_id(spark, checkpoint) == query_id(spark, checkpoint)

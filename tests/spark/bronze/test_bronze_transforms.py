@@ -22,10 +22,10 @@ from pyspark.sql.types import (
 )
 from pyspark.testing import assertDataFrameEqual
 
-from lakehouse.checkpoints import load_app_id
+from lakehouse.checkpoints import load_app_id, query_id
 from lakehouse.layout import APP_ID_FILE
 from pipelines.bronze import BRONZE_COLUMNS, read_kafka, to_bronze_rows
-from pipelines.bronze_routing import TopicRouter, topics_in_batch
+from pipelines.bronze_routing import TopicRouter, one_table, topics_in_batch
 from pipelines.settings import parse_config
 from tests.support.checkpoints import write_checkpoint_batch
 
@@ -169,6 +169,34 @@ def test_app_id_is_kept_in_the_checkpoint(spark: Any, tmp_path: Path) -> None:
     (tmp_path / "ck3" / APP_ID_FILE).write_text("garbage")
     with pytest.raises(RuntimeError, match="damaged"):
         load_app_id(spark, str(tmp_path / "ck3"))
+
+
+def test_a_checkpoint_a_query_ran_on_keeps_that_query_s_id_as_its_app_id(
+    spark: Any, tmp_path: Path
+) -> None:
+    # Spark's Delta sink committed that query's batches under its id
+    ck = tmp_path / "sink"
+    ck.mkdir()
+    (ck / "metadata").write_text('{"id":"0b6f4c9e-4b1a-4d43-9a57-2f2f6c1e8d10"}\n')
+    assert query_id(spark, str(ck)) == "0b6f4c9e-4b1a-4d43-9a57-2f2f6c1e8d10"
+    assert load_app_id(spark, str(ck)) == "0b6f4c9e-4b1a-4d43-9a57-2f2f6c1e8d10"
+    assert query_id(spark, str(tmp_path / "new")) is None
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "metadata").write_text('{"name": "x"}\n')
+    with pytest.raises(RuntimeError, match="no query id"):
+        load_app_id(spark, str(tmp_path / "bad"))
+
+
+def test_one_table_takes_every_topic(spark: Any, tmp_path: Path) -> None:
+    batch = to_bronze_rows(kafka_rows(spark, ["a.x", "b-y"]))
+    router = TopicRouter(
+        table_path=in_folder(tmp_path), app_id="app", partition_by=(), table_of=one_table("all")
+    )
+    router(batch, 0)
+    router(batch, 0)  # a replay: skipped
+    landed = table(spark, tmp_path / "all")
+    assert len(landed) == 6 and {r["topic"] for r in landed} == {"a.x", "b-y"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["all"]
 
 
 def write_initial_offsets(checkpoint: Path, offsets: dict) -> None:
