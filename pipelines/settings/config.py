@@ -51,7 +51,7 @@ Example (every key, with its default)::
     max_retries = 5
 
     [bronze]
-    table_mode = "per_topic"                 # per_topic | single (one silver query: fresher)
+    table_mode = "per_topic"                 # per_topic | single (one silver query)
     single_table = "records"                 # table name when table_mode = "single"
     partition_by = ["_ingest_date"]
     trigger = "available-now"                # available-now | processing-time
