@@ -43,7 +43,8 @@ def load_app_id(spark: SparkSession, checkpoint: str) -> str:
     it committed and a crash kept out of the commit log.
 
     Raises:
-        RuntimeError: the file holds no UUID (the checkpoint is damaged).
+        RuntimeError: the file holds no UUID, or Spark's ``metadata`` file no query id (the
+            checkpoint is damaged).
     """
     location = Layout.app_id_file(checkpoint)
     _, path, fs = hadoop_path(spark, location)

@@ -24,10 +24,11 @@ Contract (docs/contracts.md, "Lakehouse layout"):
   ``foreachBatch`` (:class:`pipelines.bronze_routing.TopicRouter`) routes the rows to their
   tables (with a topic pattern, topics appear at run time; single mode has one table for
   them all) and appends to each table with the app id and ``batch_id`` in the commit
-  (``lakehouse.delta.append_idempotent``; a small batch by delta-rs, in the driver), so a
-  batch replayed after a crash is skipped by every table that already has it. The app id is
-  a UUID kept inside the checkpoint folder: a new checkpoint means a new app id (reusing an
-  old one would skip the new query's first batch when it is a replay). A single-table
+  (``lakehouse.delta.append_idempotent``; a small batch of a local lakehouse's existing
+  tables by delta-rs, in the driver), so a batch replayed after a crash is skipped by every
+  table that already has it. The app id is a UUID kept inside the checkpoint folder: a new
+  checkpoint means a new app id (reusing an old one would skip the new query's first batch
+  when it is a replay). A single-table
   checkpoint that Spark's Delta sink wrote (which commits under the query id) keeps that id
   as its app id (``lakehouse.checkpoints.load_app_id``), so it goes on exactly once.
 - Triggers: ``available-now`` (take what is there, in one or more batches, stop) and

@@ -23,7 +23,7 @@ figures); bronze's router says which tables a batch wrote (:func:`bronze_batch_h
 record's ``tables``). Every batch with records is also one short line for people
 (:func:`pipelines.progress.report_batch`): bronze's from its progress, silver's from the hook,
 when the batch ends. Metric names (documented with examples in docs/metrics.md); ``query`` is the
-streaming query's name (``protolake-bronze-per_topic``/``protolake-bronze-<single table>``,
+streaming query's name (``protolake-bronze-per_topic``/``protolake-bronze-single``,
 ``silver_<bronze table>``):
 
 =============================================  =========  ==================================
