@@ -99,6 +99,7 @@ from quality.arrow_checks import evaluate_arrow
 from quality.compiled import CompiledRule, compile_rule, evaluate, int_or_none, validation_result
 from quality.docs import DataDocs, publish_folder, suite_result
 from quality.ge_run import DATASOURCE, SAMPLE_SIZE, WITH_SAMPLE, GreatExpectationsRunner, Suite
+from quality.outcomes import ArrowOutcome, QualityFailed, QualityOutcome
 from quality.predicates import unexpected_predicate
 from quality.results import QualityResult, format_observed, write_results
 from quality.rules import (
@@ -113,44 +114,10 @@ from quality.split import split_batch, split_masks, with_reason
 
 log = logging.getLogger(__name__)
 
+# the outcomes of validate and validate_arrow, and the error a fail rule raises, named here too
+__all__ = ["ArrowOutcome", "QualityChecker", "QualityFailed", "QualityOutcome"]
+
 SKIPPED = "skipped"  # observed_value prefix of a rule whose columns a batch lacks
-
-
-class QualityFailed(RuntimeError):  # noqa: N818  (name fixed by the silver contract)
-    """A ``fail``-policy expectation failed: the batch must not be committed."""
-
-    def __init__(self, outcome: QualityOutcome | ArrowOutcome) -> None:
-        self.outcome = outcome
-        failed = [r.expectation for r in outcome.results if r.policy == "fail" and not r.success]
-        super().__init__(
-            f"quality check failed for {outcome.table} batch {outcome.batch_id}: "
-            + "; ".join(failed)
-        )
-
-
-@dataclass(kw_only=True)
-class _Outcome:
-    """What a validation of one batch found, whichever way its rows were held."""
-
-    table: str
-    message_type: str
-    batch_id: int
-    results: list[QualityResult]
-    fail_batch: bool
-    rows_checked: int | None = None
-    rows_quarantined: int = 0
-
-    @property
-    def failures(self) -> list[QualityResult]:
-        return [r for r in self.results if not r.success]
-
-
-@dataclass(kw_only=True)
-class QualityOutcome(_Outcome):
-    """What :meth:`QualityChecker.validate` found in one batch (see the module docstring)."""
-
-    passed: DataFrame
-    failed: DataFrame
 
 
 @dataclass
@@ -161,19 +128,6 @@ class _Verdicts:
     compiled: dict[str, CompiledRule] = field(default_factory=dict)
     ge_batch: Any = None  # GE's batch, when GE ran some rule (its rows are found through it)
     found: dict[str, Any] = field(default_factory=dict)  # the compiled aggregation's row
-
-
-@dataclass(kw_only=True)
-class ArrowOutcome(_Outcome):
-    """What :meth:`QualityChecker.validate_arrow` found in one batch of Arrow rows.
-
-    ``failed`` is a boolean mask over the rows (no nulls): the rows a failed ``quarantine``
-    rule flags (``outcome.failed`` of :meth:`~QualityChecker.validate`); ``reasons`` has one
-    text per such row, in row order (``outcome.failed``'s ``reason``).
-    """
-
-    failed: pa.BooleanArray
-    reasons: list[str]
 
 
 @dataclass
