@@ -42,8 +42,8 @@ for the streams but slows JVM-heavy work such as ``from_json`` more than protola
 To measure with the optimising compiler too, name the driver's JVM options in a
 ``spark-defaults.conf`` (``local_conf`` then adds none), e.g.
 ``SPARK_CONF_DIR=<dir with "spark.driver.extraJavaOptions -XX:ReservedCodeCacheSize=240m">``.
-On 2 cores: silver 212k records/s and ``from_json`` 85k with the client compiler alone (2.5x),
-287-306k and 278-287k with the optimising one (1.0-1.09x).
+On 2 cores, over several runs: silver 183-212k records/s and ``from_json`` 77-85k with the
+client compiler alone (2.4-2.5x), 272-306k and 261-287k with the optimising one (1.0-1.09x).
 
 Then, where silver's time goes (``bench/_decode_breakdown.py``: each part of the two passes
 alone, ending in the ``noop`` sink). With the optimising compiler, 1M records: input 0.36 s,
