@@ -43,7 +43,8 @@ def _noop(df: DataFrame) -> None:
     df.write.format("noop").mode("overwrite").save()
 
 
-def _best(fn: Callable[[], Any], repeat: int) -> float:
+def best_of(fn: Callable[[], Any], repeat: int) -> float:
+    """The shortest of ``repeat`` runs of ``fn``, in seconds."""
     best = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -85,7 +86,7 @@ def print_breakdown(
         "decode pass": lambda: _noop(decode_version(records(), spec)),
     }
     print(f"\nwhere the decode time goes, {n:,} records (seconds, best of {repeat}):")
-    seconds = {name: _best(fn, repeat) for name, fn in parts.items()}
+    seconds = {name: best_of(fn, repeat) for name, fn in parts.items()}
     for name, s in seconds.items():
         print(f"  {name:34s} {s:7.2f} s")
     local = min(n, LOCAL_RECORDS)
@@ -96,7 +97,7 @@ def print_breakdown(
             pass
 
     decode_locally()  # builds the converter and the compiled decoder once, untimed
-    per_record = _best(decode_locally, repeat) / local
+    per_record = best_of(decode_locally, repeat) / local
     decoding = seconds["decode pass"] - seconds["Arrow round trip, no decoding"]
     print(
         f"  the decoder alone, one core        {per_record * 1e6:7.2f} us/record "

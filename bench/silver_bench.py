@@ -220,15 +220,6 @@ class PeakRss:
         self._thread.join()
 
 
-def timed(fn: Any, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -240,6 +231,7 @@ def main() -> int:
 
     import json
 
+    from _decode_breakdown import best_of as timed
     from _decode_breakdown import print_breakdown
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer

@@ -28,9 +28,9 @@ Contract (docs/contracts.md, "Lakehouse layout"):
   tables by delta-rs, in the driver), so a batch replayed after a crash is skipped by every
   table that already has it. The app id is a UUID kept inside the checkpoint folder: a new
   checkpoint means a new app id (reusing an old one would skip the new query's first batch
-  when it is a replay). A single-table
-  checkpoint that Spark's Delta sink wrote (which commits under the query id) keeps that id
-  as its app id (``lakehouse.checkpoints.load_app_id``), so it goes on exactly once.
+  when it is a replay). A single-table checkpoint that Spark's Delta sink wrote (which
+  commits under the query id) keeps that id as its app id
+  (``lakehouse.checkpoints.load_app_id``), so it goes on exactly once.
 - Triggers: ``available-now`` (take what is there, in one or more batches, stop) and
   ``processing-time`` (``bronze.processing_interval``; runs until stopped).
 """

@@ -25,6 +25,11 @@ def run_available_now(spark: Any, config_file: Path) -> dict[str, Any]:
     return bronze.summarize(queries, cfg)
 
 
+def single_table(name: str) -> str:
+    """The ``[bronze]`` settings of one table ``name`` for every topic."""
+    return f'[bronze]\ntable_mode = "single"\nsingle_table = "{name}"\n'
+
+
 def test_per_topic_exactly_once_and_incremental(spark: Any, kafka: Kafka, tmp_path: Path) -> None:
     prefix = unique_prefix("pertopic")
     orders, users = f"{prefix}.orders", f"{prefix}.Users-v1"
@@ -66,11 +71,7 @@ def test_single_table_mode(spark: Any, kafka: Kafka, tmp_path: Path) -> None:
     kafka.produce(b, 12)
     lake = tmp_path / "lake"
     cfg_file = write_config(
-        tmp_path / "c.toml",
-        lake,
-        kafka.bootstrap,
-        topics=[a, b],
-        extra='[bronze]\ntable_mode = "single"\nsingle_table = "everything"\n',
+        tmp_path / "c.toml", lake, kafka.bootstrap, topics=[a, b], extra=single_table("everything")
     )
     run_available_now(spark, cfg_file)
     got, count = read_bronze(spark, lake / "bronze" / "everything")
@@ -184,9 +185,8 @@ def test_a_single_table_is_named_in_the_catalog_before_its_first_batch(
             tmp_path / "lake",
             kafka.bootstrap,
             topics=[topic],
-            extra='[bronze]\ntable_mode = "single"\nsingle_table = "landed"\n'
-            'processing_interval = "1 second"\n'
-            '[catalog]\nbronze_database = "bronze"\n',
+            extra=single_table("landed")
+            + 'processing_interval = "1 second"\n[catalog]\nbronze_database = "bronze"\n',
         )
     )
     queries = bronze.run(cfg, trigger="processing-time", await_termination=False, spark=spark)
@@ -217,11 +217,7 @@ def test_a_single_table_written_by_spark_s_delta_sink_goes_on_exactly_once(
     kafka.produce(topic, 20)
     lake = tmp_path / "lake"
     cfg_file = write_config(
-        tmp_path / "c.toml",
-        lake,
-        kafka.bootstrap,
-        topics=[topic],
-        extra='[bronze]\ntable_mode = "single"\nsingle_table = "landed"\n',
+        tmp_path / "c.toml", lake, kafka.bootstrap, topics=[topic], extra=single_table("landed")
     )
     cfg = load_config(cfg_file)
     checkpoint, path = bronze.bronze_checkpoint(cfg), bronze.bronze_table_path(cfg, "landed")
