@@ -13,12 +13,11 @@ PySpark's ``TimestampType.fromInternal`` gives, a compound key a ``Row``).
 
 The rules come from ``compile_rule(..., columns=False)``: the compiled decision, without Spark
 columns (building them costs py4j calls). It answers None (the caller uses Spark) unless every
-rule means here exactly what it means in Spark: the column's Arrow type is the one Spark's
-type maps to (string: UTF8_BINARY collation; integers of Spark's width; double; boolean;
-date32; decimal128 of the same precision and scale; timestamp with a time zone, an instant, for
-``TimestampType``) and is one the rule's comparison is modelled for:
+rule means here exactly what it means in Spark: the column is of a kind
+:mod:`quality.arrow_columns` reads as Spark does (its Arrow type the one Spark's type maps to)
+and one the rule's comparison is modelled for:
 
-- null checks: any column (``to_be_null`` lists values: a type above);
+- null checks: any column (``to_be_null`` lists values: a known kind);
 - in set / not in set: string (str values), integer (int values), double (int or float values,
   no NaN or -0.0); no null in the set;
 - between: integer or double against int / float bounds, compared in the type Spark widens to
@@ -26,7 +25,7 @@ date32; decimal128 of the same precision and scale; timestamp with a time zone, 
   (instants, years from 1900: no calendar rebasing);
 - lengths: string (characters, as Spark's ``length``);
 - regex: string, a pattern of ``quality.regex_subset.python_regex``'s subset;
-- unique, compound unique: any type above; min / max: integer, float, double, decimal;
+- unique, compound unique: any known kind; min / max: integer, float, double, decimal;
 - a float column holding NaN or -0.0 (Spark's ordering and grouping normalise them) is
   answered only by the null checks.
 
@@ -46,13 +45,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import Row
 from pyspark.sql import types as T  # noqa: N812
 
+from quality.arrow_columns import Columns, Unsupported, odd_float
 from quality.compiled import (
     FLAG,
     MULTICOLUMN,
@@ -66,24 +65,10 @@ from quality.compiled import (
 )
 from quality.regex_subset import has_line_terminator, line_sensitive, python_regex
 
+# Unsupported: what evaluate_arrow leaves to Spark, named here too
+__all__ = ["ArrowChecks", "Unsupported", "evaluate_arrow"]
+
 _INT64 = (-(2**63), 2**63 - 1)
-_HASHABLE = frozenset({"string", "int", "double", "float", "bool", "date", "timestamp", "decimal"})
-_INTEGRAL = {
-    T.ByteType: pa.int8(),
-    T.ShortType: pa.int16(),
-    T.IntegerType: pa.int32(),
-    T.LongType: pa.int64(),
-}
-_SIMPLE = {
-    T.DoubleType: (pa.float64(), "double"),
-    T.FloatType: (pa.float32(), "float"),
-    T.BooleanType: (pa.bool_(), "bool"),
-    T.DateType: (pa.date32(), "date"),
-}
-
-
-class Unsupported(Exception):  # noqa: N818 - control flow: "Spark must answer"
-    """A rule this module cannot answer with certainty of Spark's answer."""
 
 
 @dataclass
@@ -103,7 +88,7 @@ def evaluate_arrow(
     ``sample_size`` duplicates, its content: see the module docstring). None (no rule's metrics
     touched) when some rule cannot be answered here exactly.
     """
-    columns = _Columns(rows, schema)
+    columns = Columns(rows, schema)
     try:
         marks = [_evaluate(c, columns) for c in compiled]
     except Unsupported:
@@ -130,102 +115,10 @@ def evaluate_arrow(
     return ArrowChecks(found, masks)
 
 
-# -- columns -----------------------------------------------------------------------------------
-
-
-class _Column:
-    """One column: its values as Spark compares them, and as Spark's ``collect`` gives them."""
-
-    def __init__(self, array: pa.ChunkedArray, kind: str | None) -> None:
-        self.array = array
-        self.kind = kind
-
-    @cached_property
-    def nulls(self) -> list[bool]:
-        return self.array.is_null().to_pylist()
-
-    @cached_property
-    def values(self) -> list[Any]:
-        """Python values: timestamps as epoch microseconds (Spark's instants)."""
-        if self.kind is None:
-            raise Unsupported
-        if self.kind == "timestamp":
-            try:
-                micros = self.array.cast(pa.timestamp("us", tz=self.array.type.tz))
-            except pa.ArrowInvalid as exc:  # nanoseconds Spark would truncate
-                raise Unsupported from exc
-            return micros.cast(pa.int64()).to_pylist()
-        return self.array.to_pylist()
-
-    def spark(self, i: int) -> Any:
-        """Row ``i``'s value as PySpark collects it."""
-        value = self.values[i]
-        if self.kind == "timestamp" and value is not None:
-            return T.TimestampType().fromInternal(value)
-        return value
-
-    def comparable(self) -> list[Any]:
-        """The values, checked free of what Spark's ordering normalises (NaN, -0.0)."""
-        if self.kind in ("double", "float") and any(_odd_float(v) for v in self.values):
-            raise Unsupported
-        return self.values
-
-
-class _Columns:
-    def __init__(self, rows: pa.Table, schema: T.StructType) -> None:
-        self._rows = rows
-        self._types = {f.name: f.dataType for f in schema.fields}
-        self._cache: dict[str, _Column] = {}
-        self.rows = rows.num_rows
-
-    def get(self, name: str, kinds: frozenset[str] | None = _HASHABLE) -> _Column:
-        """The column, if its kind is one of ``kinds`` (None: any Arrow type)."""
-        if name not in self._cache:
-            if name not in self._rows.column_names or name not in self._types:
-                raise Unsupported
-            array = self._rows.column(name)
-            self._cache[name] = _Column(array, _kind(self._types[name], array.type))
-        column = self._cache[name]
-        if kinds is not None and column.kind not in kinds:
-            raise Unsupported
-        return column
-
-
-def _kind(spark_type: T.DataType, arrow_type: pa.DataType) -> str | None:
-    """How this module reads a column (None: not modelled): the Arrow type Spark's maps to."""
-    cls = type(spark_type)
-    if cls is T.StringType:
-        binary = getattr(spark_type, "collation", "UTF8_BINARY") == "UTF8_BINARY"
-        strings = pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
-        return "string" if binary and strings else None
-    if cls in _INTEGRAL:
-        return "int" if arrow_type == _INTEGRAL[cls] else None
-    if cls in _SIMPLE:
-        arrow, kind = _SIMPLE[cls]
-        return kind if arrow_type == arrow else None
-    if cls is T.TimestampType:
-        instant = pa.types.is_timestamp(arrow_type) and arrow_type.tz is not None
-        return "timestamp" if instant else None
-    if isinstance(spark_type, T.DecimalType):
-        same = pa.types.is_decimal128(arrow_type) and (
-            arrow_type.precision,
-            arrow_type.scale,
-        ) == (spark_type.precision, spark_type.scale)
-        return "decimal" if same else None
-    return None
-
-
-def _odd_float(value: Any) -> bool:
-    """NaN or -0.0: values Spark's comparisons and grouping normalise."""
-    if not isinstance(value, float):
-        return False
-    return math.isnan(value) or (value == 0.0 and math.copysign(1.0, value) < 0)
-
-
 # -- rules ---------------------------------------------------------------------------------------
 
 
-def _evaluate(c: CompiledRule, columns: _Columns) -> list[bool] | None:
+def _evaluate(c: CompiledRule, columns: Columns) -> list[bool] | None:
     """The rule's unexpected-row mask (None for an aggregate expectation)."""
     if not c.row_level:
         if c.metric is not None and c.metric != ROW_COUNT:
@@ -238,15 +131,15 @@ def _evaluate(c: CompiledRule, columns: _Columns) -> list[bool] | None:
     return build(c.kwargs, columns)
 
 
-def _not_null(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+def _not_null(kw: dict[str, Any], columns: Columns) -> list[bool]:
     return columns.get(kw["column"], None).nulls
 
 
-def _null(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+def _null(kw: dict[str, Any], columns: Columns) -> list[bool]:
     return [not n for n in columns.get(kw["column"]).nulls]
 
 
-def _in_set(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+def _in_set(kw: dict[str, Any], columns: Columns) -> list[bool]:
     if kw.get("value_set") is None:  # GE: vacuously true
         return [False] * len(columns.get(kw["column"], None).nulls)
     column = columns.get(kw["column"], frozenset({"string", "int", "double"}))
@@ -254,7 +147,7 @@ def _in_set(kw: dict[str, Any], columns: _Columns) -> list[bool]:
     return [v is not None and v not in found for v in column.comparable()]
 
 
-def _not_in_set(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+def _not_in_set(kw: dict[str, Any], columns: Columns) -> list[bool]:
     column = columns.get(kw["column"], frozenset({"string", "int", "double"}))
     found = _value_set(column.kind, kw.get("value_set") or [])
     return [v is not None and v in found for v in column.comparable()]
@@ -268,42 +161,42 @@ def _value_set(kind: str | None, values: Any) -> frozenset[Any]:
             out.add(v)
         elif kind in ("int", "double") and _is_int(v):
             out.add(float(v) if kind == "double" else v)
-        elif kind == "double" and isinstance(v, float) and not _odd_float(v):
+        elif kind == "double" and isinstance(v, float) and not odd_float(v):
             out.add(v)
         else:
             raise Unsupported
     return frozenset(out)
 
 
-def _between(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+def _between(kw: dict[str, Any], columns: Columns) -> list[bool]:
     column = columns.get(kw["column"], frozenset({"int", "double", "timestamp"}))
     return _outside(column.kind, column.comparable(), kw)
 
 
-def _lengths_between(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+def _lengths_between(kw: dict[str, Any], columns: Columns) -> list[bool]:
     return _outside("int", _lengths(kw, columns), kw)
 
 
-def _lengths_equal(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+def _lengths_equal(kw: dict[str, Any], columns: Columns) -> list[bool]:
     expected = _bound("int", kw["value"])
     return [n is not None and n != expected for n in _lengths(kw, columns)]
 
 
-def _lengths(kw: dict[str, Any], columns: _Columns) -> list[int | None]:
+def _lengths(kw: dict[str, Any], columns: Columns) -> list[int | None]:
     """Spark's ``length`` of a string: its characters (code points), as Python's ``len``."""
     values = columns.get(kw["column"], frozenset({"string"})).values
     return [None if v is None else len(v) for v in values]
 
 
-def _match_regex(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+def _match_regex(kw: dict[str, Any], columns: Columns) -> list[bool]:
     return [m is False for m in _matches(kw, columns)]
 
 
-def _not_match_regex(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+def _not_match_regex(kw: dict[str, Any], columns: Columns) -> list[bool]:
     return [m is True for m in _matches(kw, columns)]
 
 
-def _matches(kw: dict[str, Any], columns: _Columns) -> list[bool | None]:
+def _matches(kw: dict[str, Any], columns: Columns) -> list[bool | None]:
     """Spark's ``rlike`` (Java's ``find``) of each string; None for nulls."""
     pattern = kw.get("regex")
     if not isinstance(pattern, str):
@@ -317,13 +210,13 @@ def _matches(kw: dict[str, Any], columns: _Columns) -> list[bool | None]:
     return [None if v is None else compiled.search(v) is not None for v in values]
 
 
-def _unique(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+def _unique(kw: dict[str, Any], columns: Columns) -> list[bool]:
     values = columns.get(kw["column"]).comparable()
     counts = Counter(v for v in values if v is not None)
     return [v is not None and counts[v] > 1 for v in values]
 
 
-def _compound_unique(kw: dict[str, Any], columns: _Columns) -> list[bool]:
+def _compound_unique(kw: dict[str, Any], columns: Columns) -> list[bool]:
     keys = list(zip(*(columns.get(c).comparable() for c in kw["column_list"]), strict=True))
     counts = Counter(keys)  # over every row, as Spark's window (quality.predicates)
     return [k and counts[key] > 1 for k, key in zip(_kept(kw, keys), keys, strict=True)]
@@ -339,7 +232,7 @@ def _kept(kw: dict[str, Any], keys: list[tuple[Any, ...]]) -> list[bool]:
     return [not all(v is None for v in key) for key in keys]
 
 
-_MASKS: dict[str, Callable[[dict[str, Any], _Columns], list[bool]]] = {
+_MASKS: dict[str, Callable[[dict[str, Any], Columns], list[bool]]] = {
     "expect_column_values_to_not_be_null": _not_null,
     "expect_column_values_to_be_null": _null,
     "expect_column_values_to_be_in_set": _in_set,
@@ -406,7 +299,7 @@ def _is_int(value: Any) -> bool:
 
 
 def _aggregates(
-    i: int, c: CompiledRule, mask: list[bool] | None, columns: _Columns, sample_size: int
+    i: int, c: CompiledRule, mask: list[bool] | None, columns: Columns, sample_size: int
 ) -> dict[str, Any]:
     """The rule's ``m{i}_...`` entries of Spark's aggregation row (``compiled.evaluate``)."""
     n = columns.rows
@@ -428,7 +321,7 @@ def _aggregates(
     return out
 
 
-def _values_of(c: CompiledRule, columns: _Columns) -> Callable[[int], Any]:
+def _values_of(c: CompiledRule, columns: Columns) -> Callable[[int], Any]:
     """What Spark collects for row i of a windowed rule: the value, or a ``Row`` of the key."""
     assert c.rule.expectation in WINDOWED
     if "column_list" not in c.kwargs:

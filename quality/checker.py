@@ -1,10 +1,9 @@
 """Validate silver micro-batches against Great Expectations suites; split them into kept and failed.
 
-``QualityChecker(spark, lakehouse_path, rules)`` opens one Great Expectations file context under
-``<lakehouse>/quality/gx`` (created once, reused for every batch), registers one Spark dataframe
-asset per silver table and builds one expectation suite per message type: the defaults of
-:func:`quality.rules.default_rules` plus the configured rules (suites are code: rebuilt at every
-start, the stored JSON is only what Data Docs render).
+``QualityChecker(spark, lakehouse_path, rules)`` opens one Great Expectations file context
+(created once, reused for every batch), registers one Spark dataframe asset per silver table
+and builds one expectation suite per message type (:mod:`quality.suites`: where the context
+lives, what a suite holds).
 
 ``validate(df, message_type=..., table=..., batch_id=..., reference_time=...)`` judges the batch
 by the suite and returns a :class:`QualityOutcome`. ``reference_time`` is the batch's "now" (the
@@ -67,29 +66,22 @@ moves; the batch fails only when the rule's policy is ``fail`` (``fail_batch``).
 
 Raises :class:`QualityConfigError` when Great Expectations raises while evaluating a rule
 (e.g. a regex on a number column), and at start-up when a configured regular expression is
-not valid for Java's ``java.util.regex`` (Spark's engine). Great Expectations keeps its
-context (and Data Docs, :mod:`quality.docs`) on the local disk: under ``<lakehouse>/quality``
-for a local lakehouse (or ``file://`` URI), in a local temporary folder otherwise (the results
-table is still in the lakehouse).
+not valid for Java's ``java.util.regex`` (Spark's engine).
 """
 
 from __future__ import annotations
 
 import logging
-import tempfile
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import great_expectations as gx
 import pyarrow as pa
-from great_expectations.core import ExpectationSuite
 from great_expectations.core.expectation_validation_result import (
     ExpectationSuiteValidationResult,
     ExpectationValidationResult,
 )
-from great_expectations.data_context.types.base import ProgressBarsConfig
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import StructType
@@ -98,7 +90,7 @@ from lakehouse.layout import Layout
 from quality.arrow_checks import evaluate_arrow
 from quality.compiled import CompiledRule, compile_rule, evaluate, int_or_none, validation_result
 from quality.docs import DataDocs, publish_folder, suite_result
-from quality.ge_run import DATASOURCE, SAMPLE_SIZE, WITH_SAMPLE, GreatExpectationsRunner, Suite
+from quality.ge_run import DATASOURCE, SAMPLE_SIZE, WITH_SAMPLE, GreatExpectationsRunner
 from quality.outcomes import ArrowOutcome, QualityFailed, QualityOutcome
 from quality.predicates import unexpected_predicate
 from quality.results import QualityResult, format_observed, write_results
@@ -108,9 +100,9 @@ from quality.rules import (
     ExpectationRule,
     check_java_regexes,
     missing_columns,
-    suite_rules,
 )
 from quality.split import split_batch, split_masks, with_reason
+from quality.suites import Suite, Suites, local_layout, open_context
 
 log = logging.getLogger(__name__)
 
@@ -167,23 +159,17 @@ class QualityChecker:
         self._spark = spark
         self._layout = Layout(lakehouse_path)
         self._rules = list(rules)
-        local = _local_layout(self._layout)
-        quality_dir = local.local_quality_dir()
+        local = local_layout(self._layout)
         check_java_regexes(spark, self._rules)
-        quality_dir.mkdir(parents=True, exist_ok=True)
-        self._context = gx.get_context(mode="file", project_root_dir=str(quality_dir))
-        self._context.variables.progress_bars = ProgressBarsConfig(globally=False)
-        self._context.variables.save()
-        self._docs = DataDocs(self._context, local.local_quality_docs())
+        context = open_context(local.local_quality_dir())
+        self._docs = DataDocs(context, local.local_quality_docs())
         self.docs_dir = self._docs.docs_dir
-        self._ge = GreatExpectationsRunner(self._context, spark)
-        self._suites: dict[str, Suite] = {}
+        self._ge = GreatExpectationsRunner(context, spark)
         self._latest: dict[str, tuple[ExpectationSuiteValidationResult, str, int, datetime]] = {}
         # GE's context is not thread-safe: GE runs, suite creation and Data Docs take turns.
         # Compiled rules never take this lock.
         self._lock = self._ge.lock
-        for message_type in sorted({r.message_type for r in self._rules}):
-            self._suite_for(message_type)
+        self._suites = Suites(context, self._rules, self._lock)
 
     @property
     def docs_index(self) -> Path:
@@ -191,10 +177,10 @@ class QualityChecker:
         return self._docs.index
 
     def suite_names(self) -> list[str]:
-        return sorted(self._suites)
+        return self._suites.names()
 
     def rules_for(self, message_type: str) -> list[ExpectationRule]:
-        return list(self._suite_for(message_type).rules)
+        return list(self._suites.get(message_type).rules)
 
     # -- validation ------------------------------------------------------------------------
 
@@ -292,7 +278,7 @@ class QualityChecker:
     def _start(
         self, schema: StructType, message_type: str, reference_time: datetime | None
     ) -> _Run:
-        entry = self._suite_for(message_type)
+        entry = self._suites.get(message_type)
         validated_at = datetime.now(UTC)
         reference = reference_time if reference_time is not None else validated_at
         return _Run(
@@ -375,26 +361,6 @@ class QualityChecker:
             return self._ge.flag_by_keys(flagged, verdicts.ge_batch, rule, parameters, name)
 
         return split_batch(df, failing, flag, _rows_failed(verdicts, failing))
-
-    def _suite_for(self, message_type: str) -> Suite:
-        entry = self._suites.get(message_type)
-        if entry is not None:
-            return entry
-        with self._lock:  # GE's context is not thread-safe; a new message type is rare
-            entry = self._suites.get(message_type)
-            if entry is not None:
-                return entry
-            rules = suite_rules(message_type, self._rules)
-            suite = ExpectationSuite(name=message_type)
-            for rule in rules:
-                suite.add_expectation(rule.to_expectation())
-            suite = self._context.suites.add_or_update(suite)
-            entry = Suite(suite=suite, rules=rules)
-            for rule, expectation in zip(rules, suite.expectations, strict=True):
-                entry.by_id[str(expectation.id)] = rule
-                entry.expectation_of[rule.expectation_id] = expectation
-            self._suites[message_type] = entry
-            return entry
 
     def build_data_docs(self) -> Path:
         """Render every suite and the latest result of each under ``<lakehouse>/quality/docs``.
@@ -522,19 +488,3 @@ def _warn_skipped(
                 ", ".join(missing[rule.expectation_id]),
                 " (policy fail: the batch fails)" if rule.policy == "fail" else "",
             )
-
-
-def _local_layout(layout: Layout) -> Layout:
-    """Where Great Expectations keeps its context and Data Docs: the lakehouse itself when it
-    is a local folder, else a layout rooted in a new temporary folder."""
-    if layout.is_local:
-        return layout
-    local = Layout(tempfile.mkdtemp(prefix="protolake-gx-"))
-    log.warning(
-        "quality: the lakehouse %s is not on the local disk: Great Expectations' context and "
-        "Data Docs are built in %s and the Data Docs published to the lakehouse's quality/docs "
-        "(the results table is written to the lakehouse)",
-        layout.root,
-        local.local_quality_dir(),
-    )
-    return local

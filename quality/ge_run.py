@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import threading
 from copy import copy
-from dataclasses import dataclass, field
 from typing import Any
 
 from great_expectations.core import ExpectationSuite
@@ -25,12 +24,12 @@ from great_expectations.core.expectation_validation_result import (
     ExpectationSuiteValidationResult,
     ExpectationValidationResult,
 )
-from great_expectations.expectations.expectation import Expectation
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import StructType
 
 from quality.rules import KAFKA_KEY, ExpectationRule, QualityConfigError
+from quality.suites import Suite
 
 DATASOURCE = "protolake_silver"
 SAMPLE_SIZE = 5  # unexpected values kept for a failed expectation (results, Data Docs)
@@ -39,18 +38,6 @@ SAMPLE_SIZE = 5  # unexpected values kept for a failed expectation (results, Dat
 # it again for the failed expectations only.
 COUNTS_ONLY = {"result_format": "BASIC", "partial_unexpected_count": 0}
 WITH_SAMPLE = {"result_format": "BASIC", "partial_unexpected_count": SAMPLE_SIZE}
-
-
-@dataclass
-class Suite:
-    """One message type's GE suite, its rules, and each rule's expectation (by id)."""
-
-    suite: ExpectationSuite
-    rules: list[ExpectationRule]
-    by_id: dict[str, ExpectationRule] = field(default_factory=dict)  # by GE expectation id
-    expectation_of: dict[str, Expectation] = field(default_factory=dict)  # by expectation_id
-    # the suite without the rules GE does not run on a batch (compiled, or columns missing)
-    partial: dict[frozenset[str], ExpectationSuite] = field(default_factory=dict)
 
 
 class GreatExpectationsRunner:
