@@ -11,8 +11,9 @@
    batch takes the Spark path the steps below describe; both land the same rows;
 1. frame (``framing``): the JVM cuts each record's frame head; the driver reads each distinct
    head once into a ``codec.SchemaKey`` and a payload offset (``record_framing`` frames the
-   few records a head is not enough for, in Python); the batch's record count then chooses
-   how the later steps' expressions are evaluated (``evaluation``);
+   few records a head is not enough for, in Python); the batch's largest record chooses how
+   its records are cut into Arrow batches for the Python workers (``arrow_batches``), its
+   record count how the later steps' expressions are evaluated (``evaluation``);
 2. resolve the distinct schema keys on the driver, once each (``resolution``);
    ``RegistryUnavailable`` fails the batch (nothing is quarantined for an outage);
 3. plan each table's schema (``plan``): compatible versions are merged, others go to
@@ -73,6 +74,7 @@ from lakehouse.layout import Layout
 from lakehouse.materialized import keeps_as_leaf, materialize, release
 from lakehouse.streaming import run_together
 
+from .arrow_batches import ArrowBatches
 from .arrow_rows import ArrowFailures, passed_rows, union_rows
 from .arrow_rows import table_rows as arrow_table_rows
 from .decode import DecodeSpec
@@ -161,6 +163,7 @@ class SilverBatch:
         self.history: list[BatchStats] = []
         self._lock = _DRIVER_LOCK
         self.evaluation = ExpressionEvaluation.for_session(spark)
+        self.arrow_batches = ArrowBatches.for_session(spark)
         # a frame kept as a local checkpoint is computed by a job that also counts its failures
         self.keeps_as_leaf = keeps_as_leaf(str(spark.sparkContext.master))
         registration = SilverRegistration(
@@ -275,6 +278,8 @@ class SilverBatch:
         framing a second job frames those, kept for the steps that read them again.
         """
         heads = Heads.of_rows(head_counts(bronze))
+        # before any of the batch's passes ships records to the Python workers
+        self.arrow_batches.choose(bronze.sparkSession, heads.largest_record)
         framed = heads.framed(bronze)
         if not heads.python:
             return KeyCounts(heads.counts, heads.topics), FramedBatch(bronze, heads, framed)

@@ -45,6 +45,8 @@ from codec.framing import (
     VALUE_SCHEMA_ID_HEADER,
 )
 
+from .arrow_batches import record_bytes
+
 BRONZE_COLUMNS: tuple[str, ...] = (
     "key",
     "value",
@@ -81,6 +83,8 @@ FRAMED_FIELDS: tuple[T.StructField, ...] = (
 INGESTED_AT = "_ingested_at"
 #: :func:`head_counts`' latest ``_ingested_at`` of each group
 LATEST_INGESTED = "_latest_ingested"
+#: :func:`head_counts`' largest record of each group (``arrow_batches.record_bytes``)
+LARGEST_RECORD = "_largest_record"
 VALUE_HEAD = "_value_head"
 KEY_HEAD = "_key_head"
 #: the index of a record's schema version among those one pass decodes
@@ -162,15 +166,20 @@ def frame_heads(bronze: DataFrame, extra: Sequence[str] = ()) -> DataFrame:
 
 def head_counts(bronze: DataFrame) -> list[Row]:
     """The distinct (value head, key head, ``IN_PYTHON``, ``topic``) of a batch, their
-    ``count`` and their latest ``_ingested_at`` (:data:`LATEST_INGESTED`, null when bronze has
-    no such column): the batch's reference time comes with the heads, not from a scan of its
-    own."""
+    ``count``, their latest ``_ingested_at`` (:data:`LATEST_INGESTED`, null when bronze has
+    no such column) and their largest record's bytes (:data:`LARGEST_RECORD`): the batch's
+    reference time and the size of its Arrow batches come with the heads, not from scans of
+    their own."""
     ingested = INGESTED_AT in bronze.columns
     heads = frame_heads(bronze, extra=(INGESTED_AT,) if ingested else ())
     latest = F.max(INGESTED_AT) if ingested else F.lit(None).cast("timestamp")
     return (
         heads.groupBy(VALUE_HEAD, KEY_HEAD, IN_PYTHON, "topic")
-        .agg(F.count(F.lit(1)).alias("count"), latest.alias(LATEST_INGESTED))
+        .agg(
+            F.count(F.lit(1)).alias("count"),
+            latest.alias(LATEST_INGESTED),
+            F.max(record_bytes()).alias(LARGEST_RECORD),
+        )
         .collect()
     )
 
@@ -253,6 +262,8 @@ class Heads:
         topics: the Kafka topics of each value schema key's records framed here.
         latest_ingested: the latest ``_ingested_at`` of the batch's rows (all of them, framed
             here or in Python); None without that column or with only nulls.
+        largest_record: the bytes of the batch's largest record in an Arrow batch
+            (``arrow_batches.record_bytes``); None for a batch without records.
     """
 
     values: dict[bytes | None, tuple[Any, ...]]
@@ -261,6 +272,7 @@ class Heads:
     python: bool
     topics: dict[SchemaKey, set[str]]
     latest_ingested: datetime | None = None
+    largest_record: int | None = None
 
     @classmethod
     def of_rows(cls, rows: Iterable[Row], max_heads: int = MAX_PLAN_HEADS) -> Heads:
@@ -277,10 +289,12 @@ class Heads:
         topics: dict[SchemaKey, set[str]] = {}
         python = False
         latest: datetime | None = None
+        largest: int | None = None
         for r in rows:
             ingested = r[LATEST_INGESTED]
             if ingested is not None and (latest is None or ingested > latest):
                 latest = ingested
+            largest = max(largest or 0, int(r[LARGEST_RECORD]))
             vh, kh = _bytes(r[VALUE_HEAD]), _bytes(r[KEY_HEAD])
             if vh not in kept_values or kh not in kept_keys:
                 python = True
@@ -301,6 +315,7 @@ class Heads:
             python,
             topics,
             latest,
+            largest,
         )
 
     @classmethod
