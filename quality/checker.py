@@ -71,8 +71,7 @@ not valid for Java's ``java.util.regex`` (Spark's engine).
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -88,12 +87,12 @@ from pyspark.sql.types import StructType
 
 from lakehouse.layout import Layout
 from quality.arrow_checks import evaluate_arrow
-from quality.compiled import CompiledRule, compile_rule, evaluate, int_or_none, validation_result
+from quality.compiled import CompiledRule, compile_rule, evaluate, validation_result
 from quality.docs import DataDocs, publish_folder, suite_result
 from quality.ge_run import DATASOURCE, SAMPLE_SIZE, WITH_SAMPLE, GreatExpectationsRunner
 from quality.outcomes import ArrowOutcome, QualityFailed, QualityOutcome
 from quality.predicates import unexpected_predicate
-from quality.results import QualityResult, format_observed, write_results
+from quality.results import QualityResult, write_results
 from quality.rules import (
     TIMESTAMP_MAX_PARAMETER,
     TIMESTAMP_MAX_SLACK,
@@ -103,23 +102,10 @@ from quality.rules import (
 )
 from quality.split import split_batch, split_masks, with_reason
 from quality.suites import Suite, Suites, local_layout, open_context
-
-log = logging.getLogger(__name__)
+from quality.verdicts import Judged, Verdicts, conclude, result_row, rows_failed, warn_skipped
 
 # the outcomes of validate and validate_arrow, and the error a fail rule raises, named here too
 __all__ = ["ArrowOutcome", "QualityChecker", "QualityFailed", "QualityOutcome"]
-
-SKIPPED = "skipped"  # observed_value prefix of a rule whose columns a batch lacks
-
-
-@dataclass
-class _Verdicts:
-    """One batch's verdicts: by expectation id, in GE's form, and how to find their rows."""
-
-    by_id: dict[str, ExpectationValidationResult] = field(default_factory=dict)
-    compiled: dict[str, CompiledRule] = field(default_factory=dict)
-    ge_batch: Any = None  # GE's batch, when GE ran some rule (its rows are found through it)
-    found: dict[str, Any] = field(default_factory=dict)  # the compiled aggregation's row
 
 
 @dataclass
@@ -134,16 +120,6 @@ class _Run:
     @property
     def skipped(self) -> frozenset[str]:
         return frozenset(self.missing)
-
-
-@dataclass
-class _Judged:
-    """The verdicts in suite order and what follows from them."""
-
-    ran: list[tuple[ExpectationRule, ExpectationValidationResult]]
-    to_quarantine: list[tuple[ExpectationRule, ExpectationValidationResult]]
-    fail_batch: bool
-    rows_checked: int | None
 
 
 class QualityChecker:
@@ -204,9 +180,9 @@ class QualityChecker:
             QualityConfigError: GE raised while evaluating a rule.
         """
         run = self._start(df.schema, message_type, reference_time)
-        _warn_skipped(run.entry.rules, run.missing, table, batch_id)
+        warn_skipped(run.entry.rules, run.missing, table, batch_id)
         verdicts = self._judge(df, run, table)
-        judged = _judged(run, verdicts)
+        judged = conclude(run.entry.rules, run.missing, verdicts)
         if judged.to_quarantine:
             passed, failed, rows_quarantined = self._split(
                 df, verdicts, judged.to_quarantine, run.parameters
@@ -256,10 +232,10 @@ class QualityChecker:
         checks = evaluate_arrow(rows, schema, list(compiled.values()), SAMPLE_SIZE)
         if checks is None:
             return None
-        verdicts = _Verdicts(compiled=compiled, found=checks.found)
+        verdicts = Verdicts(compiled=compiled, found=checks.found)
         _judge_compiled(verdicts, run.entry, table)
-        _warn_skipped(run.entry.rules, run.missing, table, batch_id)
-        judged = _judged(run, verdicts)
+        warn_skipped(run.entry.rules, run.missing, table, batch_id)
+        judged = conclude(run.entry.rules, run.missing, verdicts)
         masks = [checks.masks[compiled[r.expectation_id].flag] for r, _ in judged.to_quarantine]
         failed, reasons = split_masks(rows.num_rows, judged.to_quarantine, masks)
         results = self._finish(run, judged, verdicts, message_type, table, batch_id, len(reasons))
@@ -291,8 +267,8 @@ class QualityChecker:
     def _finish(
         self,
         run: _Run,
-        judged: _Judged,
-        verdicts: _Verdicts,
+        judged: Judged,
+        verdicts: Verdicts,
         message_type: str,
         table: str,
         batch_id: int,
@@ -315,7 +291,7 @@ class QualityChecker:
             rows_checked=judged.rows_checked,
             rows_quarantined=rows_quarantined,
         )
-        return [_result(template, r, verdicts.by_id, run.missing) for r in run.entry.rules]
+        return [result_row(template, r, verdicts.by_id, run.missing) for r in run.entry.rules]
 
     def _remember(
         self,
@@ -331,9 +307,9 @@ class QualityChecker:
         )
         self._latest[message_type] = (result, table, int(batch_id), validated_at)
 
-    def _judge(self, df: DataFrame, run: _Run, table: str) -> _Verdicts:
+    def _judge(self, df: DataFrame, run: _Run, table: str) -> Verdicts:
         """Every runnable rule's GE result: compiled ones in one aggregation, the rest by GE."""
-        verdicts = _Verdicts(compiled=_compile(run, df.schema))
+        verdicts = Verdicts(compiled=_compile(run, df.schema))
         if verdicts.compiled:
             _, verdicts.found = evaluate(df, list(verdicts.compiled.values()), SAMPLE_SIZE)
             _judge_compiled(verdicts, run.entry, table)
@@ -346,7 +322,7 @@ class QualityChecker:
     def _split(
         self,
         df: DataFrame,
-        verdicts: _Verdicts,
+        verdicts: Verdicts,
         failing: list[tuple[ExpectationRule, ExpectationValidationResult]],
         parameters: dict[str, Any],
     ) -> tuple[DataFrame, DataFrame, int]:
@@ -360,7 +336,7 @@ class QualityChecker:
                     return flagged.withColumn(name, F.coalesce(predicate, F.lit(False)))
             return self._ge.flag_by_keys(flagged, verdicts.ge_batch, rule, parameters, name)
 
-        return split_batch(df, failing, flag, _rows_failed(verdicts, failing))
+        return split_batch(df, failing, flag, rows_failed(verdicts, failing))
 
     def build_data_docs(self) -> Path:
         """Render every suite and the latest result of each under ``<lakehouse>/quality/docs``.
@@ -400,7 +376,7 @@ def _compile(run: _Run, schema: StructType, *, columns: bool = True) -> dict[str
     return out
 
 
-def _judge_compiled(verdicts: _Verdicts, entry: Suite, table: str) -> None:
+def _judge_compiled(verdicts: Verdicts, entry: Suite, table: str) -> None:
     """GE's verdict on each compiled rule's metrics (filled by the evaluation), into by_id."""
     for expectation_id, compiled in verdicts.compiled.items():
         v = validation_result(
@@ -409,82 +385,3 @@ def _judge_compiled(verdicts: _Verdicts, entry: Suite, table: str) -> None:
         if v.success:  # as GE's COUNTS_ONLY run: a sample for failures only
             v.result["partial_unexpected_list"] = []
         verdicts.by_id[expectation_id] = v
-
-
-def _judged(run: _Run, verdicts: _Verdicts) -> _Judged:
-    ran = [
-        (r, verdicts.by_id[r.expectation_id])
-        for r in run.entry.rules
-        if r.expectation_id in verdicts.by_id
-    ]
-    fail_batch = any(r.policy == "fail" and not v.success for r, v in ran) or any(
-        r.policy == "fail" for r in run.entry.rules if r.expectation_id in run.missing
-    )
-    return _Judged(
-        ran=ran,
-        to_quarantine=[(r, v) for r, v in ran if r.policy == "quarantine" and not v.success],
-        fail_batch=fail_batch,
-        rows_checked=max((v.result.get("element_count") or 0 for _, v in ran), default=None),
-    )
-
-
-def _rows_failed(
-    verdicts: _Verdicts, failing: list[tuple[ExpectationRule, ExpectationValidationResult]]
-) -> int | None:
-    """Rows the failed quarantine rules flag, from the compiled aggregation, if it counted them:
-    the failed rules are all compiled, and are exactly the compiled quarantine rules that
-    found a row (a rule that passes with unexpected rows, ``mostly``, would be counted too)."""
-    failed_ids = {rule.expectation_id for rule, _ in failing}
-    if not failed_ids <= set(verdicts.compiled):
-        return None
-    counted = {
-        expectation_id
-        for expectation_id, c in verdicts.compiled.items()
-        if c.rule.policy == "quarantine"
-        and c.row_level
-        and (verdicts.by_id[expectation_id].result.get("unexpected_count") or 0) > 0
-    }
-    if counted != failed_ids:
-        return None
-    return int(verdicts.found["__any_quarantine"] or 0)
-
-
-def _result(
-    template: QualityResult,
-    rule: ExpectationRule,
-    by_id: dict[str, ExpectationValidationResult],
-    missing: dict[str, list[str]],
-) -> QualityResult:
-    """The rule's result row: its verdict, or "skipped" when the batch lacks its columns."""
-    v = by_id.get(rule.expectation_id)
-    mine = replace(
-        template,
-        expectation=rule.expectation_id,
-        expectation_type=rule.expectation,
-        policy=rule.policy,
-    )
-    if v is None:
-        columns = ", ".join(missing[rule.expectation_id])
-        return replace(mine, observed_value=f"{SKIPPED}: column(s) {columns} not in the batch")
-    return replace(
-        mine,
-        success=bool(v.success),
-        element_count=int_or_none(v.result.get("element_count")),
-        unexpected_count=int_or_none(v.result.get("unexpected_count")),
-        observed_value=format_observed(v.result),
-    )
-
-
-def _warn_skipped(
-    rules: list[ExpectationRule], missing: dict[str, list[str]], table: str, batch_id: int
-) -> None:
-    for rule in rules:
-        if rule.expectation_id in missing:
-            log.warning(
-                "%s on %s batch %s: skipped, column(s) %s not in the batch%s",
-                rule.describe(),
-                table,
-                batch_id,
-                ", ".join(missing[rule.expectation_id]),
-                " (policy fail: the batch fails)" if rule.policy == "fail" else "",
-            )
