@@ -2,7 +2,7 @@
 timed one by one on the same input, each ending in Spark's ``noop`` sink.
 
 - input only: producing the input rows' bronze columns (every Spark part below includes it);
-- frame heads: the head pass (``framing.head_counts``, JVM only);
+- frame heads: the head pass (``frame_heads.head_counts``, JVM only);
 - framed records: the records of the schema key, framed by JVM expressions (JVM only);
 - Arrow round trip: the decode pass's input to the Python workers and an all-null batch of
   the decoded schema back (validity buffers only: no values, not even the lineage's): the

@@ -42,20 +42,29 @@ for the streams but slows JVM-heavy work such as ``from_json`` more than protola
 To measure with the optimising compiler too, name the driver's JVM options in a
 ``spark-defaults.conf`` (``local_conf`` then adds none), e.g.
 ``SPARK_CONF_DIR=<dir with "spark.driver.extraJavaOptions -XX:ReservedCodeCacheSize=240m">``.
-On 2 cores, over several runs: silver 183-212k records/s and ``from_json`` 77-85k with the
-client compiler alone (2.4-2.5x), 272-306k and 261-287k with the optimising one (1.0-1.09x).
+Before any timing, silver and ``from_json`` run once each: the JIT compiles the code every
+method runs before the first method is timed, not within its runs. On 2 cores, one run each:
+silver 246,531 records/s and ``from_json`` 88,291 with the client compiler alone (2.79x);
+389,932 and 296,320 with the optimising one (1.32x). Silver with Spark's Arrow byte limit
+measured after every record (``pipelines.silver.arrow_batches`` turns it off where the record
+limit ends every Arrow batch first): 197,555 and 372,537 records/s in the same runs (1.25x
+and 1.05x slower; over four runs of the decode pass alone, 1.94-2.16 s against 2.39-2.45 s
+with the optimising compiler).
 
 Then, where silver's time goes (``bench/_decode_breakdown.py``: each part of the two passes
-alone, ending in the ``noop`` sink). With the optimising compiler, 1M records: input 0.36 s,
-frame heads 0.39 s, framed records 0.41 s, the decode pass's Arrow round trip without decoding
-1.37 s, the decode pass 2.47 s; the decoder alone 0.89 us a record on one core (0.44 s on two).
-So everything but the decoding (the pass, 2.47 s, less the framed records' 0.41 s and the
-decoder's 0.44 s: the rows to Arrow and back, the transfers and the Python side's Arrow
-handling, assuming the decoder took its two cores' share alone) is about 1.6 s, more than the
-decoding; with the optimising compiler, ``from_json`` (one pass, no Arrow) is as fast as the
-whole. Keeping the lineage columns in the JVM (a scalar Arrow UDF given only the value and its
-payload offset, its result put beside each row) does not pay: the JVM then queues every input
-row to join it back. The pass took 2.38 s that way against 2.42 s as it is (3.73 against
+alone, ending in the ``noop`` sink). With the optimising compiler, 1M records: input 0.32 s,
+frame heads 0.43 s, framed records 0.47 s, the decode pass's Arrow round trip without decoding
+1.2 s, the decode pass 2.0-2.5 s; the decoder alone 0.94 us a record on one core (0.47 s on
+two). So everything but the decoding (the pass less the framed records and the decoder: the
+rows to Arrow and back, the transfers and the Python side's Arrow handling) is 1.1-1.6 s,
+more than the decoding; ``from_json`` is one pass with no Arrow. In a JFR profile of the
+decode pass (optimising compiler, byte limit off), a third of the executor threads' samples
+are the JVM turning the pass's Arrow output into rows (``SpecificUnsafeProjection``), and a
+seventh Arrow's bounds checks on validity bytes; turning those checks off
+(``-Darrow.enable_unsafe_memory_access=true``) made no difference beyond the runs' spread.
+Keeping the lineage columns in the JVM (a scalar Arrow UDF given only the value and its
+payload offset, its result put beside each row) does not pay either: the JVM then queues every
+input row to join it back. The pass took 2.38 s that way against 2.42 s as it is (3.73 against
 3.89 s with the client compiler alone), best of four each, a difference within the runs'
 spread, with 300 MB more JVM memory.
 """
@@ -244,7 +253,8 @@ def main() -> int:
     from codec import SchemaResolver, open_registry
     from pipelines.silver.arrow_batches import MAX_BYTES, ArrowBatches
     from pipelines.silver.decode import DecodeSpec, decode_version
-    from pipelines.silver.framing import BRONZE_COLUMNS, FramedBatch, Heads, head_counts
+    from pipelines.silver.frame_heads import BRONZE_COLUMNS, head_counts
+    from pipelines.silver.framing import FramedBatch, Heads
     from pipelines.silver.resolution import resolve_schema_keys
     from pipelines.spark import build_session
 

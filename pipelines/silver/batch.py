@@ -81,14 +81,8 @@ from .decode import DecodeSpec
 from .decode_pass import DecodedVersion
 from .driver_pass import DRIVER_RECORDS, SmallBatch, collect_small
 from .evaluation import ExpressionEvaluation
-from .framing import (
-    BRONZE_COLUMNS,
-    INGESTED_AT,
-    FramedBatch,
-    Heads,
-    batch_reference_time,
-    head_counts,
-)
+from .frame_heads import BRONZE_COLUMNS, INGESTED_AT, head_counts
+from .framing import FramedBatch, Heads, batch_reference_time
 from .plan import TablePlan, plan_tables, table_rows, table_schema
 from .record_framing import python_framed
 from .registration import SilverRegistration

@@ -1,9 +1,9 @@
 """Step 1 of a silver micro-batch: read the Confluent framing (``codec.framing``) of every
 bronze record, once per distinct frame head rather than once per record.
 
-The JVM cuts each record's raw frame head (:func:`head_expr`: one ``substring``, as long as
-the frame when its message indexes are single bytes, :func:`head_length`); only the distinct
-heads come to the driver, where ``codec.parse_frame`` reads each once (:class:`Heads`). A cut
+The JVM cuts each record's raw frame head (``frame_heads``: one ``substring``, as long as
+the frame when its message indexes are single bytes); only the distinct heads come to the
+driver, where ``codec.parse_frame`` reads each once (:class:`Heads`). A cut
 head gives what the whole value gives (parsing is sequential: it reads the whole frame, fails
 as the value fails, or runs out where the value goes on). The last, records with a
 schema-id header, and those of heads beyond the batch's :data:`MAX_PLAN_HEADS` most frequent
@@ -38,24 +38,40 @@ from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import CodecError, Frame, SchemaKey, Truncated, parse_frame
-from codec.framing import (
-    KEY_SCHEMA_ID_HEADER,
-    MAGIC_SCHEMA_GUID,
-    MAGIC_SCHEMA_ID,
-    VALUE_SCHEMA_ID_HEADER,
+
+from .frame_heads import (
+    BRONZE_COLUMNS,
+    IN_PYTHON,
+    INGESTED_AT,
+    KEY_HEAD,
+    LARGEST_RECORD,
+    LATEST_INGESTED,
+    VALUE_HEAD,
+    frame_heads,
+    head_counts,
+    head_expr,
+    head_length,
 )
 
-from .arrow_batches import record_bytes
-
-BRONZE_COLUMNS: tuple[str, ...] = (
-    "key",
-    "value",
-    "topic",
-    "partition",
-    "offset",
-    "timestamp",
-    "headers",
-)
+# named here too: the columns every step reads, and step 1's JVM part that Heads reads
+__all__ = [
+    "BRONZE_COLUMNS",
+    "FRAMED_FIELDS",
+    "INGESTED_AT",
+    "IN_PYTHON",
+    "SCHEMA_KEY_TYPE",
+    "VALUE_HEAD",
+    "VERSION",
+    "FramedBatch",
+    "Heads",
+    "batch_reference_time",
+    "frame_heads",
+    "frame_values",
+    "head_counts",
+    "key_matches",
+    "schema_key_of",
+    "value_error",
+]
 
 _INDEXES_TYPE = T.ArrayType(T.IntegerType(), containsNull=False)
 SCHEMA_KEY_TYPE = T.StructType(
@@ -79,23 +95,9 @@ FRAMED_FIELDS: tuple[T.StructField, ...] = (
     T.StructField("_key_schema_key", SCHEMA_KEY_TYPE),
     T.StructField("_key_payload_offset", T.IntegerType()),
 )
-#: bronze's column: when bronze wrote the row (absent from tables written without it)
-INGESTED_AT = "_ingested_at"
-#: :func:`head_counts`' latest ``_ingested_at`` of each group
-LATEST_INGESTED = "_latest_ingested"
-#: :func:`head_counts`' largest record of each group (``arrow_batches.record_bytes``)
-LARGEST_RECORD = "_largest_record"
-VALUE_HEAD = "_value_head"
-KEY_HEAD = "_key_head"
 #: the index of a record's schema version among those one pass decodes
 #: (:meth:`Heads.records_of_versions`)
 VERSION = "_version"
-#: true for a record with a schema-id header (its frame is not in its bytes: Python frames it)
-IN_PYTHON = "_frame_in_python"
-#: the longest message-index list a head holds whole (longer ones: Python)
-MAX_JVM_INDEXES = 4
-_COUNT_AT = {MAGIC_SCHEMA_ID: 5, MAGIC_SCHEMA_GUID: 17}  # where the index count byte is
-_COUNTS = {2 * k: k for k in range(MAX_JVM_INDEXES + 1)}  # single-byte count -> indexes
 
 
 def schema_key_of(value: Row | dict[str, Any] | None) -> SchemaKey | None:
@@ -113,74 +115,6 @@ def key_matches(column: str, key: SchemaKey) -> Column:
         & F.col(f"{column}.schema_guid").eqNullSafe(F.lit(key.schema_guid).cast("string"))
         & (F.col(f"{column}.message_indexes") == indexes),
         F.lit(False),
-    )
-
-
-# -- the heads, in the JVM -----------------------------------------------------------------
-
-
-def head_length(head: bytes) -> int:
-    """How long the JVM cuts a frame head (:func:`head_expr`'s rule): magic, schema id or
-    GUID, the index count byte and, for a count of at most :data:`MAX_JVM_INDEXES`, that many
-    index bytes; one byte when the first is no magic. A head shorter than this is the whole
-    value."""
-    at = _COUNT_AT.get(head[0]) if head else None
-    if at is None:
-        return 1
-    count = head[at] if len(head) > at else -1
-    return at + 1 + _COUNTS.get(count, 0)
-
-
-def head_expr(data: str) -> Column:
-    """The frame head of the binary column ``data`` (null when it is null): one
-    ``substring``, its length from a ``CASE`` on the first byte and on the count byte."""
-
-    def cut(at: int) -> str:
-        cases = " ".join(f"WHEN X'{c:02X}' THEN {at + 1 + k}" for c, k in _COUNTS.items())
-        return (
-            f"substring({data}, 1, CASE substring({data}, {at + 1}, 1) {cases} ELSE {at + 1} END)"
-        )
-
-    magics = " ".join(f"WHEN X'{m:02X}' THEN {cut(at)}" for m, at in _COUNT_AT.items())
-    return F.expr(f"CASE substring({data}, 1, 1) {magics} ELSE substring({data}, 1, 1) END")
-
-
-def frame_heads(bronze: DataFrame, extra: Sequence[str] = ()) -> DataFrame:
-    """The bronze columns (and the ``extra`` ones), the value's and the key's frame heads
-    (``VALUE_HEAD``, ``KEY_HEAD``) and ``IN_PYTHON`` (a schema-id header for the value or the
-    key)."""
-    names = F.col("headers.key")
-    header = F.coalesce(
-        F.array_contains(names, VALUE_SCHEMA_ID_HEADER)
-        | F.array_contains(names, KEY_SCHEMA_ID_HEADER),
-        F.lit(False),
-    )
-    return bronze.select(
-        *BRONZE_COLUMNS,
-        *extra,
-        head_expr("value").alias(VALUE_HEAD),
-        head_expr("key").alias(KEY_HEAD),
-        header.alias(IN_PYTHON),
-    )
-
-
-def head_counts(bronze: DataFrame) -> list[Row]:
-    """The distinct (value head, key head, ``IN_PYTHON``, ``topic``) of a batch, their
-    ``count``, their latest ``_ingested_at`` (:data:`LATEST_INGESTED`, null when bronze has
-    no such column) and their largest record's bytes (:data:`LARGEST_RECORD`): the batch's
-    reference time and the size of its Arrow batches come with the heads, not from scans of
-    their own."""
-    ingested = INGESTED_AT in bronze.columns
-    heads = frame_heads(bronze, extra=(INGESTED_AT,) if ingested else ())
-    latest = F.max(INGESTED_AT) if ingested else F.lit(None).cast("timestamp")
-    return (
-        heads.groupBy(VALUE_HEAD, KEY_HEAD, IN_PYTHON, "topic")
-        .agg(
-            F.count(F.lit(1)).alias("count"),
-            latest.alias(LATEST_INGESTED),
-            F.max(record_bytes()).alias(LARGEST_RECORD),
-        )
-        .collect()
     )
 
 

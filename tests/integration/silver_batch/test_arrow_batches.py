@@ -12,7 +12,8 @@ from pipelines.naming import table_name_for
 from pipelines.silver import SilverBatch
 from pipelines.silver.arrow_batches import MAX_BYTES, UNBOUNDED, ArrowBatches, record_bytes
 from pipelines.silver.decode import DECODE_INPUT
-from pipelines.silver.framing import Heads, head_counts
+from pipelines.silver.frame_heads import head_counts
+from pipelines.silver.framing import Heads
 from tests.support.silver_testkit import BRONZE_DDL, bronze_row, make_order, write_bronze
 
 TOPIC = "ab.orders"
