@@ -99,6 +99,17 @@ def configured(spark: SparkSession, key: str) -> bool:
     return spark.conf.get(key, None) is not None
 
 
+def set_for_query(main: SparkSession, session: SparkSession, settings: Mapping[str, str]) -> None:
+    """Set ``settings`` on ``session``, a streaming query's own (the micro-batch DataFrame's
+    ``sparkSession``), each only where it differs. The job's session ``main`` is left alone:
+    a batch read through it (replay's) keeps the job's settings."""
+    if session._jsparkSession.equals(main._jsparkSession):
+        return
+    for key, value in settings.items():
+        if session.conf.get(key, None) != value:
+            session.conf.set(key, value)
+
+
 def is_local_master(master: str) -> bool:
     """True for ``local``, ``local[N]``, ``local[*]`` and ``local-cluster[...]``: every
     process of the application on this host, where loopback addresses are right."""

@@ -21,8 +21,7 @@ from quality.compiled import CompiledRule, int_or_none
 from quality.results import QualityResult, format_observed
 from quality.rules import ExpectationRule
 
-# a skipped rule is the checker's warning: logged under its name (quality.checker)
-log = logging.getLogger("quality.checker")
+log = logging.getLogger(__name__)
 
 SKIPPED = "skipped"  # observed_value prefix of a rule whose columns a batch lacks
 

@@ -2,9 +2,9 @@
 batches: by their number alone where that already keeps a batch under the byte limit.
 
 Spark ends an Arrow batch at ``spark.sql.execution.arrow.maxRecordsPerBatch`` records or
-``spark.sql.execution.arrow.maxBytesPerBatch`` bytes (64 MB by default), whichever comes
-first. To know the bytes it measures the batch being written after every record, and that
-measure walks each nested column (a record's ``headers``, a list of structs) again each
+``spark.sql.execution.arrow.maxBytesPerBatch`` bytes (Spark 4.2's default: 64 MB), whichever
+comes first. To know the bytes it measures the batch being written after every record, and
+that measure walks each nested column (a record's ``headers``, a list of structs) again each
 time. Measured with the optimising JIT compiler on 2 cores (``bench/silver_bench.py``, 1M
 records, JFR): a fifth of the executor threads' CPU samples of the decode pass were in that
 measure; the pass took 1.94-2.16 s with it off against 2.39-2.45 s on (the Arrow round trip
@@ -17,7 +17,7 @@ limit: the records' number then ends every Arrow batch first, as it would with t
 A batch with a larger record, or with no record limit, gets the launch's limit back. The
 choice is made once the frame heads are read, before any pass of the batch ships records to
 the Python workers (the Python framing, the decode passes); a batch of the driver path ships
-none.
+none and gets the launch's limit back, so that no batch runs with what the one before it chose.
 """
 
 from __future__ import annotations
@@ -25,14 +25,17 @@ from __future__ import annotations
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 
+from pipelines.spark import set_for_query
+
 MAX_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
 #: Spark's value for no byte limit: it then measures nothing
 UNBOUNDED = 2**31 - 1
 #: bytes an Arrow batch gives a record besides its binary and string data (offsets, validity,
-#: the fixed-width lineage and frame columns), more than they take
-RECORD_OVERHEAD = 128
-#: the same for each Kafka header (offsets and validity of the list, struct, key and value)
-HEADER_OVERHEAD = 16
+#: the fixed-width lineage and frame columns, a key's GUID), more than they take
+RECORD_OVERHEAD = 192
+#: the same for each Kafka header (offsets and validity of the list, struct, key and value;
+#: 8-byte offsets with ``spark.sql.execution.arrow.useLargeVarTypes``)
+HEADER_OVERHEAD = 24
 #: a key's frame columns, when shipped, take at most this many times its length (one 4-byte
 #: message index per byte of the key), besides its bytes and :data:`RECORD_OVERHEAD`
 KEY_FRAME_FACTOR = 4
@@ -50,7 +53,7 @@ def record_bytes() -> Column:
         F.lit(0).cast("long"),
         lambda total, h: total + _length(h["key"]) + _length(h["value"]) + HEADER_OVERHEAD,
     )
-    # a record without headers (null or empty: size -1 or 0) skips the lambda
+    # a record without headers (empty, or null: size -1, or null with ANSI mode) skips the lambda
     headers = F.when(F.size("headers") > 0, each_header).otherwise(F.lit(0).cast("long"))
     key = _length(F.col("key")) * (1 + KEY_FRAME_FACTOR)
     return (
@@ -92,8 +95,4 @@ class ArrowBatches:
     def choose(self, session: SparkSession, largest_record: int | None) -> None:
         """Set the byte limit for a batch on ``session``, the query's own (the micro-batch
         DataFrame's ``sparkSession``); the job's session is left alone."""
-        if session._jsparkSession.equals(self.main._jsparkSession):
-            return
-        for key, value in self.settings_for(largest_record).items():
-            if session.conf.get(key, None) != value:
-                session.conf.set(key, value)
+        set_for_query(self.main, session, self.settings_for(largest_record))

@@ -223,6 +223,7 @@ class SilverBatch:
         path: SmallBatch | LargeBatch
         with stats.step("frame"):
             if small is not None:
+                self.arrow_batches.choose(bronze.sparkSession, None)  # it ships no records
                 path = small
             else:
                 path = self._large(*self._frame(bronze, persisted), persisted)

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from pipelines.spark import configured
+from pipelines.spark import configured, set_for_query
 
 FACTORY_MODE = "spark.sql.codegen.factoryMode"
 INTERPRETED = "NO_CODEGEN"
@@ -124,8 +124,4 @@ class ExpressionEvaluation:
     def choose(self, session: SparkSession, records: int) -> None:
         """Set the settings for a batch of ``records`` records on ``session``, the query's own
         (the micro-batch DataFrame's ``sparkSession``); the job's session is left alone."""
-        if session._jsparkSession.equals(self.main._jsparkSession):
-            return
-        for key, value in self.settings_for(records).items():
-            if session.conf.get(key, None) != value:
-                session.conf.set(key, value)
+        set_for_query(self.main, session, self.settings_for(records))

@@ -242,7 +242,7 @@ def test_a_rule_on_a_missing_column_is_skipped_and_reported(spark, tmp_path, cap
     )
     rows = [order_row(i, order_id=None if i == 1 else f"o-{i}") for i in range(4)]
     batch = make_batch(spark, rows)
-    with caplog.at_level("WARNING", logger="quality.checker"):
+    with caplog.at_level("WARNING", logger="quality"):
         outcome = checker.validate(batch, message_type=ORDER, table=TABLE, batch_id=0)
     assert not outcome.fail_batch
     assert keys(outcome.failed) == {("shop.orders", 1, 1)}  # the rules that could run did
