@@ -330,7 +330,7 @@ def main() -> int:
         spark.conf.set(MAX_BYTES, chosen[MAX_BYTES])
         assert not heads.python  # every bench frame is read from its head
         res = resolve_schema_keys(resolver, {v for v, _ in heads.counts if v})
-        batch = FramedBatch(bronze, heads, heads.framed(bronze))
+        batch = FramedBatch(bronze, heads, lambda: heads.framed(bronze))
         for key, r in res.items():
             assert r.ok and r.file_descriptor_set is not None and r.message_type is not None, r
             spec = DecodeSpec(r.file_descriptor_set, r.message_type, 3, False, {}, native=native)

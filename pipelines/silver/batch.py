@@ -275,15 +275,14 @@ class SilverBatch:
         heads = Heads.of_rows(head_counts(bronze))
         # before any of the batch's passes ships records to the Python workers
         self.arrow_batches.choose(bronze.sparkSession, heads.largest_record)
-        framed = heads.framed(bronze)
         if not heads.python:
-            return KeyCounts(heads.counts, heads.topics), FramedBatch(bronze, heads, framed)
+            batch = FramedBatch(bronze, heads, lambda: heads.framed(bronze))
+            return KeyCounts(heads.counts, heads.topics), batch
         python = python_framed(bronze, heads).persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(python)
         in_python = python.groupBy("_schema_key", "_key_schema_key", "topic").count().collect()
-        framed = framed.unionByName(python)
         counts = KeyCounts.of_rows(in_python, heads.counts, heads.topics)
-        return counts, FramedBatch(bronze, heads, framed)
+        return counts, FramedBatch(bronze, heads, lambda: heads.framed(bronze).unionByName(python))
 
     def _large(
         self, counts: KeyCounts, framed: FramedBatch, persisted: list[DataFrame]

@@ -110,8 +110,12 @@ class SmallBatch:
         """The framed batch, its rows as a local relation, made when a step reads them (the
         quality failures of a table checked by Spark are joined to them); nothing reads the
         bronze rows again."""
-        local = self.bronze.sparkSession.createDataFrame(self.framed, schema=self.framed_schema)
-        return FramedBatch(self.bronze, self.heads, local)
+        session = self.bronze.sparkSession
+        return FramedBatch(
+            self.bronze,
+            self.heads,
+            lambda: session.createDataFrame(self.framed, schema=self.framed_schema),
+        )
 
     def decode(self, specs: Mapping[SchemaKey, DecodeSpec]) -> dict[SchemaKey, DecodedVersion]:
         """Each version's records decoded here (``decode.decode_batches``), with their failures

@@ -28,9 +28,10 @@ partition, offset, timestamp, headers):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row
@@ -276,14 +277,18 @@ class Heads:
         return ids.select(*BRONZE_COLUMNS, VALUE_HEAD, *vcols, *kcols)
 
     def records_of(
-        self, bronze: DataFrame, framed: DataFrame, key: SchemaKey, with_keys: bool
+        self, bronze: DataFrame, framed: DataFrame | None, key: SchemaKey, with_keys: bool
     ) -> DataFrame:
         """The records of value schema key ``key`` with the columns ``decode_records`` reads
         (:meth:`records_of_versions` of ``key`` alone, without its version column)."""
         return self.records_of_versions(bronze, framed, [key], with_keys).drop(VERSION)
 
     def records_of_versions(
-        self, bronze: DataFrame, framed: DataFrame, keys: Sequence[SchemaKey], with_keys: bool
+        self,
+        bronze: DataFrame,
+        framed: DataFrame | None,
+        keys: Sequence[SchemaKey],
+        with_keys: bool,
     ) -> DataFrame:
         """The records of any of ``keys`` with the columns ``decode_records`` reads
         (``_key_schema_key``/``_key_payload_offset`` only ``with_keys`` and framed keys) and
@@ -293,10 +298,12 @@ class Heads:
         Read from ``bronze`` by head: the rows of the keys' heads, unfiltered when the batch
         holds those keys alone; the payload offset and version looked up by head (literals
         when there is one head). With Python-framed records in the batch, ``framed``'s rows
-        of the keys.
+        of the keys (``framed`` is read only then: None will do otherwise).
         """
         index = {key: i for i, key in enumerate(keys)}
         if self.python:
+            if framed is None:
+                raise ValueError("some records are framed in Python: their framed batch is needed")
             version = F.coalesce(
                 *[F.when(key_matches("_schema_key", k), F.lit(i)) for k, i in index.items()]
             )
@@ -304,10 +311,11 @@ class Heads:
             return marked.where(F.col(VERSION).isNotNull())
         mine = {h: (v[4], index[v[5]]) for h, v in self.values.items() if v[5] in index}
         df = bronze.select(*BRONZE_COLUMNS)
+        head = head_expr("value")
         if len(mine) != len(self.values):
-            df = df.where(head_expr("value").isin(*mine))
+            df = df.where(head.isin(*mine))
         fields = [_VALUE_FRAME[4], T.StructField(VERSION, T.IntegerType())]
-        pos, (offset, version) = _lookup(head_expr("value"), mine, fields, "_vpos")
+        pos, (offset, version) = _lookup(head, mine, fields, "_vpos")
         df = df.select("*", pos.alias("_vpos"))
         df = df.select(*BRONZE_COLUMNS, offset.alias("_payload_offset"), version)
         return self._with_key_frames(df, with_keys, VERSION)
@@ -328,20 +336,31 @@ class Heads:
 @dataclass(frozen=True)
 class FramedBatch:
     """A micro-batch after step 1: its bronze rows, their :class:`Heads` and the framed
-    batch (:meth:`Heads.framed`, plus the Python-framed records if any)."""
+    batch (:meth:`Heads.framed`, plus the Python-framed records if any), planned by
+    ``make_framed`` when first read: the decode passes read the bronze rows by head, so a
+    batch without bad frames, faults, conflicts or failed checks never plans it."""
 
     bronze: DataFrame
     heads: Heads
-    framed: DataFrame
+    make_framed: Callable[[], DataFrame]
+
+    @cached_property
+    def framed(self) -> DataFrame:
+        return self.make_framed()
 
     def records_of(self, key: SchemaKey, with_keys: bool) -> DataFrame:
         """The records of ``key`` for ``decode_records`` (:meth:`Heads.records_of`)."""
-        return self.heads.records_of(self.bronze, self.framed, key, with_keys)
+        return self.heads.records_of(self.bronze, self._framed_if_read(), key, with_keys)
 
     def records_of_versions(self, keys: Sequence[SchemaKey], with_keys: bool) -> DataFrame:
         """The records of any of ``keys``, with their key's index in it
         (:meth:`Heads.records_of_versions`)."""
-        return self.heads.records_of_versions(self.bronze, self.framed, keys, with_keys)
+        return self.heads.records_of_versions(self.bronze, self._framed_if_read(), keys, with_keys)
+
+    def _framed_if_read(self) -> DataFrame | None:
+        """The framed batch when the records of a version are read from it (some records
+        framed in Python), else None: the bronze rows are read by head."""
+        return self.framed if self.heads.python else None
 
 
 def _literal(field: T.StructField, value: Any) -> Column:
@@ -372,18 +391,21 @@ def _lookup(
     column of its own, so the head is compared once per row whatever the number of fields.
     ``complete``: every row's head is in ``table`` (then one head needs no lookup at all)."""
     heads = [h for h in table if h is not None] + ([None] if None in table else [])
+    if complete and len(heads) == 1:  # one head: the values are literals, no lookup per row
+        (only,) = table.values()
+        literals = [
+            _literal(f, only[j]).cast(f.dataType).alias(f.name) for j, f in enumerate(fields)
+        ]
+        return F.lit(1).cast("int"), literals
     miss = len(heads) + 1  # a null at the end of every array: element_at never sees null
     found = F.array_position(F.array(*[F.lit(h) for h in heads if h is not None]), head)
     pos = F.when(head.isNull(), F.lit(len(heads) if None in table else miss)).otherwise(
         F.when(found > 0, found).otherwise(F.lit(miss))
     )
-    literal = complete and len(heads) == 1
-    if literal:  # one head: the values are literals, no lookup per row
-        pos = F.lit(1)
     cols = []
     for j, field in enumerate(fields):
         items = [_literal(field, table[h][j]) for h in heads] + [_literal(field, None)]
-        value = items[0] if literal else F.element_at(F.array(*items), F.col(pos_name))
+        value = F.element_at(F.array(*items), F.col(pos_name))
         cols.append(value.cast(field.dataType).alias(field.name))
     return pos.cast("int"), cols
 
