@@ -39,9 +39,9 @@ memory of the Spark JVM and of its Python workers, for N and 2N records.
 The session is a local master's as the jobs build it (``pipelines.spark.local_conf``): its
 JVM runs the client compiler alone (``-XX:TieredStopAtLevel=1``), which keeps two cores free
 for the streams but slows JVM-heavy work such as ``from_json`` more than protolake's decode.
-To measure with the optimising compiler too, name the driver's JVM options in a
-``spark-defaults.conf`` (``local_conf`` then adds none), e.g.
-``SPARK_CONF_DIR=<dir with "spark.driver.extraJavaOptions -XX:ReservedCodeCacheSize=240m">``.
+So the bench then runs again with the optimising compiler too, as a cluster's JVMs run
+(``bench/_jit.py``: a Spark conf folder naming the driver's JVM options, so ``local_conf``
+adds none; ``--no-optimising-jit-too`` skips that run).
 Before any timing, silver and ``from_json`` run once each: the JIT compiles the code every
 method runs before the first method is timed, not within its runs. On 2 cores, one run each:
 silver 246,531 records/s and ``from_json`` 88,291 with the client compiler alone (2.79x);
@@ -236,6 +236,12 @@ def main() -> int:
         "--udf-records", type=int, default=0, help="records for the UDF (default: --records)"
     )
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument(
+        "--optimising-jit-too",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="then run again with the JVM's optimising compiler (bench/_jit.py)",
+    )
     args = parser.parse_args()
 
     import json
@@ -472,7 +478,13 @@ def main() -> int:
         )
     spark.stop()
     registry.stop()
-    return 0
+    if not args.optimising_jit_too:
+        return 0
+    from _jit import OPTIMISING_JVM_OPTIONS, rerun_with_optimising_jit
+
+    print(f"\n== the same, the driver's JVM options {OPTIMISING_JVM_OPTIONS!r} (both compilers)")
+    sys.stdout.flush()
+    return rerun_with_optimising_jit([__file__, *sys.argv[1:], "--no-optimising-jit-too"])
 
 
 if __name__ == "__main__":
