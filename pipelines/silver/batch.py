@@ -26,9 +26,9 @@
    fail go to quarantine with their raw bytes; a table none of whose records decoded is left
    out of the later steps (no row to check or write; known where the failures are counted:
    the driver path and a local master's Spark path);
-6. check quality (the default suite plus the configured rules), the tables at the same time
-   (``lakehouse.streaming.run_together``): failed rows go to quarantine (``DQ_FAILED``); a
-   ``fail`` policy fails the batch before any write;
+6. check quality (``checks.BatchChecks``: the default suite plus the configured rules), the
+   tables at the same time (``lakehouse.streaming.run_together``): failed rows go to
+   quarantine (``DQ_FAILED``); a ``fail`` policy fails the batch before any write;
 7. write the silver tables, the quarantine (when it has rows) and the quality results, the
    commits at the same time (``writes``): the appends name the app id and batch id
    (``lakehouse.delta.append_idempotent``), the quality results replace those of the same
@@ -72,18 +72,18 @@ from lakehouse.catalog import CatalogDatabases
 from lakehouse.delta import ANY_BATCH_MAY_BE_REPLAYED, Replays
 from lakehouse.layout import Layout
 from lakehouse.materialized import keeps_as_leaf, materialize, release
-from lakehouse.streaming import run_together
 
 from .arrow_batches import ArrowBatches
-from .arrow_rows import ArrowFailures, passed_rows, union_rows
 from .arrow_rows import table_rows as arrow_table_rows
+from .arrow_rows import union_rows
+from .checks import BatchChecks
 from .decode import DecodeSpec
 from .decode_pass import DecodedVersion
 from .driver_pass import DRIVER_RECORDS, SmallBatch, collect_small
 from .evaluation import ExpressionEvaluation
 from .frame_heads import BRONZE_COLUMNS, INGESTED_AT, head_counts
 from .framing import FramedBatch, Heads, batch_reference_time
-from .plan import TablePlan, plan_tables, table_rows, table_schema
+from .plan import TablePlan, plan_tables, table_rows
 from .record_framing import python_framed
 from .registration import SilverRegistration
 from .rejects import quarantine_time
@@ -173,6 +173,9 @@ class SilverBatch:
             checker=checker,
             quarantine_writer=quarantine_writer,
         )
+        self.checks = (
+            None if checker is None else BatchChecks(spark, checker, self.writes.quality_results)
+        )
 
     def __call__(self, bronze: DataFrame, batch_id: int) -> None:
         t0 = time.monotonic()
@@ -246,8 +249,10 @@ class SilverBatch:
             tables = self._decode(path, plans, resolved, processed_at, quarantine)
         reference_time = batch_reference_time(heads, processed_at) if checked else None
         with stats.step("check"):
-            to_write, results = self._check(
-                tables, path, batch_id, reference_time, processed_at, quarantine
+            to_write, results = (
+                self.checks(tables, path, batch_id, reference_time, processed_at, quarantine)
+                if self.checks is not None
+                else (tables, [])
             )
         with stats.step("write"):
             quarantined = self.writes(to_write, quarantine, results, batch_id, counts, persisted)
@@ -392,79 +397,6 @@ class SilverBatch:
                     native=self.native,
                 )
         return path.decode(specs)
-
-    def _check(
-        self,
-        tables: list[tuple[TablePlan, Rows]],
-        path: SmallBatch | LargeBatch,
-        batch_id: int,
-        reference_time: datetime | None,
-        processed_at: datetime,
-        quarantine: list[Rejects],
-    ) -> tuple[list[tuple[TablePlan, Rows]], list[Any]]:
-        """(6) Quality, before anything is written: the rows to write per table and the
-        results; failed rows to quarantine (as Arrow when checked as Arrow, of a small batch);
-        a ``fail`` policy writes the results and raises."""
-        if self.checker is None:
-            return tables, []
-        to_write: list[tuple[TablePlan, Rows]] = []
-        results: list[Any] = []
-        failed_outcome: Any = None
-        validations = [
-            partial(self._validate, plan, rows, self.spark, batch_id, reference_time)
-            for plan, rows in tables
-        ]
-        # the tables' aggregations at the same time: a small batch's checks are mostly each
-        # Spark job's driver work, which overlaps that of the others
-        for (plan, _), checked in zip(tables, run_together(validations), strict=True):
-            outcome, passed, failed = checked
-            results.extend(outcome.results)
-            if outcome.fail_batch and failed_outcome is None:
-                failed_outcome = outcome
-            to_write.append((plan, passed))
-            if isinstance(failed, ArrowFailures):
-                assert isinstance(path, SmallBatch)  # Arrow rows are a small batch's
-                quarantine.append(path.quality_failures(failed, plan, processed_at, None))
-            elif failed is not None:
-                rows = outcome.rows_quarantined
-                quarantine.append(path.quality_failures(failed, plan, processed_at, rows))
-        if failed_outcome is not None:
-            from quality.checker import QualityFailed
-
-            self.writes.quality_results(results, batch_id)
-            raise QualityFailed(failed_outcome)
-        return to_write, results
-
-    def _validate(
-        self,
-        plan: TablePlan,
-        rows: Rows,
-        session: SparkSession,
-        batch_id: int,
-        reference_time: datetime | None,
-    ) -> tuple[Any, Rows, DataFrame | ArrowFailures | None]:
-        """One table's checks: (the checker's outcome, the rows that stay, the rows quality
-        quarantined or None). Arrow rows are checked in this process when the checker can
-        (``QualityChecker.validate_arrow``; their failures are Arrow too), else as a local
-        relation."""
-        assert plan.merged is not None
-        where = {
-            "message_type": plan.message_type,
-            "table": plan.table,
-            "batch_id": batch_id,
-            "reference_time": reference_time,
-        }
-        if isinstance(rows, pa.Table):
-            schema = table_schema(plan.merged)
-            in_arrow = self.checker.validate_arrow(rows, schema, **where)
-            if in_arrow is not None:
-                if not in_arrow.rows_quarantined:
-                    return in_arrow, rows, None
-                failures = ArrowFailures(rows, in_arrow.failed, in_arrow.reasons)
-                return in_arrow, passed_rows(rows, in_arrow.failed), failures
-            rows = session.createDataFrame(rows, schema=schema)
-        outcome = self.checker.validate(rows, **where)
-        return outcome, outcome.passed, outcome.failed if outcome.rows_quarantined else None
 
 
 def _all_failed(
