@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipelines.jobs import spark_conf_dir
-from pipelines.spark import DRIVER_JVM_OPTIONS
+from pipelines.spark import DRIVER_JVM_OPTIONS, JVM_OPTION_KEYS
 
 #: the driver's JVM options of the run with the optimising compiler: the code cache Spark's
 #: generated code needs, nothing that turns a compiler off
@@ -38,9 +38,9 @@ def optimising_conf_dir() -> Path:
         defaults = source / "spark-defaults.conf"
         if defaults.is_file():
             text = defaults.read_text(encoding="utf-8", errors="replace")
-            lines = [
-                ln for ln in text.splitlines() if not ln.strip().startswith(DRIVER_JVM_OPTIONS)
-            ]
+            # the driver's JVM options, under either key, are replaced (a value continued on
+            # the next line with a trailing backslash is not handled)
+            lines = [ln for ln in text.splitlines() if not ln.strip().startswith(JVM_OPTION_KEYS)]
     lines.append(f"{DRIVER_JVM_OPTIONS} {OPTIMISING_JVM_OPTIONS}")
     (folder / "spark-defaults.conf").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder

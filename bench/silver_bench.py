@@ -43,8 +43,8 @@ So the bench then runs again with the optimising compiler too, as a cluster's JV
 (``bench/_jit.py``: a Spark conf folder naming the driver's JVM options, so ``local_conf``
 adds none; ``--no-optimising-jit-too`` skips that run).
 Before any timing, silver and ``from_json`` run once each: the JIT compiles the code every
-method runs before the first method is timed, not within its runs. On 2 cores, over the runs
-of this code: silver 230-247k records/s and ``from_json`` 81-88k with the client compiler
+method runs before the first method is timed, not within its runs. On 2 cores, over several
+runs: silver 230-247k records/s and ``from_json`` 81-88k with the client compiler
 alone (2.79-2.82x, two runs); 360-391k and 229-298k with the optimising one (1.24-1.65x, four
 runs: ``from_json`` moves most). Silver with Spark's Arrow byte limit measured after every
 record (``pipelines.silver.arrow_batches`` turns it off where the record limit ends every
@@ -52,21 +52,21 @@ Arrow batch first) was 1.00-1.25x slower with the client compiler and 1.01-1.19x
 optimising one; over four runs of the decode pass alone, 1.94-2.16 s against 2.39-2.45 s.
 
 Then, where silver's time goes (``bench/_decode_breakdown.py``: each part of the two passes
-alone, ending in the ``noop`` sink). With the optimising compiler, 1M records, over three
-runs: input 0.23-0.33 s, frame heads 0.30-0.38 s, framed records 0.27-0.33 s, the decode
-pass's Arrow round trip without decoding 0.89-1.10 s, the decode pass 2.03-2.23 s; the decoder
-alone 0.91-0.98 us a record on one core (about 0.47 s on two). So everything but the decoding
-(the pass less the framed records and the decoder: the rows to Arrow and back, the transfers
-and the Python side's Arrow handling) is 1.2-1.5 s, more than the decoding; ``from_json`` is one pass with no Arrow. In a JFR profile of the
-decode pass (optimising compiler, byte limit off), a third of the executor threads' samples
-are the JVM turning the pass's Arrow output into rows (``SpecificUnsafeProjection``), and a
-seventh Arrow's bounds checks on validity bytes; turning those checks off
-(``-Darrow.enable_unsafe_memory_access=true``) made no difference beyond the runs' spread.
-Keeping the lineage columns in the JVM (a scalar Arrow UDF given only the value and its
-payload offset, its result put beside each row) does not pay either: the JVM then queues every
-input row to join it back. The pass took 2.38 s that way against 2.42 s as it is (3.73 against
-3.89 s with the client compiler alone), best of four each, a difference within the runs'
-spread, with 300 MB more JVM memory.
+alone, ending in the ``noop`` sink). With the optimising compiler, 1M records, over three runs:
+input 0.23-0.33 s, frame heads 0.30-0.38 s, framed records 0.27-0.33 s, the decode pass's Arrow
+round trip without decoding 0.89-1.10 s, the decode pass 2.03-2.23 s; the decoder alone
+0.91-0.98 us a record on one core (about 0.47 s on two). So everything but the decoding (the
+pass less the framed records and the decoder: the rows to Arrow and back, the transfers and the
+Python side's Arrow handling) is 1.2-1.5 s, more than the decoding; ``from_json`` is one pass
+with no Arrow. In a JFR profile of the decode pass (optimising compiler, byte limit off), a
+third of the executor threads' samples are the JVM turning the pass's Arrow output into rows
+(``SpecificUnsafeProjection``), and a seventh Arrow's bounds checks on validity bytes; turning
+those checks off (``-Darrow.enable_unsafe_memory_access=true``) made no difference beyond the
+runs' spread. Keeping the lineage columns in the JVM (a scalar Arrow UDF given only the value
+and its payload offset, its result put beside each row) does not pay either: the JVM then
+queues every input row to join it back. The pass took 2.38 s that way against 2.42 s as it is
+(3.73 against 3.89 s with the client compiler alone), best of four each, a difference within
+the runs' spread, with 300 MB more JVM memory.
 """
 
 from __future__ import annotations
@@ -463,7 +463,7 @@ def main() -> int:
     print_breakdown(
         lambda: bronze_input(n),
         lambda: Heads.of_rows(head_counts(bronze_input(n))),
-        lambda: heads.records_of(bronze_input(n), heads.framed(bronze_input(n)), key, False),
+        lambda: heads.records_of(bronze_input(n), None, key, False),
         spec,
         n,
         args.repeat,

@@ -66,7 +66,7 @@ LOCAL_CONF: dict[str, str] = {
 LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 DRIVER_JVM_OPTIONS = "spark.driver.extraJavaOptions"
 # spark-submit puts spark.driver.defaultJavaOptions (an administrator's) before extraJavaOptions
-_JVM_OPTION_KEYS = (DRIVER_JVM_OPTIONS, "spark.driver.defaultJavaOptions")
+JVM_OPTION_KEYS = (DRIVER_JVM_OPTIONS, "spark.driver.defaultJavaOptions")
 
 # Spark's default `spark.redaction.regex` is (?i)secret|password|token|access[.]?key. The
 # Spark provider passes a job's environment as spark.kubernetes.driverEnv.* / spark.yarn.
@@ -87,7 +87,7 @@ def local_conf() -> dict[str, str]:
         defaults = read_spark_defaults(spark_conf_dir() / "spark-defaults.conf")
     except OSError:  # no file (or no spark-submit to find it by): no choice was made there
         defaults = {}
-    if any(key in defaults for key in _JVM_OPTION_KEYS):
+    if any(key in defaults for key in JVM_OPTION_KEYS):
         return dict(LOCAL_CONF)
     return {**LOCAL_CONF, DRIVER_JVM_OPTIONS: LOCAL_JVM_OPTIONS}
 

@@ -49,8 +49,8 @@ def record_bytes() -> Column:
     """An upper bound of the bytes a bronze record takes in an Arrow batch shipped to the
     Python workers (its value, key, topic and headers, and what each pass adds to them).
 
-    One SQL expression, parsed once: built from functions it takes a hundred calls into the
-    JVM (its lambda most of them), a twentieth of a second of the driver's time per batch."""
+    One SQL expression: parsed in one call into the JVM, where the same expression built of
+    Column functions takes about a hundred (its lambda most of them)."""
     each_header = (
         f"aggregate(headers, 0L, (total, h) -> "
         f"total + {_length('h.key')} + {_length('h.value')} + {HEADER_OVERHEAD})"

@@ -337,8 +337,9 @@ class Heads:
 class FramedBatch:
     """A micro-batch after step 1: its bronze rows, their :class:`Heads` and the framed
     batch (:meth:`Heads.framed`, plus the Python-framed records if any), planned by
-    ``make_framed`` when first read: the decode passes read the bronze rows by head, so a
-    batch without bad frames, faults, conflicts or failed checks never plans it."""
+    ``make_framed`` when first read: the decode passes read the bronze rows by head (unless
+    some records were framed in Python), so a batch without bad frames, faults, conflicts or
+    failed checks never plans it."""
 
     bronze: DataFrame
     heads: Heads
@@ -386,8 +387,8 @@ def _lookup(
     pos_name: str,
     complete: bool = True,
 ) -> tuple[Column, list[Column]]:
-    """``head``'s 1-based position in ``table`` (one past its end when absent), and each of ``fields``
-    (the table's values, in order) as the literal at the position ``pos_name``: that is a
+    """``head``'s 1-based position in ``table`` (one past its end when absent), and each of
+    ``fields`` (the table's values, in order) as the literal at the position ``pos_name``: that is a
     column of its own, so the head is compared once per row whatever the number of fields.
     ``complete``: every row's head is in ``table`` (then one head needs no lookup at all)."""
     heads = [h for h in table if h is not None] + ([None] if None in table else [])

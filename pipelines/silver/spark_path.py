@@ -58,11 +58,11 @@ class LargeBatch:
         self, bad_frames: bool, faults: list[Resolution], quarantined_at: datetime
     ) -> list[DataFrame]:
         """Step 4's quarantine rows: the bad frames (when the counts found some), then the
-        records of failed resolutions."""
-        rows, q_time = self.framed.framed, quarantine_time(quarantined_at)
-        out = [quarantine_bad_frames(rows, q_time)] if bad_frames else []
+        records of failed resolutions (the framed batch planned only for them)."""
+        q_time = quarantine_time(quarantined_at)
+        out = [quarantine_bad_frames(self.framed.framed, q_time)] if bad_frames else []
         if faults:
-            out.append(quarantine_faults(rows, faults, q_time))
+            out.append(quarantine_faults(self.framed.framed, faults, q_time))
         return out
 
     def decode(self, specs: Mapping[SchemaKey, DecodeSpec]) -> dict[SchemaKey, DecodedVersion]:
