@@ -34,7 +34,7 @@ from pipelines.silver.decode import (
     decoded_schema,
     message_spark_schema,
 )
-from pipelines.silver.framing import BRONZE_COLUMNS
+from pipelines.silver.frame_heads import BRONZE_COLUMNS
 
 LOCAL_RECORDS = 200_000
 

@@ -173,9 +173,7 @@ class SilverBatch:
             checker=checker,
             quarantine_writer=quarantine_writer,
         )
-        self.checks = (
-            None if checker is None else BatchChecks(spark, checker, self.writes.quality_results)
-        )
+        self.checks = BatchChecks(spark, checker, self.writes.quality_results)
 
     def __call__(self, bronze: DataFrame, batch_id: int) -> None:
         t0 = time.monotonic()
@@ -249,10 +247,8 @@ class SilverBatch:
             tables = self._decode(path, plans, resolved, processed_at, quarantine)
         reference_time = batch_reference_time(heads, processed_at) if checked else None
         with stats.step("check"):
-            to_write, results = (
-                self.checks(tables, path, batch_id, reference_time, processed_at, quarantine)
-                if self.checks is not None
-                else (tables, [])
+            to_write, results = self.checks(
+                tables, path, batch_id, reference_time, processed_at, quarantine
             )
         with stats.step("write"):
             quarantined = self.writes(to_write, quarantine, results, batch_id, counts, persisted)

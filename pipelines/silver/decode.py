@@ -46,7 +46,8 @@ from codec import (
 )
 from codec.payload import decode_sliced
 
-from .framing import BRONZE_COLUMNS, schema_key_of
+from .frame_heads import BRONZE_COLUMNS
+from .framing import schema_key_of
 
 LINEAGE_DECODE_FIELDS: tuple[T.StructField, ...] = (
     T.StructField("_key", T.BinaryType()),

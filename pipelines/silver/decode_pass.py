@@ -32,7 +32,8 @@ from .decode import (
     message_spark_schema,
     row_converter,
 )
-from .framing import BRONZE_COLUMNS, VERSION, FramedBatch
+from .frame_heads import BRONZE_COLUMNS
+from .framing import VERSION, FramedBatch
 
 # At most this many schema versions share a pass: each row carries a null struct column for
 # every other version of its pass, and each version's rows are read from the kept pass.

@@ -55,7 +55,8 @@ from .decode import (
     message_spark_schema,
 )
 from .decode_pass import DecodedVersion
-from .framing import BRONZE_COLUMNS, FRAMED_FIELDS, INGESTED_AT, FramedBatch, Heads, schema_key_of
+from .frame_heads import BRONZE_COLUMNS, INGESTED_AT
+from .framing import FRAMED_FIELDS, FramedBatch, Heads, schema_key_of
 from .plan import TablePlan
 from .record_framing import frame_batch
 from .rejects import quarantine_dq, quarantine_time

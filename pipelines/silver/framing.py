@@ -43,36 +43,14 @@ from codec import CodecError, Frame, SchemaKey, Truncated, parse_frame
 from .frame_heads import (
     BRONZE_COLUMNS,
     IN_PYTHON,
-    INGESTED_AT,
     KEY_HEAD,
     LARGEST_RECORD,
     LATEST_INGESTED,
     VALUE_HEAD,
     frame_heads,
-    head_counts,
     head_expr,
     head_length,
 )
-
-# named here too: the columns every step reads, and step 1's JVM part that Heads reads
-__all__ = [
-    "BRONZE_COLUMNS",
-    "FRAMED_FIELDS",
-    "INGESTED_AT",
-    "IN_PYTHON",
-    "SCHEMA_KEY_TYPE",
-    "VALUE_HEAD",
-    "VERSION",
-    "FramedBatch",
-    "Heads",
-    "batch_reference_time",
-    "frame_heads",
-    "frame_values",
-    "head_counts",
-    "key_matches",
-    "schema_key_of",
-    "value_error",
-]
 
 _INDEXES_TYPE = T.ArrayType(T.IntegerType(), containsNull=False)
 SCHEMA_KEY_TYPE = T.StructType(

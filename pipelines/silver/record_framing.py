@@ -14,16 +14,8 @@ from pyspark.sql import types as T  # noqa: N812
 
 from codec import CodecError, SchemaKey, parse_frame
 
-from .framing import (
-    BRONZE_COLUMNS,
-    FRAMED_FIELDS,
-    IN_PYTHON,
-    VALUE_HEAD,
-    Heads,
-    frame_heads,
-    frame_values,
-    value_error,
-)
+from .frame_heads import BRONZE_COLUMNS, IN_PYTHON, VALUE_HEAD, frame_heads
+from .framing import FRAMED_FIELDS, Heads, frame_values, value_error
 
 
 def python_framed(bronze: DataFrame, heads: Heads) -> DataFrame:

@@ -21,14 +21,8 @@ from codec import (
     write_frame,
 )
 from codec.framing import write_message_indexes
-from pipelines.silver.framing import (
-    BRONZE_COLUMNS,
-    FRAMED_FIELDS,
-    VERSION,
-    Heads,
-    head_counts,
-    schema_key_of,
-)
+from pipelines.silver.frame_heads import BRONZE_COLUMNS, head_counts
+from pipelines.silver.framing import FRAMED_FIELDS, VERSION, Heads, schema_key_of
 from pipelines.silver.record_framing import _frame_batches, frame_columns, python_framed
 from pipelines.silver.resolution import resolve_schema_key, resolve_schema_keys
 from tests.support.silver_testkit import make_order

@@ -12,7 +12,8 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import SchemaKey
-from pipelines.silver.framing import BRONZE_COLUMNS, FRAMED_FIELDS, SCHEMA_KEY_TYPE
+from pipelines.silver.frame_heads import BRONZE_COLUMNS
+from pipelines.silver.framing import FRAMED_FIELDS, SCHEMA_KEY_TYPE
 from pipelines.silver.rejects import quarantine_faults
 from pipelines.silver.resolution import Resolution
 from tests.support.silver_testkit import BRONZE_DDL, bronze_row

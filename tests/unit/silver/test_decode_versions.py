@@ -22,7 +22,8 @@ from pipelines.silver.decode import (
     message_spark_schema,
 )
 from pipelines.silver.decode_pass import decode_all, decode_version_batches, version_column
-from pipelines.silver.framing import BRONZE_COLUMNS, VERSION
+from pipelines.silver.frame_heads import BRONZE_COLUMNS
+from pipelines.silver.framing import VERSION
 from tests.support.proto_types_testkit import Protos, compile_protos
 
 TYPES = ("protolake.test.v3.Scalars", "protolake.test.v3.Point", "protolake.test.v3.Repeated")
