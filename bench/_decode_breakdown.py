@@ -26,6 +26,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from lakehouse.bronze_columns import RECORD_COLUMNS
 from pipelines.silver.decode import (
     DecodeSpec,
     decode_batches,
@@ -34,7 +35,6 @@ from pipelines.silver.decode import (
     decoded_schema,
     message_spark_schema,
 )
-from pipelines.silver.frame_heads import BRONZE_COLUMNS
 
 LOCAL_RECORDS = 200_000
 
@@ -79,7 +79,7 @@ def print_breakdown(
     """Print each part's seconds for ``n`` records (best of ``repeat``) and the decoder's
     microseconds per record on one core."""
     parts = {
-        "input only": lambda: _noop(input_rows().select(*BRONZE_COLUMNS)),
+        "input only": lambda: _noop(input_rows().select(*RECORD_COLUMNS)),
         "frame heads (JVM)": head_pass,
         "framed records (JVM)": lambda: _noop(records()),
         "Arrow round trip, no decoding": lambda: _noop(_round_trip(records(), spec)),

@@ -257,9 +257,10 @@ def main() -> int:
     from registry_server import start_registry_server
 
     from codec import SchemaResolver, open_registry
+    from lakehouse.bronze_columns import RECORD_COLUMNS
     from pipelines.silver.arrow_batches import MAX_BYTES, ArrowBatches
     from pipelines.silver.decode import DecodeSpec, decode_version
-    from pipelines.silver.frame_heads import BRONZE_COLUMNS, head_counts
+    from pipelines.silver.frame_heads import head_counts
     from pipelines.silver.framing import FramedBatch, Heads
     from pipelines.silver.resolution import resolve_schema_keys
     from pipelines.spark import build_session
@@ -335,7 +336,7 @@ def main() -> int:
         resolver = SchemaResolver(open_registry(registry.url)) if fresh_resolver else job_resolver
         bronze = bronze_input(n)
         if cache:
-            bronze = bronze.select(*BRONZE_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
+            bronze = bronze.select(*RECORD_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
         heads = Heads.of_rows(head_counts(bronze))
         # on this (the job's) session, what SilverBatch sets on each query's session
         chosen = arrow_batches.settings_for(None if byte_limit else heads.largest_record)

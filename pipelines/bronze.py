@@ -49,6 +49,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark reader knows
 from pyspark.sql.streaming import StreamingQuery
 
+from lakehouse.bronze_columns import INGEST_DATE, INGESTED_AT, KAFKA_COLUMNS
 from lakehouse.catalog import layer_tables, register_table
 from lakehouse.checkpoint_guard import CheckpointLocks, run_locks
 from lakehouse.checkpoints import load_app_id, replays_of
@@ -71,18 +72,6 @@ from pipelines.settings.clients import (
 log = logging.getLogger(__name__)
 
 JOB = "bronze"
-# The Kafka source's columns, in the order bronze keeps them.
-KAFKA_COLUMNS = (
-    "key",
-    "value",
-    "topic",
-    "partition",
-    "offset",
-    "timestamp",
-    "timestampType",
-    "headers",
-)
-BRONZE_COLUMNS = (*KAFKA_COLUMNS, "_ingested_at", "_ingest_date")
 
 
 def bronze_table_path(cfg: ProtolakeConfig, table: str) -> str:
@@ -126,8 +115,8 @@ def to_bronze_rows(df: DataFrame) -> DataFrame:
     """
     return df.select(
         *(F.col(c) for c in KAFKA_COLUMNS),
-        F.current_timestamp().alias("_ingested_at"),
-    ).withColumn("_ingest_date", F.to_date(F.col("_ingested_at")))
+        F.current_timestamp().alias(INGESTED_AT),
+    ).withColumn(INGEST_DATE, F.to_date(F.col(INGESTED_AT)))
 
 
 def write_bronze(

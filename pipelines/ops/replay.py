@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lakehouse.bronze_columns import INGESTED_AT
 from lakehouse.layout import Layout
 from lakehouse.materialized import materialize, release
 from lakehouse.tables import is_delta_table, table_version
@@ -98,7 +99,7 @@ def as_bronze(pending: Any) -> Any:
         F.col("_kafka_offset").alias("offset"),
         F.col("_kafka_timestamp").alias("timestamp"),
         "headers",
-        F.col("_quarantined_at").alias("_ingested_at"),
+        F.col("_quarantined_at").alias(INGESTED_AT),
     )
 
 

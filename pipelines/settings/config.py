@@ -106,6 +106,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from lakehouse.bronze_columns import INGEST_DATE
 from lakehouse.catalog import CatalogDatabases
 from lakehouse.layout import LAYERS
 from lakehouse.streaming import TRIGGERS
@@ -161,7 +162,7 @@ class RegistryConfig:
 class BronzeConfig:
     table_mode: str = "per_topic"
     single_table: str = "records"
-    partition_by: tuple[str, ...] = ("_ingest_date",)
+    partition_by: tuple[str, ...] = (INGEST_DATE,)
     trigger: str = "available-now"
     processing_interval: str = "30 seconds"
 

@@ -68,6 +68,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import SchemaKey, SchemaResolver
+from lakehouse.bronze_columns import INGESTED_AT, RECORD_COLUMNS
 from lakehouse.catalog import CatalogDatabases
 from lakehouse.delta import ANY_BATCH_MAY_BE_REPLAYED, Replays
 from lakehouse.layout import Layout
@@ -81,7 +82,7 @@ from .decode import DecodeSpec
 from .decode_pass import DecodedVersion
 from .driver_pass import DRIVER_RECORDS, SmallBatch, collect_small
 from .evaluation import ExpressionEvaluation
-from .frame_heads import BRONZE_COLUMNS, INGESTED_AT, head_counts
+from .frame_heads import head_counts
 from .framing import FramedBatch, Heads, batch_reference_time
 from .plan import TablePlan, plan_tables, table_rows
 from .record_framing import python_framed
@@ -218,7 +219,7 @@ class SilverBatch:
             small = self._small(bronze)
         if small is None and self.cache_bronze:
             # read once: the keys pass and every decode pass below read the batch again
-            columns = [*BRONZE_COLUMNS, *([INGESTED_AT] if INGESTED_AT in bronze.columns else [])]
+            columns = [*RECORD_COLUMNS, *([INGESTED_AT] if INGESTED_AT in bronze.columns else [])]
             bronze = bronze.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
             persisted.append(bronze)
         path: SmallBatch | LargeBatch

@@ -45,8 +45,8 @@ from codec import (
     message_to_json,
 )
 from codec.payload import decode_sliced
+from lakehouse.bronze_columns import RECORD_COLUMNS
 
-from .frame_heads import BRONZE_COLUMNS
 from .framing import schema_key_of
 
 LINEAGE_DECODE_FIELDS: tuple[T.StructField, ...] = (
@@ -71,7 +71,7 @@ LINEAGE_DECODE_FIELDS: tuple[T.StructField, ...] = (
 )
 # the framed columns decode_batches reads (the rest of the framing stays in the JVM)
 DECODE_INPUT = (
-    *BRONZE_COLUMNS,
+    *RECORD_COLUMNS,
     "_payload_offset",
     "_key_schema_key",
     "_key_payload_offset",
@@ -315,7 +315,7 @@ def decode_input(spec: DecodeSpec) -> tuple[str, ...]:
     """The framed columns :func:`decode_batches` reads for ``spec``: without key schemas, not
     the key frame columns (two columns of nulls cost as much as the payloads to ship,
     bench/silver_bench.py)."""
-    return DECODE_INPUT if spec.key_types else DECODE_INPUT[: len(BRONZE_COLUMNS) + 1]
+    return DECODE_INPUT if spec.key_types else DECODE_INPUT[: len(RECORD_COLUMNS) + 1]
 
 
 def decode_version(records: DataFrame, spec: DecodeSpec) -> DataFrame:

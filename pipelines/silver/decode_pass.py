@@ -22,6 +22,7 @@ from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import SchemaKey
+from lakehouse.bronze_columns import RECORD_COLUMNS
 
 from .decode import (
     DECODE_INPUT,
@@ -32,7 +33,6 @@ from .decode import (
     message_spark_schema,
     row_converter,
 )
-from .frame_heads import BRONZE_COLUMNS
 from .framing import VERSION, FramedBatch
 
 # At most this many schema versions share a pass: each row carries a null struct column for
@@ -140,7 +140,7 @@ def decode_versions(records: DataFrame, specs: Sequence[DecodeSpec]) -> DataFram
         ]
     )
     with_keys = any(s.key_types for s in specs)
-    columns = DECODE_INPUT if with_keys else DECODE_INPUT[: len(BRONZE_COLUMNS) + 1]
+    columns = DECODE_INPUT if with_keys else DECODE_INPUT[: len(RECORD_COLUMNS) + 1]
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return decode_version_batches(specs, batches)

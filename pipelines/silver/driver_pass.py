@@ -43,6 +43,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import SchemaKey
+from lakehouse.bronze_columns import INGESTED_AT, RECORD_COLUMNS
 from lakehouse.driver_append import MAX_RECORDS, collect_arrow
 
 from . import arrow_rejects
@@ -55,7 +56,6 @@ from .decode import (
     message_spark_schema,
 )
 from .decode_pass import DecodedVersion
-from .frame_heads import BRONZE_COLUMNS, INGESTED_AT
 from .framing import FRAMED_FIELDS, FramedBatch, Heads, schema_key_of
 from .plan import TablePlan
 from .record_framing import frame_batch
@@ -73,7 +73,7 @@ def collect_small(bronze: DataFrame, limit: int) -> pa.Table | None:
     most ``limit`` records and they can be collected; else None. One Spark job."""
     if limit <= 0:
         return None
-    columns = [*BRONZE_COLUMNS, *([INGESTED_AT] if INGESTED_AT in bronze.columns else [])]
+    columns = [*RECORD_COLUMNS, *([INGESTED_AT] if INGESTED_AT in bronze.columns else [])]
     rows = collect_arrow(
         bronze.select(*columns).limit(limit + 1), "silver", "the batch takes the Spark path"
     )
@@ -98,10 +98,10 @@ class SmallBatch:
     def frame(cls, bronze: DataFrame, rows: pa.Table) -> SmallBatch:
         """Frame the collected ``rows`` of ``bronze``, record by record."""
         bronze_schema = bronze.select(*rows.column_names).schema
-        records = rows.select(list(BRONZE_COLUMNS))
+        records = rows.select(list(RECORD_COLUMNS))
         batches = records.to_batches() or [pa.RecordBatch.from_pylist([], records.schema)]
         framed = pa.Table.from_batches([frame_batch(b) for b in batches])
-        framed_schema = T.StructType([*(bronze_schema[c] for c in BRONZE_COLUMNS), *FRAMED_FIELDS])
+        framed_schema = T.StructType([*(bronze_schema[c] for c in RECORD_COLUMNS), *FRAMED_FIELDS])
         heads = Heads.all_in_python(_latest_ingested(rows))
         keys = [schema_key_of(k) for k in framed.column("_schema_key").to_pylist()]
         return cls(framed, keys, _counts(framed, keys), heads, bronze, framed_schema)

@@ -22,21 +22,10 @@ from codec.framing import (
     MAGIC_SCHEMA_ID,
     VALUE_SCHEMA_ID_HEADER,
 )
+from lakehouse.bronze_columns import INGESTED_AT, RECORD_COLUMNS
 
 from .arrow_batches import record_bytes
 
-BRONZE_COLUMNS: tuple[str, ...] = (
-    "key",
-    "value",
-    "topic",
-    "partition",
-    "offset",
-    "timestamp",
-    "headers",
-)
-
-#: bronze's column: when bronze wrote the row (absent from tables written without it)
-INGESTED_AT = "_ingested_at"
 #: :func:`head_counts`' latest ``_ingested_at`` of each group
 LATEST_INGESTED = "_latest_ingested"
 #: :func:`head_counts`' largest record of each group (``arrow_batches.record_bytes``)
@@ -88,7 +77,7 @@ def frame_heads(bronze: DataFrame, extra: Sequence[str] = ()) -> DataFrame:
         F.lit(False),
     )
     return bronze.select(
-        *BRONZE_COLUMNS,
+        *RECORD_COLUMNS,
         *extra,
         head_expr("value").alias(VALUE_HEAD),
         head_expr("key").alias(KEY_HEAD),

@@ -39,9 +39,9 @@ from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import CodecError, Frame, SchemaKey, Truncated, parse_frame
+from lakehouse.bronze_columns import RECORD_COLUMNS
 
 from .frame_heads import (
-    BRONZE_COLUMNS,
     IN_PYTHON,
     KEY_HEAD,
     LARGEST_RECORD,
@@ -251,8 +251,8 @@ class Heads:
             heads = heads.where(F.coalesce(self._known(), F.lit(False)) & ~F.col(IN_PYTHON))
         vpos, vcols = _lookup(F.col(VALUE_HEAD), self.values, _VALUE_FRAME, "_vpos")
         kpos, kcols = _lookup(F.col(KEY_HEAD), self.keys, _KEY_FRAME, "_kpos")
-        ids = heads.select(*BRONZE_COLUMNS, VALUE_HEAD, vpos.alias("_vpos"), kpos.alias("_kpos"))
-        return ids.select(*BRONZE_COLUMNS, VALUE_HEAD, *vcols, *kcols)
+        ids = heads.select(*RECORD_COLUMNS, VALUE_HEAD, vpos.alias("_vpos"), kpos.alias("_kpos"))
+        return ids.select(*RECORD_COLUMNS, VALUE_HEAD, *vcols, *kcols)
 
     def records_of(
         self, bronze: DataFrame, framed: DataFrame | None, key: SchemaKey, with_keys: bool
@@ -288,14 +288,14 @@ class Heads:
             marked = framed.select("*", version.cast("int").alias(VERSION))
             return marked.where(F.col(VERSION).isNotNull())
         mine = {h: (v[4], index[v[5]]) for h, v in self.values.items() if v[5] in index}
-        df = bronze.select(*BRONZE_COLUMNS)
+        df = bronze.select(*RECORD_COLUMNS)
         head = head_expr("value")
         if len(mine) != len(self.values):
             df = df.where(head.isin(*mine))
         fields = [_VALUE_FRAME[4], T.StructField(VERSION, T.IntegerType())]
         pos, (offset, version) = _lookup(head, mine, fields, "_vpos")
         df = df.select("*", pos.alias("_vpos"))
-        df = df.select(*BRONZE_COLUMNS, offset.alias("_payload_offset"), version)
+        df = df.select(*RECORD_COLUMNS, offset.alias("_payload_offset"), version)
         return self._with_key_frames(df, with_keys, VERSION)
 
     def _with_key_frames(self, df: DataFrame, with_keys: bool, *extra: str) -> DataFrame:
@@ -307,8 +307,8 @@ class Heads:
         complete = len(framed_keys) == len(self.keys)
         pos, kcols = _lookup(F.col(KEY_HEAD), framed_keys, _KEY_FRAME, "_kpos", complete)
         df = df.select("*", head_expr("key").alias(KEY_HEAD))
-        df = df.select(*BRONZE_COLUMNS, "_payload_offset", *extra, pos.alias("_kpos"))
-        return df.select(*BRONZE_COLUMNS, "_payload_offset", *extra, *kcols)
+        df = df.select(*RECORD_COLUMNS, "_payload_offset", *extra, pos.alias("_kpos"))
+        return df.select(*RECORD_COLUMNS, "_payload_offset", *extra, *kcols)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@ from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import CodecError, SchemaKey, parse_frame
+from lakehouse.bronze_columns import RECORD_COLUMNS
 
-from .frame_heads import BRONZE_COLUMNS, IN_PYTHON, VALUE_HEAD, frame_heads
+from .frame_heads import IN_PYTHON, VALUE_HEAD, frame_heads
 from .framing import FRAMED_FIELDS, Heads, frame_values, value_error
 
 
@@ -24,7 +25,7 @@ def python_framed(bronze: DataFrame, heads: Heads) -> DataFrame:
     rows = (
         frame_heads(bronze)
         .where(~F.coalesce(heads._known(), F.lit(False)) | F.col(IN_PYTHON))
-        .select(*BRONZE_COLUMNS, VALUE_HEAD)
+        .select(*RECORD_COLUMNS, VALUE_HEAD)
     )
     schema = T.StructType([*rows.schema.fields, *FRAMED_FIELDS])
     return rows.mapInArrow(_frame_batches, schema)

@@ -12,12 +12,13 @@ from pyspark.sql import functions as F  # noqa: N812
 
 from codec import SchemaResolver, open_registry
 from codec.framing import KEY_SCHEMA_ID_HEADER
+from lakehouse.bronze_columns import RECORD_COLUMNS
 from lakehouse.layout import Layout
 from pipelines.naming import table_name_for
 from pipelines.silver import SilverBatch
 from pipelines.silver.arrow_batches import MAX_BYTES, UNBOUNDED, ArrowBatches, record_bytes
 from pipelines.silver.decode import DECODE_INPUT
-from pipelines.silver.frame_heads import BRONZE_COLUMNS, VALUE_HEAD, frame_heads, head_counts
+from pipelines.silver.frame_heads import VALUE_HEAD, frame_heads, head_counts
 from pipelines.silver.framing import VERSION, Heads
 from pipelines.silver.record_framing import python_framed
 from tests.support.silver_testkit import BRONZE_DDL, bronze_row, make_order, write_bronze
@@ -82,7 +83,7 @@ def test_the_bound_holds_each_record_as_each_pass_ships_it(
     framed = heads.framed(bronze).unionByName(python_framed(bronze, heads))
     bound = record_bytes().alias("_bound")
     passes = {
-        "Python framing": frame_heads(bronze).select(*BRONZE_COLUMNS, VALUE_HEAD, bound),
+        "Python framing": frame_heads(bronze).select(*RECORD_COLUMNS, VALUE_HEAD, bound),
         "decode": framed.select(*DECODE_INPUT, bound),
         "decode of versions": framed.select(*DECODE_INPUT, F.lit(0).alias(VERSION), bound),
     }

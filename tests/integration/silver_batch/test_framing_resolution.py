@@ -21,7 +21,8 @@ from codec import (
     write_frame,
 )
 from codec.framing import write_message_indexes
-from pipelines.silver.frame_heads import BRONZE_COLUMNS, head_counts
+from lakehouse.bronze_columns import RECORD_COLUMNS
+from pipelines.silver.frame_heads import head_counts
 from pipelines.silver.framing import FRAMED_FIELDS, VERSION, Heads, schema_key_of
 from pipelines.silver.record_framing import _frame_batches, frame_columns, python_framed
 from pipelines.silver.resolution import resolve_schema_key, resolve_schema_keys
@@ -196,7 +197,7 @@ def test_frame_batches_match_frame_columns_row_by_row(producer: Any, versions: A
             pa.array([None] * n, pa.timestamp("us")),
             pa.array(headers, header_t),
         ],
-        names=list(BRONZE_COLUMNS),
+        names=list(RECORD_COLUMNS),
     )
     (out,) = list(_frame_batches([batch]))
     for i in range(n):

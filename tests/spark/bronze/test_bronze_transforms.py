@@ -22,9 +22,10 @@ from pyspark.sql.types import (
 )
 from pyspark.testing import assertDataFrameEqual
 
+from lakehouse.bronze_columns import BRONZE_TABLE_COLUMNS
 from lakehouse.checkpoints import load_app_id, query_id
 from lakehouse.layout import APP_ID_FILE
-from pipelines.bronze import BRONZE_COLUMNS, read_kafka, to_bronze_rows
+from pipelines.bronze import read_kafka, to_bronze_rows
 from pipelines.bronze_routing import TopicRouter, one_table, topics_in_batch
 from pipelines.settings import parse_config
 from tests.support.checkpoints import write_checkpoint_batch
@@ -81,7 +82,7 @@ def kafka_rows(spark: Any, topics: list[str], per_topic: int = 3) -> Any:
 def test_bronze_rows_follow_the_contract(spark: Any) -> None:
     source = kafka_rows(spark, ["t.one"])
     out = to_bronze_rows(source)
-    assert tuple(out.columns) == BRONZE_COLUMNS
+    assert tuple(out.columns) == BRONZE_TABLE_COLUMNS
     assert {f.name: f.dataType for f in out.schema.fields} == CONTRACT_TYPES
     rows = out.collect()
     assert len(rows) == 3

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
 from codec import SchemaKey
-from pipelines.silver.frame_heads import BRONZE_COLUMNS
+from lakehouse.bronze_columns import RECORD_COLUMNS
 from pipelines.silver.framing import FRAMED_FIELDS, SCHEMA_KEY_TYPE
 from pipelines.silver.rejects import quarantine_faults
 from pipelines.silver.resolution import Resolution
@@ -40,7 +40,7 @@ def framed_rows(spark: Any, keys: list[SchemaKey | None]) -> Any:
         F.col(f.name) if f.name == "_schema_key" else F.lit(None).cast(f.dataType).alias(f.name)
         for f in FRAMED_FIELDS
     ]
-    return bronze.join(schema_keys, "offset").select(*BRONZE_COLUMNS, *framing)
+    return bronze.join(schema_keys, "offset").select(*RECORD_COLUMNS, *framing)
 
 
 @pytest.mark.parametrize("as_literals", [16, 0], ids=["literals", "broadcast-join"])

@@ -15,6 +15,7 @@ import pytest
 from pyspark.sql import types as T  # noqa: N812
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from lakehouse.bronze_columns import RECORD_COLUMNS
 from pipelines.silver.decode import (
     LINEAGE_DECODE_FIELDS,
     DecodeSpec,
@@ -22,7 +23,6 @@ from pipelines.silver.decode import (
     message_spark_schema,
 )
 from pipelines.silver.decode_pass import decode_all, decode_version_batches, version_column
-from pipelines.silver.frame_heads import BRONZE_COLUMNS
 from pipelines.silver.framing import VERSION
 from tests.support.proto_types_testkit import Protos, compile_protos
 
@@ -67,7 +67,7 @@ def _batch(rows: list[tuple[int, bytes]]) -> pa.RecordBatch:
         "_payload_offset": pa.array([len(FRAME)] * n, pa.int32()),
         VERSION: pa.array([version for version, _ in rows], pa.int32()),
     }
-    assert list(columns)[: len(BRONZE_COLUMNS)] == list(BRONZE_COLUMNS)
+    assert list(columns)[: len(RECORD_COLUMNS)] == list(RECORD_COLUMNS)
     return pa.RecordBatch.from_pydict(columns)
 
 
