@@ -39,6 +39,7 @@ from .arrow_rows import commented
 from .plan import TablePlan, table_schema
 from .registration import SilverRegistration
 from .resolution import KeyCounts
+from .retried import settle, settles
 from .tables import ensure_table, union_all, write_partitions
 
 log = logging.getLogger("pipelines.silver")
@@ -106,14 +107,35 @@ class BatchWrites:
         append reads in one task: :func:`write_partitions`) and counted. They are appended only
         when there are some or to create the table: an empty append would be a Delta commit
         for nothing; a retry counts the same rows. Replay's ``quarantine_writer`` runs after
-        the appends.
+        the appends. The batch a checkpointed stream runs again after a restart is settled
+        first (``retried.settle``): each record keeps the place its first attempt landed it
+        in.
         """
+        owed: list[Callable[[], None]] = []
+        if self.quarantine_writer is None and settles(self.replays, batch_id):
+            settled = settle(
+                self.spark,
+                self.layout,
+                self.app_id,
+                self.replays,
+                batch_id,
+                to_write,
+                quarantine_parts,
+                persisted,
+            )
+            if settled is not None:
+                to_write, quarantine_parts, owed = (
+                    list(settled.tables),
+                    list(settled.quarantine),
+                    settled.owed,
+                )
         quarantine, quarantined, write_quarantine = self._quarantine_rows(
             quarantine_parts, batch_id, counts.records, persisted
         )
         commits: list[Callable[[], None]] = [
             partial(self._table, plan, df, batch_id, counts) for plan, df in to_write
         ]
+        commits += owed
         if self.quarantine_writer is None and (quarantined or not self._has_quarantine_table()):
             commits.append(write_quarantine)
         if results:
