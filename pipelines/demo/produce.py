@@ -25,6 +25,7 @@ from pipelines.demo.schemas import load_schema_versions
 from pipelines.demo.stream import PARTITIONS, DemoStreamError, DemoStreamSummary, demo_topics
 from pipelines.settings import ProtolakeConfig
 from pipelines.settings.clients import partition_watermarks
+from pipelines.settings.redaction import redact_url
 
 
 def check_stack(cfg: ProtolakeConfig, timeout: float = 5.0) -> list[str]:
@@ -70,8 +71,9 @@ def _refused_addresses(bootstrap: str, timeout: float) -> str | None:
 
 def _registry_problem(cfg: ProtolakeConfig, timeout: float) -> str | None:
     url = cfg.registry.url.rstrip("/")
+    shown = redact_url(url)
     if url.startswith("dir:"):
-        return f"the demo needs an HTTP schema registry; registry.url is {url}"
+        return f"the demo needs an HTTP schema registry; registry.url is {shown}"
     request = urllib.request.Request(f"{url}/subjects")
     if cfg.registry.basic_auth:
         token = b64encode(cfg.registry.basic_auth.encode()).decode()
@@ -80,10 +82,10 @@ def _registry_problem(cfg: ProtolakeConfig, timeout: float) -> str | None:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
             response.read()
     except urllib.error.HTTPError as exc:
-        return f"the schema registry at {url} answers HTTP {exc.code}"
+        return f"the schema registry at {shown} answers HTTP {exc.code}"
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        return f"the schema registry does not answer at {url} ({reason})"
+        return f"the schema registry does not answer at {shown} ({reason})"
     return None
 
 

@@ -36,7 +36,16 @@ def _redact(value: Any, key: str = "") -> Any:
         return [_redact(v, key) for v in value]
     if isinstance(value, str) and value and _SECRET_KEY.search(key):
         return "***"
-    if isinstance(value, str) and "://" in value and "@" in value:
-        # user:password@host in a URL
-        return re.sub(r"://[^/@]*@", "://***@", value)
+    if isinstance(value, str):
+        return redact_url(value)
     return value
+
+
+# a URL's user info: everything from the scheme to the last "@" before the path, so that a
+# password holding "@" is hidden whole (one holding "/" must be percent-encoded to be a URL)
+_USER_INFO = re.compile(r"://[^/\s]*@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the ``user:password@`` of every URL in it replaced by ``***@``."""
+    return _USER_INFO.sub("://***@", text) if "://" in text and "@" in text else text

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.settings import ConfigError, ProtolakeConfig, load_config, parse_config
+from pipelines.settings.redaction import redact_url
 
 MINIMAL = """
 [kafka]
@@ -162,6 +163,24 @@ def test_redacted_view_never_shows_a_secret(tmp_path: Path) -> None:
     assert view["kafka"]["options"]["security.protocol"] == "SASL_SSL"  # not secret: kept
     assert view["kafka"]["options"]["sasl.jaas.config"] == "***"
     assert view["registry"]["url"] == "https://***@registry.example:8081"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://svc:p@ss@registry.example:8081", "https://***@registry.example:8081"),
+        ("https://svc:p@ss@host/sub@path?a=b", "https://***@host/sub@path?a=b"),
+        (
+            "see http://u:pw@a.example/x and https://b.example/y",
+            "see http://***@a.example/x and https://b.example/y",
+        ),
+        ("s3a://bucket/prefix@2026", "s3a://bucket/prefix@2026"),
+        ("http://127.0.0.1:8081", "http://127.0.0.1:8081"),
+    ],
+)
+def test_a_urls_user_info_is_hidden_whole(url: str, shown: str) -> None:
+    """A password holding "@" is hidden whole, not cut at its own "@"; a path's "@" stays."""
+    assert redact_url(url) == shown
 
 
 def test_errors_do_not_echo_secret_values(tmp_path: Path) -> None:
