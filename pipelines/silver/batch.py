@@ -36,17 +36,18 @@
 8. count, for the summary and the metrics (:class:`pipelines.silver.stats.BatchStats`).
 
 A batch that fails after some of its writes committed is run again with the same batch id and
-the same bronze rows (Spark's offset log), and the writes already committed are skipped. That
-is only safe because every step decides the same way on a retry: in particular the quality
-rules' "now" is the batch's reference time, the latest ``_ingested_at`` of its bronze rows
-(:func:`framing.batch_reference_time`), never the wall clock. With the wall clock, a record quarantined
-on the first attempt (silver appended without it, then a crash before the quarantine append)
-could pass on the retry and go into a silver append Delta skips: lost. The other inputs are as
-stable: the registry's schema for an id never changes, and a version merged into a silver
-table by the first attempt is still accepted by the table the retry reads (a version
-compatible with the table is compatible with the union it made). So where each record goes
-never depends on what an attempt committed, and a batch with no quarantine rows needs no
-quarantine commit to stay exactly once.
+the same bronze rows (Spark's offset log), and the writes already committed are skipped. The
+steps therefore decide the same way on a retry wherever the batch alone decides: in particular
+the quality rules' "now" is the batch's reference time, the latest ``_ingested_at`` of its
+bronze rows (:func:`framing.batch_reference_time`), never the wall clock. With the wall clock, a
+record quarantined on the first attempt (silver appended without it, then a crash before the
+quarantine append) could pass on the retry and go into a silver append Delta skips: lost. What
+lies outside the batch can still change between attempts: another writer can change a silver
+table's schema (a version that fitted is now a conflict), the registry can answer a schema id
+it did not. So the batch a restarted stream runs again is settled against what its first
+attempt landed (``retried.settle``): each record keeps the place it landed in, and a record
+the first attempt did not land goes where the retry routes it, in a commit of its own when
+its destination already has the batch.
 
 Every bronze record ends in exactly one silver table or in quarantine
 (:func:`pipelines.quarantine.check_invariant` checks it).
