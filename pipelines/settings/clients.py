@@ -335,7 +335,8 @@ def open_session(cfg: ProtolakeConfig, app: str) -> SparkSession:
 
 
 def prepare_session(spark: SparkSession, cfg: ProtolakeConfig) -> None:
-    """Give a running session the lakehouse's ``[s3]`` settings and check its store.
+    """Give a running session the lakehouse's ``[s3]`` settings and check its store (a plain
+    lakehouse path: that Spark reads it as a local folder too, ``preflight.check_local_root``).
 
     The settings go into the session's Hadoop configuration (read by every S3A file system
     created after, on the driver and, through the jobs' serialized configuration, on the
@@ -344,10 +345,12 @@ def prepare_session(spark: SparkSession, cfg: ProtolakeConfig) -> None:
     Raises:
         pipelines.settings.preflight.StoreError: the object store refuses or cannot be reached.
     """
+    from pipelines.settings.preflight import check_lakehouse, check_local_root
+
+    check_local_root(spark, cfg)
     hadoop = s3a_hadoop_conf(cfg)
     if not hadoop:
         return
-    from pipelines.settings.preflight import check_lakehouse
 
     jconf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
     for key, value in hadoop.items():

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from lakehouse.hadoop import hadoop_path
+from lakehouse.layout import has_scheme
 from lakehouse.store import Store
 from pipelines.settings.clients import CONNECT_TIMEOUT, lakehouse_bucket
 from pipelines.settings.config import ProtolakeConfig
@@ -81,6 +82,32 @@ def check_lakehouse(spark: SparkSession, cfg: ProtolakeConfig) -> None:
         _list_prefix(spark, root)
     except Exception as exc:  # noqa: BLE001 - classified below, or re-raised as it came
         raise StoreError(describe_failure(exc, bucket, cfg.s3.endpoint or "AWS S3")) from None
+
+
+def check_local_root(spark: SparkSession, cfg: ProtolakeConfig) -> None:
+    """Check that Spark reads a plain lakehouse path as the local folder protolake reads.
+
+    A path without a scheme (``/data/lakehouse``) is a local folder to protolake (its small
+    appends by delta-rs, checkpoint locks, Data Docs), but Hadoop resolves it against
+    ``fs.defaultFS``: on a cluster whose default file system is HDFS, Spark would write one
+    lakehouse and protolake another. Such a path is refused; ``file:///...`` (a folder every
+    node shares) or ``hdfs://...`` says which is meant.
+
+    Raises:
+        StoreError: the path has no scheme and the default file system is not ``file:``.
+    """
+    root = cfg.lakehouse.path
+    if has_scheme(root):
+        return
+    jconf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    default_fs = str(jconf.get("fs.defaultFS") or "file:///")
+    if default_fs.startswith("file:"):
+        return
+    raise StoreError(
+        f"lakehouse.path {root!r} has no scheme, and this Spark's default file system is "
+        f"{default_fs}: write file://{root if root.startswith('/') else '/' + root} for a "
+        f"folder every node shares, or {default_fs.rstrip('/')}/... for that file system"
+    )
 
 
 def check_store(cfg: ProtolakeConfig, store: Store) -> None:
