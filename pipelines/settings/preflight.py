@@ -96,7 +96,7 @@ def check_local_root(spark: SparkSession, cfg: ProtolakeConfig) -> None:
     Raises:
         StoreError: the path has no scheme and the default file system is not ``file:``.
     """
-    root = cfg.lakehouse.path
+    root = cfg.lakehouse_path
     if has_scheme(root):
         return
     jconf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]

@@ -30,7 +30,7 @@ already.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial, reduce
 
@@ -39,8 +39,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
-from lakehouse.delta import Replays, append_idempotent, batch_landed
-from lakehouse.layout import SILVER, Layout
+from lakehouse.delta import HistoryCleanedError, Replays, append_idempotent, batch_landed
+from lakehouse.layout import SILVER, Layout, local_path
 from lakehouse.materialized import materialize
 from lakehouse.tables import list_delta_tables
 from pipelines.quarantine import QUARANTINE_SCHEMA, RECORD_KEY
@@ -88,7 +88,8 @@ def settle(
     """Batch ``batch_id``'s writes settled against the destinations its first attempt landed
     (see the module docstring); None when it landed nowhere (its writes stand as they are).
     The records held are read once and kept (freed with the batch: ``persisted``)."""
-    landed = _landed(spark, layout, app_id, batch_id, replays.planned_ms)
+    own = [plan.path for plan, _ in tables]
+    landed = _landed(spark, layout, own, app_id, batch_id, replays.planned_ms)
     if not landed:
         return None
     frames = [(plan, _frame(spark, rows, table_schema(_merged(plan)))) for plan, rows in tables]
@@ -97,49 +98,85 @@ def settle(
     if rejects is not None:
         routed.append(rejects.select(*RECORD_KEY))
     batch = union_all(routed)
-    if batch is None:
+    spans = [] if batch is None else _spans(batch)
+    if batch is None or not spans:
         return None
-    held = materialize(_held(spark, landed, batch.distinct()))
+    held = materialize(_held(spark, landed.values(), batch.distinct(), spans))
     persisted.append(held)
     log.warning(
         "batch %d ran again after a restart and had landed in %s: its records keep the "
         "places they landed in",
         batch_id,
-        ", ".join(sorted(landed)),
+        ", ".join(sorted(landed.values())),
     )
     settled = [(plan, rows.join(held, list(RECORD_KEY), "left_anti")) for plan, rows in frames]
     owed: list[Callable[[], None]] = [
         partial(_owe, rows, plan.path, app_id, batch_id, True)
         for plan, rows in settled
-        if plan.path in landed
+        if _same(plan.path) in landed
     ]
     parts: list[DataFrame] = []
     if rejects is not None:
         left = rejects.join(held, list(RECORD_KEY), "left_anti").select(*QUARANTINE_SCHEMA.names)
         parts.append(left)
-        if layout.quarantine in landed:
+        if _same(layout.quarantine) in landed:
             owed.append(partial(_owe, left, layout.quarantine, app_id, batch_id, False))
     return Settled(settled, parts, owed)
 
 
 def _landed(
-    spark: SparkSession, layout: Layout, app_id: str, batch_id: int, planned_ms: int | None
-) -> set[str]:
-    """The paths of the silver tables and the quarantine that hold batch ``batch_id`` of
-    ``app_id``: every silver table, not only the batch's own (a table the first attempt wrote
-    may be one the retry routes nothing to)."""
-    paths = [*list_delta_tables(layout.layer(SILVER), spark), layout.quarantine]
-    return {p for p in paths if batch_landed(spark, p, app_id, batch_id, planned_ms)}
+    spark: SparkSession,
+    layout: Layout,
+    own: Sequence[str],
+    app_id: str,
+    batch_id: int,
+    planned_ms: int | None,
+) -> dict[str, str]:
+    """The silver tables and the quarantine that hold batch ``batch_id`` of ``app_id``, by
+    :func:`_same` path: the batch's ``own`` tables and the quarantine, and every other silver
+    table too (one the first attempt wrote may be one the retry routes nothing to). Another
+    table whose history was cleaned past the batch's start is taken as not holding it (it
+    cannot be told, and most likely it is another query's): a warning says so."""
+    candidates = {_same(p): p for p in [*own, layout.quarantine]}
+    landed = {
+        k: p for k, p in candidates.items() if batch_landed(spark, p, app_id, batch_id, planned_ms)
+    }
+    for path in list_delta_tables(layout.layer(SILVER), spark):
+        if _same(path) in candidates:
+            continue
+        try:
+            if batch_landed(spark, path, app_id, batch_id, planned_ms):
+                landed[_same(path)] = path
+        except HistoryCleanedError as exc:
+            log.warning("batch %d: taken as not in %s (%s)", batch_id, path, exc)
+    return landed
 
 
-def _held(spark: SparkSession, paths: set[str], batch: DataFrame) -> DataFrame:
-    """The coordinates of ``batch``'s records that the tables at ``paths`` hold. Each table
-    is read within the offsets the batch spans per topic and partition (Delta skips the files
-    outside them by their statistics)."""
+def _same(path: str) -> str:
+    """One spelling per table: a local one's resolved folder (``/x`` and ``file:/x`` alike),
+    else the URI without a trailing slash."""
+    local = local_path(path)
+    return str(local) if local is not None else path.rstrip("/")
+
+
+def _spans(batch: DataFrame) -> list[tuple[str, int, int, int]]:
+    """The offsets ``batch``'s records span, per topic and partition."""
     spans = batch.groupBy(*RECORD_KEY[:2]).agg(
         F.min(RECORD_KEY[2]).alias("low"), F.max(RECORD_KEY[2]).alias("high")
     )
-    within = reduce(Column.__or__, [_span(*row) for row in spans.collect()])
+    return [tuple(row) for row in spans.collect()]  # type: ignore[misc]
+
+
+def _held(
+    spark: SparkSession,
+    paths: Iterable[str],
+    batch: DataFrame,
+    spans: Sequence[tuple[str, int, int, int]],
+) -> DataFrame:
+    """The coordinates of ``batch``'s records that the tables at ``paths`` hold, each table
+    read within the offsets the batch ``spans`` (Delta skips the files outside them where the
+    table keeps statistics for those columns)."""
+    within = reduce(Column.__or__, [_span(*span) for span in spans])
     found = [
         spark.read.format("delta").load(p).where(within).select(*RECORD_KEY) for p in sorted(paths)
     ]
@@ -154,7 +191,9 @@ def _span(topic: str, partition: int, low: int, high: int) -> Column:
 
 
 def _owe(rows: DataFrame, path: str, app_id: str, batch_id: int, merge_schema: bool) -> None:
-    """Append what a landed destination is owed, unless there is nothing (or it has it)."""
+    """Append what a landed destination is owed, unless there is nothing. Not looked up
+    first: the rows are those no destination holds now, whatever an earlier retry appended
+    under the same app id (a lost conflict is still retried once, ``commit_once``)."""
     if rows.isEmpty():
         return
     append_idempotent(
@@ -162,6 +201,7 @@ def _owe(rows: DataFrame, path: str, app_id: str, batch_id: int, merge_schema: b
         path,
         app_id + RETRY_APP_SUFFIX,
         batch_id,
+        replays=Replays(fresh_from=batch_id),
         merge_schema=merge_schema,
         logger=log,
     )

@@ -109,7 +109,8 @@ class BatchWrites:
         for nothing; a retry counts the same rows. Replay's ``quarantine_writer`` runs after
         the appends. The batch a checkpointed stream runs again after a restart is settled
         first (``retried.settle``): each record keeps the place its first attempt landed it
-        in.
+        in, and the counts are then those of the quarantine rows this attempt still commits
+        (the batch's stats of such a retry are approximate).
         """
         owed: list[Callable[[], None]] = []
         if self.quarantine_writer is None and settles(self.replays, batch_id):

@@ -31,14 +31,14 @@ ORDER = "silvertest.v1.Order"
 
 
 class LaggingResolver(SchemaResolver):
-    """A registry follower that has not replicated one schema id yet."""
+    """A registry follower that has not replicated some schema ids yet."""
 
-    def __init__(self, url: str, missing: int) -> None:
+    def __init__(self, url: str, *missing: int) -> None:
         super().__init__(open_registry(url))
-        self.missing = missing
+        self.missing = set(missing)
 
     def resolve_id(self, schema_id: int) -> Any:
-        if schema_id == self.missing:
+        if schema_id in self.missing:
             raise UnknownSchema(f"schema {schema_id} is not on this registry yet")
         return super().resolve_id(schema_id)
 
@@ -197,3 +197,88 @@ def test_records_a_landed_table_holds_are_not_quarantined_by_the_retry(
 def _places_quarantine(spark: Any, lake: str) -> dict[int, str]:
     q = spark.read.format("delta").load(Layout(lake).quarantine)
     return {r[0]: r[1] for r in q.select("_kafka_offset", "reason_code").collect()}
+
+
+def _orders_and_a_bad_frame(
+    spark: Any, lake: str, producer: Any, versions: Any
+) -> tuple[Any, int, int]:
+    """Bronze rows: v1 Orders at offsets 0-1, v2 Orders at 10-11, a bad frame at 20; the
+    bronze frame and the v1 and v2 schema ids."""
+    v1, v2 = versions["v1"], versions["v2"]
+    v1_frames = [producer.frame(make_order(v1, i), TOPIC) for i in range(2)]
+    v2_frames = [producer.frame(make_order(v2, 10 + i, with_v2=True), TOPIC) for i in range(2)]
+    rows = [bronze_row(f, TOPIC, i) for i, f in enumerate(v1_frames)]
+    rows += [bronze_row(f, TOPIC, 10 + i) for i, f in enumerate(v2_frames)]
+    rows.append(bronze_row(b"{not a frame}", TOPIC, 20))
+    write_bronze(spark, f"{lake}/bronze/a", rows)
+    bronze = spark.read.format("delta").load(f"{lake}/bronze/a")
+    ids = [struct.unpack(">I", f[0][1:5])[0] for f in (v1_frames, v2_frames)]
+    return bronze, ids[0], ids[1]
+
+
+@pytest.mark.parametrize("driver_records", [DRIVER_RECORDS, 0], ids=["driver", "spark"])
+def test_records_owed_to_a_landed_table_are_appended_to_it(
+    spark: Any, tmp_path: Path, producer: Any, versions: Any, registry: Any, driver_records: int
+) -> None:
+    """The first attempt cannot resolve v2 (UNKNOWN_SCHEMA), lands the Order table with v1 and
+    dies before the quarantine commit. On the retry v2 resolves: the landed table is owed the
+    v2 records (their new columns merged), and the quarantine gets only the bad frame."""
+    lake = str(tmp_path / "lake")
+    bronze, _, v2_id = _orders_and_a_bad_frame(spark, lake, producer, versions)
+    app = "ffffffff-0000-0000-0000-000000000006"
+    kw = {"driver_records": driver_records}
+    started = int(time.time() * 1000)
+    first = _batch(spark, lake, app, LaggingResolver(registry.url, v2_id), **kw)
+    first.writes._quarantine_collected = _fail  # type: ignore[method-assign]
+    first.writes._quarantine_by_spark = _fail  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="driver died"):
+        first(bronze, 0)
+
+    retry = _batch(
+        spark,
+        lake,
+        app,
+        SchemaResolver(open_registry(registry.url)),
+        replays=_replay(started),
+        **kw,
+    )
+    retry(bronze, 0)
+    reasons, silver = _places(spark, lake)
+    assert reasons == {20: "BAD_MAGIC"}
+    assert silver == [0, 1, 10, 11]
+    _holds(spark, lake)
+
+
+def test_a_third_attempt_gives_a_landed_quarantine_what_it_is_owed_again(
+    spark: Any, tmp_path: Path, producer: Any, versions: Any, registry: Any
+) -> None:
+    """The quarantine lands on the first attempt (the bad frame) and silver fails every time
+    until the third; each retry can resolve fewer ids, so each owes the quarantine more rows
+    than the last: every owed commit lands, none is skipped as already there."""
+    lake = str(tmp_path / "lake")
+    bronze, v1_id, v2_id = _orders_and_a_bad_frame(spark, lake, producer, versions)
+    app = "99999999-0000-0000-0000-000000000007"
+    started = int(time.time() * 1000)
+    attempts = [
+        (SchemaResolver(open_registry(registry.url)), True),
+        (LaggingResolver(registry.url, v2_id), True),
+        (LaggingResolver(registry.url, v1_id, v2_id), False),
+    ]
+    for n, (resolver, fails) in enumerate(attempts):
+        batch = _batch(
+            spark, lake, app, resolver, replays=_replay(started) if n else Replays(fresh_from=0)
+        )
+        if fails:
+            batch.writes._table = _fail  # type: ignore[method-assign]
+            with pytest.raises(RuntimeError, match="driver died"):
+                batch(bronze, 0)
+        else:
+            batch(bronze, 0)
+    assert _places_quarantine(spark, lake) == {
+        0: "UNKNOWN_SCHEMA",
+        1: "UNKNOWN_SCHEMA",
+        10: "UNKNOWN_SCHEMA",
+        11: "UNKNOWN_SCHEMA",
+        20: "BAD_MAGIC",
+    }
+    _holds(spark, lake)
