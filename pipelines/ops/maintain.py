@@ -58,6 +58,9 @@ log = logging.getLogger("pipelines.ops.maintain")
 GROUPS = LAYERS
 SAFE_RETENTION_HOURS = 168
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+# on in Delta 4.4: VACUUM's RETAIN n HOURS is ignored for the table's
+# delta.deletedFileRetentionDuration (7 days by default) unless n is 0
+RETENTION_WINDOW_CONF = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
 
 
 LISTING_PARALLELISM_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
@@ -164,7 +167,7 @@ def _vacuum(
 ) -> dict[str, int | None]:
     """One table's VACUUM: ``files_deleted`` (a dry run: ``files_to_delete``)."""
     vacuum = f"VACUUM {_sql_path(path)} RETAIN {retention_hours:g} HOURS"
-    with vacuum_logging(spark) as logged:
+    with vacuum_logging(spark) as logged, _retention_as_asked(spark):
         if dry_run or not logged:
             doomed = int(spark.sql(f"{vacuum} DRY RUN").count())
             if not dry_run:
@@ -173,6 +176,22 @@ def _vacuum(
         before = table_version(path, spark)
         spark.sql(vacuum).collect()
         return {"files_deleted": _vacuumed_since(spark, path, before)}
+
+
+@contextmanager
+def _retention_as_asked(spark: Any) -> Iterator[None]:
+    """VACUUM keeps the files of the retention it is given (``RETAIN n HOURS``), not the
+    table's 7-day default in its place (:data:`RETENTION_WINDOW_CONF`); the session's own
+    setting back after."""
+    before = spark.conf.get(RETENTION_WINDOW_CONF, None)
+    spark.conf.set(RETENTION_WINDOW_CONF, "false")
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(RETENTION_WINDOW_CONF)
+        else:
+            spark.conf.set(RETENTION_WINDOW_CONF, before)
 
 
 def _vacuumed_since(spark: Any, path: str, version: int) -> int | None:

@@ -122,3 +122,49 @@ def test_maintain_turns_vacuum_logging_on_only_meanwhile_and_keeps_a_configured_
             assert spark.conf.get(off) == "false"
         finally:
             spark.conf.unset(off)
+
+
+def _backdate_removed_files(table: Path, hours: float) -> None:
+    """Make the files the latest overwrite removed look ``hours`` old: their tombstones'
+    deletion time in the log and their modification time on disk."""
+    import json
+    import os
+    import time
+
+    then_ms = int((time.time() - hours * 3600) * 1000)
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        lines = commit.read_text().splitlines()
+        out = []
+        for line in lines:
+            action = json.loads(line)
+            if "remove" in action:
+                action["remove"]["deletionTimestamp"] = then_ms
+                os.utime(table / action["remove"]["path"], (then_ms / 1000, then_ms / 1000))
+            out.append(json.dumps(action))
+        commit.write_text("\n".join(out) + "\n")
+    for checksum in (table / "_delta_log").glob("*.crc"):  # Hadoop's and Delta's, now stale
+        checksum.unlink()
+    for checksum in (table / "_delta_log").glob(".*.crc"):
+        checksum.unlink()
+
+
+@pytest.mark.parametrize(("retention", "doomed"), [(720, 0), (168, 3)])
+def test_vacuum_keeps_the_retention_it_is_given(
+    spark: Any, tmp_path: Path, retention: float, doomed: int
+) -> None:
+    """Files removed 200 h ago: a 720 h retention keeps them all (Delta 4.4 would apply the
+    table's 7 days instead), 168 h deletes them."""
+    table = tmp_path / "bronze" / "t"
+    spark.range(30).repartition(3).write.format("delta").save(str(table))
+    spark.range(40).repartition(2).write.format("delta").mode("overwrite").save(str(table))
+    _backdate_removed_files(table, hours=200)
+    out = maintain_mod.maintain(
+        spark,
+        str(tmp_path),
+        group="bronze",
+        retention_hours=retention,
+        optimize=False,
+        dry_run=True,
+        show_progress=False,
+    )
+    assert [r["vacuum"]["files_to_delete"] for r in out["tables"]] == [doomed]
