@@ -18,8 +18,11 @@ from the static table. A missing module is an error naming it, never silently sk
 ``ConfigError`` and ``quality.rules.QualityConfigError`` (a rule silver or replay found unusable) are
 reported as one line (exit 2); so is a lakehouse object store that cannot be used
 (``pipelines.settings.preflight.StoreError``) and a writer lease another driver holds
-(``lakehouse.lease.WriterLeaseError``), exit 1; other failures propagate (exit 1).
-``pipelines/jobs/run.py`` (spark-submit) calls :func:`main` too: the same code path.
+(``lakehouse.lease.WriterLeaseError``), exit 1. Any other failure is one line too, its cause
+(``pipelines.failure_line``: the Python error inside a streaming query's JVM stack, the root of a
+JVM chain), exit 1; with ``-v`` it propagates with its whole trace.
+``pipelines/jobs/run.py`` (spark-submit, the DAGs) calls :func:`main` too, the same code path,
+with ``full_traces``: a scheduler's task log keeps every failure's whole trace.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 
 from lakehouse.lease import WriterLeaseError
 from lakehouse.streaming import TRIGGERS
+from pipelines.failure_line import failure_line
 from pipelines.settings import ConfigError
 from pipelines.settings.preflight import StoreError
 
@@ -128,7 +132,8 @@ def configure_logging(verbose: bool, as_json: bool = False) -> None:
       warnings and errors of everything;
     - ``--json``: protolake's INFO lines instead, among them one JSON line per micro-batch and
       query event (``pipelines.metrics``) for machines to read;
-    - ``-v``: protolake at DEBUG (the configuration it runs with included), short lines too.
+    - ``-v``: protolake at DEBUG (the configuration it runs with included), short lines too,
+      and the Kafka clients' own lines (quiet otherwise: ``clients.KAFKA_CLIENT_LOGGER``).
     """
     logging.basicConfig(
         level=logging.WARNING,
@@ -138,6 +143,11 @@ def configure_logging(verbose: bool, as_json: bool = False) -> None:
     level = logging.DEBUG if verbose else logging.INFO if as_json else logging.WARNING
     for name in ("pipelines", "codec", "lakehouse", "quality"):
         logging.getLogger(name).setLevel(level)
+    from pipelines.settings.clients import KAFKA_CLIENT_LOGGER
+
+    # librdkafka retries a broker that does not answer with a line per attempt; the command
+    # says in one line what failed (-v: every line)
+    logging.getLogger(KAFKA_CLIENT_LOGGER).setLevel(logging.DEBUG if verbose else logging.CRITICAL)
     progress = logging.getLogger("pipelines.progress")
     progress.propagate = False
     progress.setLevel(logging.WARNING if as_json and not verbose else logging.INFO)
@@ -149,8 +159,11 @@ def configure_logging(verbose: bool, as_json: bool = False) -> None:
     progress.addHandler(handler)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``protolake`` console script; returns the exit code."""
+def main(argv: Sequence[str] | None = None, *, full_traces: bool = False) -> int:
+    """Entry point of the ``protolake`` console script; returns the exit code.
+
+    ``full_traces``: an unexpected failure propagates with its trace, as with ``-v``, instead
+    of being told in one line (the module docstring)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         parser = build_parser(_chosen_command(args_list))
@@ -168,10 +181,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"protolake {args.command}: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:
-        if not _is_config_error(exc):
+        if _is_config_error(exc):
+            print(f"protolake {args.command}: configuration error: {exc}", file=sys.stderr)
+            return 2
+        if full_traces or getattr(args, "verbose", False):
             raise
-        print(f"protolake {args.command}: configuration error: {exc}", file=sys.stderr)
-        return 2
+        print(f"protolake {args.command}: failed: {failure_line(exc)}", file=sys.stderr)
+        print(f"protolake {args.command}: -v shows the whole trace", file=sys.stderr)
+        return 1
     return 0 if code is None else int(code)
 
 

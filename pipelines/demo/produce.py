@@ -24,7 +24,7 @@ from pipelines.demo.generate import DemoStream
 from pipelines.demo.schemas import load_schema_versions
 from pipelines.demo.stream import PARTITIONS, DemoStreamError, DemoStreamSummary, demo_topics
 from pipelines.settings import ProtolakeConfig
-from pipelines.settings.clients import partition_watermarks
+from pipelines.settings.clients import client_logging, partition_watermarks
 from pipelines.settings.redaction import redact_url
 
 
@@ -48,7 +48,11 @@ def _kafka_problem(bootstrap: str, timeout: float) -> str | None:
         return f"Kafka does not answer at {bootstrap} ({refused})"
     try:
         admin = AdminClient(
-            {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000)}
+            {
+                "bootstrap.servers": bootstrap,
+                "socket.timeout.ms": int(timeout * 1000),
+                **client_logging(),
+            }
         )
         admin.list_topics(timeout=timeout)
     except KafkaException as exc:
@@ -103,6 +107,7 @@ def count_topic_records(bootstrap: str, topics: Sequence[str]) -> dict[str, int]
             "bootstrap.servers": bootstrap,
             "group.id": "protolake-demo-probe",
             "enable.auto.commit": False,
+            **client_logging(),
         }
     )
     try:
@@ -129,7 +134,7 @@ def ensure_topics(
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, **(client_conf or {})})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **client_logging(), **(client_conf or {})})
     try:
         existing = set(admin.list_topics(timeout=10).topics)
     except KafkaException as exc:
@@ -201,6 +206,7 @@ def produce_demo_stream(
             "acks": "all",
             "linger.ms": 20,
             "client.id": "protolake-demo",
+            **client_logging(),
             **(producer_conf or {}),
         }
     )

@@ -2,7 +2,8 @@
 
 The arguments are those of the ``protolake`` command (:mod:`pipelines.cli`), so a job submitted
 to a cluster runs exactly the code path of a local ``protolake <subcommand>``. Build the whole
-command line with :func:`pipelines.jobs.submit_command`.
+command line with :func:`pipelines.jobs.submit_command`. A failure propagates with its whole
+trace (``main``'s ``full_traces``), for the scheduler's task log.
 """
 
 from __future__ import annotations
@@ -12,4 +13,4 @@ import sys
 from pipelines.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(full_traces=True))

@@ -34,7 +34,7 @@ from lakehouse.tables import list_delta_tables
 from pipelines.ops.common import emit, progress, table
 from pipelines.quarantine import InvariantReport, check_invariant
 from pipelines.settings import ProtolakeConfig, load_config
-from pipelines.settings.clients import kafka_client_conf, open_session
+from pipelines.settings.clients import client_logging, kafka_client_conf, open_session
 
 log = logging.getLogger("pipelines.ops.audit")
 
@@ -151,7 +151,7 @@ def leading_gaps(spark: Any, bronze_paths: Sequence[str], conf: dict[str, Any]) 
             firsts[key] = min(firsts.get(key, int(r[2])), int(r[2]))
     if not firsts:
         return []
-    consumer = Consumer({**conf, "group.id": f"protolake-audit-{uuid.uuid4()}"})
+    consumer = Consumer({**conf, **client_logging(), "group.id": f"protolake-audit-{uuid.uuid4()}"})
     try:
         out = []
         for (t, p), first in sorted(firsts.items()):
@@ -182,6 +182,7 @@ def check_gaps(
     consumer = Consumer(
         {
             **conf,
+            **client_logging(),
             "group.id": f"protolake-audit-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,

@@ -43,6 +43,7 @@ from pipelines.ops.common import (
 from pipelines.quarantine import still_quarantined
 from pipelines.settings import ProtolakeConfig, load_config
 from pipelines.settings.clients import (
+    client_logging,
     kafka_client_conf,
     open_session,
     partition_watermarks,
@@ -63,7 +64,9 @@ def kafka_offsets(
     from confluent_kafka import Consumer, KafkaException
 
     conf = kafka_client_conf(cfg)
-    consumer = Consumer({**conf, "group.id": f"protolake-status-{uuid.uuid4()}"})
+    consumer = Consumer(
+        {**conf, **client_logging(), "group.id": f"protolake-status-{uuid.uuid4()}"}
+    )
     try:
         try:
             meta = consumer.list_topics(timeout=timeout)

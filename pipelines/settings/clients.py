@@ -49,6 +49,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pipelines.settings")
 
+#: where the confluent-kafka clients' own log lines (librdkafka's) go: Python's logging, quiet
+#: unless ``-v`` (``pipelines.cli.configure_logging``); the commands say what failed themselves
+KAFKA_CLIENT_LOGGER = "pipelines.kafka_client"
+
+
+def client_logging() -> dict[str, Any]:
+    """The confluent-kafka setting that sends a client's log lines to
+    :data:`KAFKA_CLIENT_LOGGER` instead of stderr."""
+    return {"logger": logging.getLogger(KAFKA_CLIENT_LOGGER)}
+
+
 # librdkafka understands these Java client property names as they are
 _PASSTHROUGH = {
     "security.protocol",
