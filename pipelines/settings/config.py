@@ -106,11 +106,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from lakehouse.bronze_columns import INGEST_DATE
+from lakehouse.bronze_columns import BRONZE_TABLE_COLUMNS, INGEST_DATE
 from lakehouse.catalog import CatalogDatabases
 from lakehouse.layout import LAYERS
 from lakehouse.streaming import TRIGGERS
-from pipelines.settings.redaction import redacted_view
+from pipelines.settings.redaction import redact_url, redacted_view
 
 _ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -271,6 +271,10 @@ def load_config(
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise ConfigError(f"configuration file not found: {path}") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"{path}: a folder, not a configuration file") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}): not a TOML file") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
     return parse_config(raw, env=env, source=str(path))
@@ -364,6 +368,10 @@ def _scalar_str(value: Any, where: str) -> str:
     raise ConfigError(f"{where}: must be a string, number or boolean")
 
 
+# what codec.open_registry opens besides an existing folder
+_REGISTRY_SCHEMES = ("http://", "https://", "dir:", "file://")
+
+
 def _check(cfg: ProtolakeConfig) -> None:
     k = cfg.kafka
     if not k.bootstrap_servers:
@@ -386,8 +394,13 @@ def _check(cfg: ProtolakeConfig) -> None:
         raise ConfigError("silver.table_discovery_seconds: must be > 0")
     if cfg.silver.max_recursion_depth < 1:
         raise ConfigError("silver.max_recursion_depth: must be >= 1")
-    if not cfg.registry.url:
-        raise ConfigError("registry.url: missing value")
+    _check_registry(cfg.registry)
+    unknown = [c for c in cfg.bronze.partition_by if c not in BRONZE_TABLE_COLUMNS]
+    if unknown:
+        raise ConfigError(
+            f"bronze.partition_by: {', '.join(unknown)} is no bronze column "
+            f"(bronze's columns: {', '.join(BRONZE_TABLE_COLUMNS)})"
+        )
     if cfg.registry.max_retries < 0 or cfg.registry.timeout_seconds <= 0:
         raise ConfigError("registry.max_retries / registry.timeout_seconds: must be positive")
     if not (0 <= cfg.metrics.prometheus_port < 65536):
@@ -403,6 +416,18 @@ def _check(cfg: ProtolakeConfig) -> None:
     if cfg.quality.results_retention_days < 0:
         raise ConfigError("quality.results_retention_days: must be >= 0 (0 keeps every result)")
     _check_quality_rules(cfg.quality.expectations)
+
+
+def _check_registry(r: RegistryConfig) -> None:
+    if not r.url:
+        raise ConfigError("registry.url: missing value")
+    if not (r.url.startswith(_REGISTRY_SCHEMES) or Path(r.url).is_dir()):
+        raise ConfigError(
+            "registry.url: must be http(s)://host[:port], dir:/folder or an existing folder, "
+            f"got {redact_url(r.url)!r}"
+        )
+    if r.basic_auth and r.bearer_token:
+        raise ConfigError("registry.basic_auth / registry.bearer_token: give one, not both")
 
 
 def _check_catalog(c: CatalogConfig) -> None:

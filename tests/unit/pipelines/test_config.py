@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -138,7 +139,8 @@ SECRETS = {
 }
 
 
-def secret_config(tmp_path: Path) -> ProtolakeConfig:
+def secret_config(tmp_path: Path, auth: str = "basic_auth") -> ProtolakeConfig:
+    """Every kind of secret; the registry's credentials as ``auth`` (basic or bearer: one)."""
     text = MINIMAL + (
         "[kafka.options]\n"
         '"security.protocol" = "SASL_SSL"\n'
@@ -146,15 +148,24 @@ def secret_config(tmp_path: Path) -> ProtolakeConfig:
         '"ssl.truststore.password" = "${env:PL_TRUST}"\n'
         "[registry]\n"
         'url = "https://svc:${env:PL_URL_PW}@registry.example:8081"\n'
-        'basic_auth = "${env:PL_REG_AUTH}"\n'
-        'bearer_token = "${env:PL_TOKEN}"\n'
+        + (
+            'basic_auth = "${env:PL_REG_AUTH}"\n'
+            if auth == "basic_auth"
+            else 'bearer_token = "${env:PL_TOKEN}"\n'
+        )
     )
     return load_config(write(tmp_path, text), env=SECRETS)
 
 
-def test_redacted_view_never_shows_a_secret(tmp_path: Path) -> None:
-    cfg = secret_config(tmp_path)
-    assert cfg.registry.basic_auth == SECRETS["PL_REG_AUTH"]  # the real value is kept
+@pytest.mark.parametrize("auth", ["basic_auth", "bearer_token"])
+def test_redacted_view_never_shows_a_secret(tmp_path: Path, auth: str) -> None:
+    cfg = secret_config(tmp_path, auth)
+    assert (
+        getattr(cfg.registry, auth)
+        == SECRETS[  # the real value is kept
+            "PL_REG_AUTH" if auth == "basic_auth" else "PL_TOKEN"
+        ]
+    )
     dumped = json.dumps(cfg.redacted())
     for secret in SECRETS.values():
         assert secret not in dumped
@@ -253,3 +264,44 @@ def test_catalog_defaults_and_session_settings(tmp_path: Path) -> None:
         "spark.sql.catalogImplementation": "hive",
         "spark.hadoop.hive.metastore.uris": "thrift://127.0.0.1:9083",
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[registry]\nbasic_auth = "u:p"\nbearer_token = "t"\n',
+            "registry.basic_auth / registry.bearer_token: give one, not both",
+        ),
+        (
+            '[registry]\nurl = "notaurl"\n',
+            "registry.url: must be http(s)://host[:port], dir:/folder or an existing folder, "
+            "got 'notaurl'",
+        ),
+        (
+            '[bronze]\npartition_by = ["nope"]\n',
+            "bronze.partition_by: nope is no bronze column",
+        ),
+    ],
+)
+def test_settings_a_job_would_trip_on_are_refused_on_load(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(write(tmp_path, MINIMAL + text))
+
+
+def test_a_folder_registry_and_the_bronze_partition_columns_load(tmp_path: Path) -> None:
+    text = f'[registry]\nurl = "{tmp_path}"\n[bronze]\npartition_by = ["_ingest_date", "topic"]\n'
+    cfg = load_config(write(tmp_path, MINIMAL + text))
+    assert cfg.registry.url == str(tmp_path)
+    assert cfg.bronze.partition_by == ("_ingest_date", "topic")
+
+
+def test_a_folder_or_a_binary_file_is_no_configuration(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="a folder, not a configuration file"):
+        load_config(tmp_path)
+    binary = tmp_path / "protolake.toml"
+    binary.write_bytes(b"\xff\xfe[kafka]\n")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_config(binary)
