@@ -31,9 +31,9 @@ from typing import Any
 
 from lakehouse.layout import Layout
 from lakehouse.tables import list_delta_tables
-from pipelines.ops.common import emit, progress, table
+from pipelines.ops.common import emit, loaded_config, progress, table
 from pipelines.quarantine import InvariantReport, check_invariant
-from pipelines.settings import ProtolakeConfig, load_config
+from pipelines.settings import ProtolakeConfig
 from pipelines.settings.clients import client_logging, kafka_client_conf, open_session
 
 log = logging.getLogger("pipelines.ops.audit")
@@ -295,7 +295,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """``protolake audit``."""
-    cfg = load_config(args.config)
+    cfg = loaded_config(args.config)
     spark = open_session(cfg, "protolake-audit")
     report = audit(spark, cfg, sample=args.sample, check_kafka=not args.no_kafka)
     data = report.to_dict(args.sample)

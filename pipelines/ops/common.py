@@ -4,6 +4,8 @@
 - :func:`progress`: a rich progress display on stderr (silent when stderr is not a terminal).
 - :func:`effective_reason`: a quarantined record's current reason: the reason of its last
   replay when one failed, else the reason it was quarantined with.
+- :func:`loaded_config`: the configuration of a command that reads the lakehouse, refused when
+  its local lakehouse folder does not exist.
 """
 
 from __future__ import annotations
@@ -17,7 +19,29 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
+from lakehouse.layout import local_path
+from pipelines.settings import ConfigError, ProtolakeConfig, load_config
+
 log = logging.getLogger("pipelines.ops")
+
+
+def loaded_config(path: str) -> ProtolakeConfig:
+    """The configuration at ``path`` of a command that reads the lakehouse.
+
+    Raises:
+        ConfigError: as ``load_config``; or ``lakehouse.path`` is a local folder that does not
+            exist (a typo would otherwise read as an empty, healthy lakehouse: an audit that
+            passes on nothing). The jobs create it on their first run. An object-store root is
+            checked by the session's preflight instead.
+    """
+    cfg = load_config(path)
+    local = local_path(cfg.lakehouse_path)
+    if local is not None and not local.is_dir():
+        raise ConfigError(
+            f"lakehouse.path: {local} does not exist (bronze and silver create it on their "
+            "first run); is the path right?"
+        )
+    return cfg
 
 
 def effective_reason() -> Any:

@@ -37,11 +37,12 @@ from lakehouse.tables import is_delta_table, list_delta_tables
 from pipelines.ops.common import (
     effective_reason,
     emit,
+    loaded_config,
     progress,
     table,
 )
 from pipelines.quarantine import still_quarantined
-from pipelines.settings import ProtolakeConfig, load_config
+from pipelines.settings import ProtolakeConfig
 from pipelines.settings.clients import (
     client_logging,
     kafka_client_conf,
@@ -258,7 +259,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """``protolake status``."""
-    cfg = load_config(args.config)
+    cfg = loaded_config(args.config)
     spark = open_session(cfg, "protolake-status")
     data = status(spark, cfg, check_kafka=not args.no_kafka)
     emit(args.json, data, lambda console: render(console, data))
