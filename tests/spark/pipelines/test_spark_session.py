@@ -56,7 +56,9 @@ print("ARGS", " ".join(bean.getInputArguments()))
 """
 
 
-def test_an_in_process_local_session_runs_the_client_compiler(tmp_path: Path) -> None:
+def test_an_in_process_local_session_runs_the_client_compiler_and_logs_quietly(
+    tmp_path: Path,
+) -> None:
     # a session started as a job starts it, without the suite's spark-defaults.conf (which
     # names JVM options of its own, and so keeps them)
     from pipelines.spark import LOCAL_JVM_OPTIONS
@@ -76,6 +78,9 @@ def test_an_in_process_local_session_runs_the_client_compiler(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr[-3000:]
     [line] = [x for x in done.stdout.splitlines() if x.startswith("ARGS ")]
     assert set(LOCAL_JVM_OPTIONS.split()) <= set(line.split()), line
+    # the driver logs with pipelines/log4j2.properties: none of Spark's start-up lines
+    for noise in ("Using Spark's default log4j profile", "NativeCodeLoader", "setLogLevel"):
+        assert noise not in done.stderr, done.stderr[-3000:]
 
 
 def _checkpoint_interval(spark: Any, path: str) -> str | None:
