@@ -62,6 +62,7 @@ from pipelines.bronze_routing import TopicRouter, one_table
 from pipelines.naming import KAFKA_TOPICS_PROPERTY, bronze_query_name, bronze_table_of_topic
 from pipelines.settings import ConfigError, ProtolakeConfig, load_config
 from pipelines.settings.clients import (
+    check_kafka,
     kafka_source_options,
     loggable_config,
     open_session,
@@ -363,6 +364,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         else f"topic pattern {cfg.kafka.topic_pattern!r}"
     )
     progress.say("bronze  %s -> %s (%s)", source, Layout(cfg.lakehouse_path).bronze, trigger)
+    check_kafka(cfg)
     queries = run(cfg, trigger=trigger, handle_signals=True)
     summary = summarize(queries, cfg) | {"seconds": round(time.monotonic() - t0, 3)}
     _print_summary(summary, as_json=bool(getattr(args, "json", False)))

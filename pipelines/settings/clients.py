@@ -141,6 +141,38 @@ def partition_watermarks(
     return out
 
 
+class KafkaUnreachableError(RuntimeError):
+    """The configured Kafka cluster did not answer (or refused the client)."""
+
+
+def check_kafka(cfg: ProtolakeConfig, timeout: float = 10.0) -> None:
+    """Check that the configured Kafka cluster answers a metadata request within ``timeout``
+    seconds, with the job's connection settings (:func:`kafka_client_conf`). Spark's Kafka
+    source retries an unreachable cluster without end, a warning a second: a job checks first.
+    Nothing is checked where confluent-kafka is not installed (the ``kafka`` extra).
+
+    Raises:
+        KafkaUnreachableError: no answer in time, or the cluster refused the credentials.
+    """
+    try:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+    except ImportError:
+        log.debug("confluent-kafka is not installed: Kafka is not checked before the job")
+        return
+    admin = AdminClient(
+        {**kafka_client_conf(cfg), **client_logging(), "socket.timeout.ms": int(timeout * 1000)}
+    )
+    try:
+        admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else exc
+        reason = getattr(error, "str", lambda: str(error))()
+        raise KafkaUnreachableError(
+            f"Kafka at {cfg.kafka.bootstrap_servers} did not answer in {timeout:g} s ({reason})"
+        ) from None
+
+
 def kafka_client_conf(cfg: ProtolakeConfig) -> dict[str, Any]:
     """Settings for confluent-kafka clients talking to the configured cluster."""
     conf: dict[str, Any] = {"bootstrap.servers": cfg.kafka.bootstrap_servers}

@@ -1,0 +1,45 @@
+"""``protolake bronze`` checks Kafka before it starts Spark (``clients.check_kafka``): Spark's
+Kafka source would retry a cluster that does not answer without end, a warning a second."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines import cli
+from pipelines.settings import load_config
+from pipelines.settings.clients import KafkaUnreachableError, check_kafka
+
+
+def _config(tmp_path: Path, bootstrap: str) -> Path:
+    path = tmp_path / "protolake.toml"
+    path.write_text(
+        f'[kafka]\nbootstrap_servers = "{bootstrap}"\ntopics = ["t"]\n'
+        f'[lakehouse]\npath = "{tmp_path / "lake"}"\n'
+    )
+    return path
+
+
+def test_a_cluster_that_does_not_answer_is_an_error_in_time(tmp_path: Path) -> None:
+    cfg = load_config(_config(tmp_path, "127.0.0.1:1"))
+    started = time.monotonic()
+    with pytest.raises(
+        KafkaUnreachableError, match=r"Kafka at 127\.0\.0\.1:1 did not answer in 2 s"
+    ):
+        check_kafka(cfg, timeout=2)
+    assert time.monotonic() - started < 30
+
+
+def test_bronze_says_so_in_one_line_before_spark_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _config(tmp_path, "127.0.0.1:1")
+    assert cli.main(["bronze", "--config", str(config)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2].startswith(
+        "protolake bronze: failed: Kafka at 127.0.0.1:1 did not answer in 10 s"
+    )
+    assert err[-1] == "protolake bronze: -v shows the whole trace"
+    assert not (tmp_path / "lake").exists()  # nothing started, nothing written
