@@ -40,6 +40,9 @@ from pipelines.failure_line import failure_line
 from pipelines.settings import ConfigError
 from pipelines.settings.preflight import StoreError
 
+#: the logger of the JSON line of each micro-batch and query event (``pipelines.metrics``)
+METRICS_LOGGER = "pipelines.metrics"
+
 # name -> (module, one-line help). Keep in step with docs/contracts.md ("Command line").
 COMMANDS: dict[str, tuple[str, str]] = {
     "bronze": ("pipelines.bronze", "land Kafka records in bronze Delta tables, exactly once"),
@@ -135,11 +138,9 @@ def configure_logging(verbose: bool, as_json: bool = False) -> None:
     - ``-v``: protolake at DEBUG (the configuration it runs with included), short lines too,
       and the Kafka clients' own lines (quiet otherwise: ``clients.KAFKA_CLIENT_LOGGER``).
     """
-    logging.basicConfig(
-        level=logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     level = logging.DEBUG if verbose else logging.INFO if as_json else logging.WARNING
     for name in ("pipelines", "codec", "lakehouse", "quality"):
         logging.getLogger(name).setLevel(level)
@@ -157,6 +158,16 @@ def configure_logging(verbose: bool, as_json: bool = False) -> None:
     handler.setFormatter(logging.Formatter("%(message)s"))
     handler._protolake_progress = True  # type: ignore[attr-defined]
     progress.addHandler(handler)
+
+
+class _LineFormatter(logging.Formatter):
+    """The log's format, except for the metrics' JSON lines (``pipelines.metrics``), which
+    stay bare JSON: one document a line, for machines to read (``--json``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.name == METRICS_LOGGER:
+            return record.getMessage()
+        return super().format(record)
 
 
 def main(argv: Sequence[str] | None = None, *, full_traces: bool = False) -> int:

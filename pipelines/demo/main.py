@@ -258,7 +258,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     as_json = bool(getattr(args, "json", False))
 
     def say(line: str) -> None:
-        print(line, file=sys.stderr if as_json else sys.stdout, flush=True)
+        # with --json, stdout is the report and stderr the JSON lines of each batch (``cli``)
+        if not as_json:
+            print(line, flush=True)
 
     try:
         report = run_demo(opts, say)
