@@ -43,6 +43,9 @@ from pipelines.settings.preflight import StoreError
 #: the logger of the JSON line of each micro-batch and query event (``pipelines.metrics``)
 METRICS_LOGGER = "pipelines.metrics"
 
+#: the commands that run streams, whose trigger ``--trigger`` overrides
+STREAM_COMMANDS = frozenset({"bronze", "silver"})
+
 # name -> (module, one-line help). Keep in step with docs/contracts.md ("Command line").
 COMMANDS: dict[str, tuple[str, str]] = {
     "bronze": ("pipelines.bronze", "land Kafka records in bronze Delta tables, exactly once"),
@@ -87,16 +90,17 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
         sub = subparsers.choices.get(name)
         if sub is None:
             raise CommandUnavailableError(f"{module_name}.add_parser did not register {name!r}")
-        add_common_options(sub)
+        add_common_options(sub, trigger=name in STREAM_COMMANDS)
     return parser
 
 
-def add_common_options(parser: argparse.ArgumentParser) -> None:
-    """``--config``, ``--trigger``, ``--json``, ``-v`` (each unless the parser has it)."""
+def add_common_options(parser: argparse.ArgumentParser, trigger: bool = True) -> None:
+    """``--config``, ``--trigger`` (when ``trigger``: a command that runs streams), ``--json``,
+    ``-v`` (each unless the parser has it)."""
     have = set(parser._option_string_actions)  # argparse keeps no public view of these
     if "--config" not in have:
         parser.add_argument("--config", required=True, metavar="FILE", help="TOML file")
-    if "--trigger" not in have:
+    if trigger and "--trigger" not in have:
         parser.add_argument(
             "--trigger", choices=TRIGGERS, default=None, help="overrides the file's trigger"
         )

@@ -81,6 +81,7 @@ def test_common_options_are_added_and_func_called(monkeypatch: pytest.MonkeyPatc
         p.set_defaults(func=lambda args: seen.append(args) or 7)
 
     register_fake(monkeypatch, add_parser)
+    monkeypatch.setattr(cli, "STREAM_COMMANDS", frozenset({"fake"}))
     code = cli.main(["fake", "--config", "c.toml", "--trigger", "processing-time", "--json"])
     assert code == 7
     (args,) = seen
@@ -98,11 +99,26 @@ def test_config_is_required_and_trigger_checked(monkeypatch: pytest.MonkeyPatch)
         subparsers.add_parser("fake").set_defaults(func=lambda args: 0)
 
     register_fake(monkeypatch, add_parser)
+    monkeypatch.setattr(cli, "STREAM_COMMANDS", frozenset({"fake"}))
     with pytest.raises(SystemExit) as exc:
         cli.main(["fake"])
     assert exc.value.code == 2
     with pytest.raises(SystemExit):
         cli.main(["fake", "--config", "c.toml", "--trigger", "once"])
+
+
+def test_a_command_that_runs_no_stream_takes_no_trigger(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+        subparsers.add_parser("fake").set_defaults(func=lambda args: 0)
+
+    register_fake(monkeypatch, add_parser)
+    assert cli.main(["fake", "--config", "c.toml"]) == 0
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["fake", "--config", "c.toml", "--trigger", "available-now"])
+    assert exc.value.code == 2
+    assert "unrecognized arguments: --trigger" in capsys.readouterr().err
 
 
 def test_a_module_that_registers_nothing_is_reported(
