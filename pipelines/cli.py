@@ -1,6 +1,7 @@
 """The ``protolake`` command: one subcommand per job, each in its own module.
 
-    protolake <command> --config FILE [--trigger available-now|processing-time] [--json] [-v]
+    protolake <command> --config FILE [--json] [-v]
+    protolake bronze|silver --config FILE [--trigger available-now|processing-time] [--json] [-v]
 
 Contract for a subcommand module (listed in :data:`COMMANDS`):
 
