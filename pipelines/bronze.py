@@ -378,7 +378,8 @@ def _print_summary(
         out(json.dumps(summary, sort_keys=True))
         return
     out(
-        f"bronze: {summary['records']} records in {summary['batches']} batches "
+        f"bronze: {summary['records']} records in {summary['batches']} "
+        f"{'batch' if summary['batches'] == 1 else 'batches'} "
         f"({summary['seconds']} s) -> {summary['tables']} [{summary['table_mode']}]"
     )
 

@@ -78,6 +78,7 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
         description="Land Confluent-framed Protobuf from Kafka in a Delta Lake lakehouse.",
         epilog="Run `protolake <command> --help` for a command's options.",
     )
+    parser.add_argument("--version", action="version", version=f"protolake {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="<command>", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
         if name != command:
@@ -93,6 +94,15 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
             raise CommandUnavailableError(f"{module_name}.add_parser did not register {name!r}")
         add_common_options(sub, trigger=name in STREAM_COMMANDS)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("protolake")
+    except PackageNotFoundError:  # run from a checkout without an install
+        return "(not installed)"
 
 
 def add_common_options(parser: argparse.ArgumentParser, trigger: bool = True) -> None:

@@ -111,8 +111,9 @@ def _stream_lines(report: DemoReport) -> list[str]:
             f"Stream: produced {p.records} records ({p.poison} poison) to "
             f"{', '.join(report.topics)}",
             "  per message type: " + ", ".join(f"{k} {v}" for k, v in p.per_message_type.items()),
-            f"  order schema versions: {p.order_schema_versions}; "
-            f"schema id in a header: {p.header_framed}",
+            "  orders and order lines by schema version: "
+            + ", ".join(f"{k} {v}" for k, v in p.order_schema_versions.items())
+            + f"; schema id in a header: {p.header_framed}",
             "  poison by expected reason: "
             + ", ".join(f"{k} {v}" for k, v in p.poison_by_reason.items()),
         ]

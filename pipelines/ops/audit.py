@@ -288,9 +288,21 @@ def add_parser(subparsers: Any) -> None:
         "quarantine, that nothing is duplicated, and that bronze has every offset Kafka "
         "still serves. Exit code 1 when a check fails.",
     )
-    p.add_argument("--sample", type=int, default=20, help="offending records named per kind")
+    p.add_argument(
+        "--sample", type=_at_least_zero, default=20, help="offending records named per kind"
+    )
     p.add_argument("--no-kafka", action="store_true", help="skip the gap check against Kafka")
     p.set_defaults(func=run_from_args)
+
+
+def _at_least_zero(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
 
 
 def run_from_args(args: argparse.Namespace) -> int:

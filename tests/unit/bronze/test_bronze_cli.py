@@ -231,3 +231,29 @@ def test_a_quality_config_error_from_a_command_is_a_one_line_error_with_exit_2(
         "protolake rulecmd: configuration error: "
         "quality.expectations[2] (...): column(s) x not in the batch"
     )
+
+
+def test_version_and_a_negative_sample(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"protolake {version('protolake')}"
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["audit", "--config", "c.toml", "--sample", "-1"])
+    assert exc.value.code == 2
+    assert "argument --sample: must be >= 0, got -1" in capsys.readouterr().err
+
+
+def test_the_bronze_summary_counts_its_batches_in_words() -> None:
+    from pipelines.bronze import _print_summary
+
+    lines: list[str] = []
+    summary = {"records": 473, "batches": 1, "seconds": 2.5, "tables": 4, "table_mode": "per_topic"}
+    _print_summary(summary, as_json=False, out=lines.append)
+    _print_summary({**summary, "batches": 3}, as_json=False, out=lines.append)
+    assert lines == [
+        "bronze: 473 records in 1 batch (2.5 s) -> 4 [per_topic]",
+        "bronze: 473 records in 3 batches (2.5 s) -> 4 [per_topic]",
+    ]
