@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from pipelines.settings.redaction import redact_url
+
 MAX_LENGTH = 400
 # "package.module.Name: message" of a Python traceback's last line (no JVM class names)
 _PYTHON_ERROR = re.compile(
@@ -24,10 +26,10 @@ _STREAM_FAILED = re.compile(r"terminated with exception: (.+)$")
 
 def failure_line(exc: BaseException) -> str:
     """``Name: message`` of the cause of ``exc`` (see the module docstring), one line of at
-    most :data:`MAX_LENGTH` characters."""
+    most :data:`MAX_LENGTH` characters, a URL's ``user:password@`` hidden."""
     text = str(exc)
     line = _python_cause(text) or _jvm_root(exc) or _first_line(text)
-    line = line or type(exc).__name__
+    line = redact_url(line) or type(exc).__name__
     if len(line) > MAX_LENGTH:
         line = line[: MAX_LENGTH - 3] + "..."
     return line

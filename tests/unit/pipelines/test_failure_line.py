@@ -60,6 +60,13 @@ def test_a_jvm_chain_is_told_by_its_root() -> None:
     assert failure_line(exc) == root.text
 
 
+def test_credentials_in_a_url_of_the_cause_are_hidden() -> None:
+    exc = RuntimeError(
+        "codec.errors.RegistryUnavailable: registry at https://u:s3cr@t@reg:8081 down"
+    )
+    assert failure_line(exc) == "RegistryUnavailable: registry at https://***@reg:8081 down"
+
+
 def test_a_plain_error_is_its_first_line_cut_to_length() -> None:
     assert failure_line(RuntimeError("\nKafka at 127.0.0.1:1 did not answer\nmore")) == (
         "Kafka at 127.0.0.1:1 did not answer"
