@@ -28,11 +28,19 @@ def failure_line(exc: BaseException) -> str:
     """``Name: message`` of the cause of ``exc`` (see the module docstring), one line of at
     most :data:`MAX_LENGTH` characters, a URL's ``user:password@`` hidden."""
     text = str(exc)
-    line = _python_cause(text) or _jvm_root(exc) or _first_line(text)
-    line = redact_url(line) or type(exc).__name__
+    line = _python_cause(text) or _jvm_root(exc) or _named(exc, _first_line(text))
+    line = redact_url(line)
     if len(line) > MAX_LENGTH:
         line = line[: MAX_LENGTH - 3] + "..."
     return line
+
+
+def _named(exc: BaseException, line: str) -> str:
+    """``line`` with the name of ``exc``'s type before it (unless it names one already)."""
+    name = type(exc).__name__
+    if not line:
+        return name
+    return line if _PYTHON_ERROR.match(line) else f"{name}: {line}"
 
 
 def _python_cause(text: str) -> str | None:

@@ -64,12 +64,9 @@ LOCAL_CONF: dict[str, str] = {
 # docs/streaming.md): silver's start-up 36-38 s instead of 48-56 s, freshness p95 47-52 s
 # instead of 69-86 s.
 LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-# The driver's log of a local master: Spark's defaults at WARN, without the start-up lines a
-# user can do nothing about (pipelines/log4j2.properties). Left out when the checkout's path
-# holds white space, which the JVM options cannot carry unquoted.
+# The driver's log of a command's in-process local session: Spark's defaults at WARN, without
+# the start-up lines a user can do nothing about (pipelines/log4j2.properties).
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
-if not any(c.isspace() for c in str(LOG_CONFIG)):
-    LOCAL_JVM_OPTIONS += f" -Dlog4j2.configurationFile=file:{LOG_CONFIG}"
 DRIVER_JVM_OPTIONS = "spark.driver.extraJavaOptions"
 # spark-submit puts spark.driver.defaultJavaOptions (an administrator's) before extraJavaOptions
 JVM_OPTION_KEYS = (DRIVER_JVM_OPTIONS, "spark.driver.defaultJavaOptions")
@@ -96,6 +93,24 @@ def local_conf() -> dict[str, str]:
     if any(key in defaults for key in JVM_OPTION_KEYS):
         return dict(LOCAL_CONF)
     return {**LOCAL_CONF, DRIVER_JVM_OPTIONS: LOCAL_JVM_OPTIONS}
+
+
+def _quiet_log(conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` with :data:`LOG_CONFIG` as the driver's log configuration, when ``conf`` holds
+    protolake's own JVM options (:func:`local_conf`), no ``log4j2.properties`` of an
+    administrator's is in the Spark conf folder, and the path needs no quoting. Only for a
+    session started in-process: spark-submit's jobs (the DAGs') keep Spark's INFO log."""
+    from pipelines.jobs import spark_conf_dir
+
+    options = conf.get(DRIVER_JVM_OPTIONS)
+    if options != LOCAL_JVM_OPTIONS or any(c.isspace() for c in str(LOG_CONFIG)):
+        return conf
+    try:
+        if (spark_conf_dir() / "log4j2.properties").exists():
+            return conf
+    except OSError:  # no spark-submit to find the folder by
+        pass
+    return {**conf, DRIVER_JVM_OPTIONS: f"{options} -Dlog4j2.configurationFile=file:{LOG_CONFIG}"}
 
 
 def configured(spark: SparkSession, key: str) -> bool:
@@ -171,7 +186,7 @@ def build_session(
         builder = builder.config("spark.jars", ",".join(find_spark_jars()))
         if is_local_master(chosen):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            for key, value in local_conf().items():
+            for key, value in _quiet_log(local_conf()).items():
                 builder = builder.config(key, value)
         # In-process, Python workers must run this interpreter (the one that has codec and
         # pipelines), not whichever python3 comes first on PATH.

@@ -4,8 +4,8 @@
 - :func:`progress`: a rich progress display on stderr (silent when stderr is not a terminal).
 - :func:`effective_reason`: a quarantined record's current reason: the reason of its last
   replay when one failed, else the reason it was quarantined with.
-- :func:`loaded_config`: the configuration of a command that reads the lakehouse, refused when
-  its local lakehouse folder does not exist.
+- :func:`loaded_config`: the configuration of a command that reports on the lakehouse
+  (``status``, ``audit``), refused when its local lakehouse folder does not exist.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ log = logging.getLogger("pipelines.ops")
 
 
 def loaded_config(path: str) -> ProtolakeConfig:
-    """The configuration at ``path`` of a command that reads the lakehouse.
+    """The configuration at ``path`` of a command that reports on the lakehouse (``status``,
+    ``audit``; ``maintain``, ``replay`` and ``sql`` find nothing to do in a lakehouse not
+    written yet, as on a fresh deployment).
 
     Raises:
         ConfigError: as ``load_config``; or ``lakehouse.path`` is a local folder that does not

@@ -48,7 +48,8 @@ from typing import Any
 
 from lakehouse.layout import LAYERS, Layout
 from lakehouse.tables import list_delta_tables, table_version
-from pipelines.ops.common import emit, loaded_config, progress, table
+from pipelines.ops.common import emit, progress, table
+from pipelines.settings import load_config
 from pipelines.settings.clients import open_session, writer_lease
 from pipelines.spark import configured
 
@@ -180,8 +181,11 @@ def _vacuum(
 @contextmanager
 def _retention_as_asked(spark: Any) -> Iterator[None]:
     """VACUUM keeps the files of the retention it is given (``RETAIN n HOURS``), not the
-    table's 7-day default in its place (:data:`RETENTION_WINDOW_CONF`); the session's own
-    setting back after."""
+    table's 7-day default in its place (:data:`RETENTION_WINDOW_CONF`), unless the job set that
+    itself; the session's own setting back after."""
+    if configured(spark, RETENTION_WINDOW_CONF):  # the job's own choice ([spark.conf])
+        yield
+        return
     before = spark.conf.get(RETENTION_WINDOW_CONF, None)
     spark.conf.set(RETENTION_WINDOW_CONF, "false")
     try:
@@ -299,7 +303,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """``protolake maintain``."""
-    cfg = loaded_config(args.config)
+    cfg = load_config(args.config)
     if args.retention_hours < 0:
         print("protolake maintain: --retention-hours must be >= 0", file=sys.stderr)
         return 2

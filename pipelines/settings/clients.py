@@ -147,23 +147,29 @@ class KafkaUnreachableError(RuntimeError):
 
 def check_kafka(cfg: ProtolakeConfig, timeout: float = 10.0) -> None:
     """Check that the configured Kafka cluster answers a metadata request within ``timeout``
-    seconds, with the job's connection settings (:func:`kafka_client_conf`). Spark's Kafka
-    source retries an unreachable cluster without end, a warning a second: a job checks first.
-    Nothing is checked where confluent-kafka is not installed (the ``kafka`` extra).
+    seconds. Spark's Kafka source retries a cluster that does not answer without end, a warning
+    a second: a job checks first.
+
+    Only a cluster reached without ``[kafka.options]`` is checked: Spark's Java client takes
+    settings librdkafka cannot (JKS stores, Kerberos, IAM, callback handlers), so a check with a
+    translation of them could refuse a cluster the job reaches. Nothing is checked where
+    confluent-kafka is not installed (the ``kafka`` extra) either.
 
     Raises:
-        KafkaUnreachableError: no answer in time, or the cluster refused the credentials.
+        KafkaUnreachableError: no answer in time.
     """
+    if cfg.kafka.options:
+        return
     try:
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
     except ImportError:
         log.debug("confluent-kafka is not installed: Kafka is not checked before the job")
         return
-    admin = AdminClient(
-        {**kafka_client_conf(cfg), **client_logging(), "socket.timeout.ms": int(timeout * 1000)}
-    )
     try:
+        admin = AdminClient(
+            {**kafka_client_conf(cfg), **client_logging(), "socket.timeout.ms": int(timeout * 1000)}
+        )
         admin.list_topics(timeout=timeout)
     except KafkaException as exc:
         error = exc.args[0] if exc.args else exc

@@ -368,7 +368,8 @@ def _scalar_str(value: Any, where: str) -> str:
     raise ConfigError(f"{where}: must be a string, number or boolean")
 
 
-# what codec.open_registry opens besides an existing folder
+# the URL schemes codec.open_registry opens (a path without one is a folder: the host that runs
+# the job has it, not always the one that loads the configuration)
 _REGISTRY_SCHEMES = ("http://", "https://", "dir:", "file://")
 
 
@@ -421,9 +422,9 @@ def _check(cfg: ProtolakeConfig) -> None:
 def _check_registry(r: RegistryConfig) -> None:
     if not r.url:
         raise ConfigError("registry.url: missing value")
-    if not (r.url.startswith(_REGISTRY_SCHEMES) or Path(r.url).is_dir()):
+    if "://" in r.url and not r.url.startswith(_REGISTRY_SCHEMES):
         raise ConfigError(
-            "registry.url: must be http(s)://host[:port], dir:/folder or an existing folder, "
+            "registry.url: must be http(s)://host[:port], dir:/folder or a folder, "
             f"got {redact_url(r.url)!r}"
         )
     if r.basic_auth and r.bearer_token:

@@ -39,7 +39,21 @@ def test_bronze_says_so_in_one_line_before_spark_starts(
     assert cli.main(["bronze", "--config", str(config)]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err[-2].startswith(
-        "protolake bronze: failed: Kafka at 127.0.0.1:1 did not answer in 10 s"
+        "protolake bronze: failed: KafkaUnreachableError: Kafka at 127.0.0.1:1 did not answer in 10 s"
     )
     assert err[-1] == "protolake bronze: -v shows the whole trace"
     assert not (tmp_path / "lake").exists()  # nothing started, nothing written
+
+
+def test_a_cluster_with_connection_options_is_left_to_the_job(tmp_path: Path) -> None:
+    """Spark's Java client takes settings librdkafka cannot (here a JKS truststore): such a
+    cluster is not checked, rather than refused by a check the job would pass."""
+    path = _config(tmp_path, "127.0.0.1:1")
+    path.write_text(
+        path.read_text()
+        + '[kafka.options]\n"security.protocol" = "SSL"\n'
+        + '"ssl.truststore.location" = "/etc/kafka/truststore.jks"\n'
+    )
+    started = time.monotonic()
+    check_kafka(load_config(path), timeout=5)
+    assert time.monotonic() - started < 1

@@ -274,9 +274,9 @@ def test_catalog_defaults_and_session_settings(tmp_path: Path) -> None:
             "registry.basic_auth / registry.bearer_token: give one, not both",
         ),
         (
-            '[registry]\nurl = "notaurl"\n',
-            "registry.url: must be http(s)://host[:port], dir:/folder or an existing folder, "
-            "got 'notaurl'",
+            '[registry]\nurl = "htp://registry:8081"\n',
+            "registry.url: must be http(s)://host[:port], dir:/folder or a folder, "
+            "got 'htp://registry:8081'",
         ),
         (
             '[bronze]\npartition_by = ["nope"]\n',
@@ -292,9 +292,12 @@ def test_settings_a_job_would_trip_on_are_refused_on_load(
 
 
 def test_a_folder_registry_and_the_bronze_partition_columns_load(tmp_path: Path) -> None:
-    text = f'[registry]\nurl = "{tmp_path}"\n[bronze]\npartition_by = ["_ingest_date", "topic"]\n'
+    """A folder registry is taken as written: the host that runs the job has it, not always
+    the one that loads the configuration (an Airflow worker)."""
+    folder = tmp_path / "on-the-cluster-only"
+    text = f'[registry]\nurl = "{folder}"\n[bronze]\npartition_by = ["_ingest_date", "topic"]\n'
     cfg = load_config(write(tmp_path, MINIMAL + text))
-    assert cfg.registry.url == str(tmp_path)
+    assert cfg.registry.url == str(folder)
     assert cfg.bronze.partition_by == ("_ingest_date", "topic")
 
 

@@ -69,8 +69,9 @@ def test_credentials_in_a_url_of_the_cause_are_hidden() -> None:
 
 def test_a_plain_error_is_its_first_line_cut_to_length() -> None:
     assert failure_line(RuntimeError("\nKafka at 127.0.0.1:1 did not answer\nmore")) == (
-        "Kafka at 127.0.0.1:1 did not answer"
+        "RuntimeError: Kafka at 127.0.0.1:1 did not answer"
     )
+    assert failure_line(KeyError("topic")) == "KeyError: 'topic'"
     long = failure_line(RuntimeError("x" * 1000))
     assert len(long) == MAX_LENGTH and long.endswith("...")
     assert failure_line(RuntimeError()) == "RuntimeError"
