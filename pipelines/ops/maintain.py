@@ -182,19 +182,15 @@ def _vacuum(
 def _retention_as_asked(spark: Any) -> Iterator[None]:
     """VACUUM keeps the files of the retention it is given (``RETAIN n HOURS``), not the
     table's 7-day default in its place (:data:`RETENTION_WINDOW_CONF`), unless the job set that
-    itself; the session's own setting back after."""
+    itself; unset again after."""
     if configured(spark, RETENTION_WINDOW_CONF):  # the job's own choice ([spark.conf])
         yield
         return
-    before = spark.conf.get(RETENTION_WINDOW_CONF, None)
     spark.conf.set(RETENTION_WINDOW_CONF, "false")
     try:
         yield
     finally:
-        if before is None:
-            spark.conf.unset(RETENTION_WINDOW_CONF)
-        else:
-            spark.conf.set(RETENTION_WINDOW_CONF, before)
+        spark.conf.unset(RETENTION_WINDOW_CONF)
 
 
 def _vacuumed_since(spark: Any, path: str, version: int) -> int | None:

@@ -142,23 +142,25 @@ def partition_watermarks(
 
 
 class KafkaUnreachableError(RuntimeError):
-    """The configured Kafka cluster did not answer (or refused the client)."""
+    """The configured Kafka cluster did not answer in time."""
 
 
 def check_kafka(cfg: ProtolakeConfig, timeout: float = 10.0) -> None:
     """Check that the configured Kafka cluster answers a metadata request within ``timeout``
-    seconds. Spark's Kafka source retries a cluster that does not answer without end, a warning
-    a second: a job checks first.
+    seconds, with the job's connection settings (:func:`kafka_client_conf`). Spark's Kafka
+    source retries a cluster that does not answer without end, a warning a second: a job
+    checks first.
 
-    Only a cluster reached without ``[kafka.options]`` is checked: Spark's Java client takes
-    settings librdkafka cannot (JKS stores, Kerberos, IAM, callback handlers), so a check with a
-    translation of them could refuse a cluster the job reaches. Nothing is checked where
-    confluent-kafka is not installed (the ``kafka`` extra) either.
+    Spark's Java client takes settings librdkafka cannot (JKS stores, Kerberos, IAM, callback
+    handlers), and a check without them could refuse a cluster the job reaches. So nothing is
+    checked when a ``[kafka.options]`` key has no librdkafka equivalent, when librdkafka
+    refuses a value (a SASL mechanism it was built without), or where confluent-kafka is not
+    installed (the ``kafka`` extra).
 
     Raises:
         KafkaUnreachableError: no answer in time.
     """
-    if cfg.kafka.options:
+    if any(key not in _PASSTHROUGH and key != "sasl.jaas.config" for key in cfg.kafka.options):
         return
     try:
         from confluent_kafka import KafkaException
@@ -166,10 +168,17 @@ def check_kafka(cfg: ProtolakeConfig, timeout: float = 10.0) -> None:
     except ImportError:
         log.debug("confluent-kafka is not installed: Kafka is not checked before the job")
         return
+    settings = {
+        **kafka_client_conf(cfg),
+        **client_logging(),
+        "socket.timeout.ms": int(timeout * 1000),
+    }
     try:
-        admin = AdminClient(
-            {**kafka_client_conf(cfg), **client_logging(), "socket.timeout.ms": int(timeout * 1000)}
-        )
+        admin = AdminClient(settings)
+    except (KafkaException, ValueError, TypeError) as exc:
+        log.debug("Kafka is not checked before the job: librdkafka refuses its settings (%s)", exc)
+        return
+    try:
         admin.list_topics(timeout=timeout)
     except KafkaException as exc:
         error = exc.args[0] if exc.args else exc

@@ -422,7 +422,8 @@ def _check(cfg: ProtolakeConfig) -> None:
 def _check_registry(r: RegistryConfig) -> None:
     if not r.url:
         raise ConfigError("registry.url: missing value")
-    if "://" in r.url and not r.url.startswith(_REGISTRY_SCHEMES):
+    typo = re.fullmatch(r"[\w.-]+:\d+(/.*)?|https?:/?[^/].*", r.url) is not None
+    if typo or ("://" in r.url and not r.url.startswith(_REGISTRY_SCHEMES)):
         raise ConfigError(
             "registry.url: must be http(s)://host[:port], dir:/folder or a folder, "
             f"got {redact_url(r.url)!r}"

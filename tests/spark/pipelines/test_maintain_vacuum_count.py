@@ -168,3 +168,27 @@ def test_vacuum_keeps_the_retention_it_is_given(
         show_progress=False,
     )
     assert [r["vacuum"]["files_to_delete"] for r in out["tables"]] == [doomed]
+
+
+def test_a_retention_window_setting_the_job_made_is_kept(spark: Any, tmp_path: Path) -> None:
+    """A job that set Delta's retention-window setting itself ([spark.conf]) keeps its
+    choice: with it on, Delta applies the table's 7 days, whatever the retention asked."""
+    table = tmp_path / "bronze" / "t"
+    spark.range(30).repartition(3).write.format("delta").save(str(table))
+    spark.range(40).repartition(2).write.format("delta").mode("overwrite").save(str(table))
+    _backdate_removed_files(table, hours=200)
+    spark.conf.set(maintain_mod.RETENTION_WINDOW_CONF, "true")
+    try:
+        out = maintain_mod.maintain(
+            spark,
+            str(tmp_path),
+            group="bronze",
+            retention_hours=720,
+            optimize=False,
+            dry_run=True,
+            show_progress=False,
+        )
+        assert spark.conf.get(maintain_mod.RETENTION_WINDOW_CONF) == "true"
+    finally:
+        spark.conf.unset(maintain_mod.RETENTION_WINDOW_CONF)
+    assert [r["vacuum"]["files_to_delete"] for r in out["tables"]] == [3]

@@ -57,3 +57,24 @@ def test_a_cluster_with_connection_options_is_left_to_the_job(tmp_path: Path) ->
     started = time.monotonic()
     check_kafka(load_config(path), timeout=5)
     assert time.monotonic() - started < 1
+
+
+@pytest.mark.parametrize(
+    ("options", "checked"),
+    [
+        ('"client.id" = "ingest"\n"security.protocol" = "PLAINTEXT"\n', True),
+        ('"security.protocol" = "SASL_PLAINTEXT"\n"sasl.mechanism" = "GSSAPI"\n', False),
+    ],
+    ids=["librdkafka-settings", "mechanism-librdkafka-lacks"],
+)
+def test_options_librdkafka_takes_are_checked_with_the_others_left_to_the_job(
+    tmp_path: Path, options: str, checked: bool
+) -> None:
+    path = _config(tmp_path, "127.0.0.1:1")
+    path.write_text(path.read_text() + "[kafka.options]\n" + options)
+    cfg = load_config(path)
+    if checked:
+        with pytest.raises(KafkaUnreachableError):
+            check_kafka(cfg, timeout=2)
+    else:
+        check_kafka(cfg, timeout=2)  # the pip wheel's librdkafka has no GSSAPI: not checked

@@ -279,6 +279,16 @@ def test_catalog_defaults_and_session_settings(tmp_path: Path) -> None:
             "got 'htp://registry:8081'",
         ),
         (
+            '[registry]\nurl = "localhost:8081"\n',
+            "registry.url: must be http(s)://host[:port], dir:/folder or a folder, "
+            "got 'localhost:8081'",
+        ),
+        (
+            '[registry]\nurl = "http:/registry:8081"\n',
+            "registry.url: must be http(s)://host[:port], dir:/folder or a folder, "
+            "got 'http:/registry:8081'",
+        ),
+        (
             '[bronze]\npartition_by = ["nope"]\n',
             "bronze.partition_by: nope is no bronze column",
         ),
