@@ -1,7 +1,8 @@
 """protolake's settings: the TOML configuration and its one translation into client settings.
 
 - :mod:`pipelines.settings.config`: the file, validated on load (every key and its default in
-  that module's docstring); ``${env:NAME}`` for secrets; a redacted view for logs.
+  that module's docstring; the rules its values follow in :mod:`pipelines.settings.checks`);
+  ``${env:NAME}`` for secrets; a redacted view for logs.
 - :mod:`pipelines.settings.clients`: Spark's Kafka source options, librdkafka settings, the
   registry client and the codec's resolver, the Spark session of a job. Every job, command and
   DAG asks it; none builds client options from the file itself.
@@ -9,8 +10,8 @@
 Environment variables the project reads: ``docs/environment.md``.
 """
 
+from lakehouse.streaming import TRIGGERS
 from pipelines.settings.config import (
-    TRIGGERS,
     ConfigError,
     ProtolakeConfig,
     load_config,

@@ -106,11 +106,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from lakehouse.bronze_columns import BRONZE_TABLE_COLUMNS, INGEST_DATE
+from lakehouse.bronze_columns import INGEST_DATE
 from lakehouse.catalog import CatalogDatabases
-from lakehouse.layout import LAYERS
-from lakehouse.streaming import TRIGGERS
-from pipelines.settings.redaction import redact_url, redacted_view
+from pipelines.settings.redaction import redacted_view
 
 _ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -295,7 +293,9 @@ def parse_config(
             raise ConfigError(f"{name}: must be a table")
         sections[name] = _build(cls, name, section)
     cfg = ProtolakeConfig(**sections, source=source)
-    _check(cfg)
+    from pipelines.settings.checks import check_config  # its rules import this module's types
+
+    check_config(cfg)
     return cfg
 
 
@@ -366,107 +366,3 @@ def _scalar_str(value: Any, where: str) -> str:
     if isinstance(value, str | int | float):
         return str(value)
     raise ConfigError(f"{where}: must be a string, number or boolean")
-
-
-# the URL schemes codec.open_registry opens (a path without one is a folder: the host that runs
-# the job has it, not always the one that loads the configuration)
-_REGISTRY_SCHEMES = ("http://", "https://", "dir:", "file://")
-
-
-def _check(cfg: ProtolakeConfig) -> None:
-    k = cfg.kafka
-    if not k.bootstrap_servers:
-        raise ConfigError('kafka.bootstrap_servers: missing value (e.g. "127.0.0.1:9092")')
-    if bool(k.topics) == bool(k.topic_pattern):
-        raise ConfigError("kafka.topics / kafka.topic_pattern: give exactly one of them")
-    if k.max_offsets_per_trigger < 0:
-        raise ConfigError("kafka.max_offsets_per_trigger: must be >= 0")
-    for key in k.options:
-        if key.startswith("kafka."):
-            raise ConfigError(f"kafka.options.{key}: write the Kafka property without 'kafka.'")
-    if cfg.bronze.table_mode not in ("per_topic", "single"):
-        raise ConfigError('bronze.table_mode: must be "per_topic" or "single"')
-    if not re.fullmatch(r"[A-Za-z0-9_]+", cfg.bronze.single_table):
-        raise ConfigError("bronze.single_table: letters, digits and '_' only")
-    for section, trigger in (("bronze", cfg.bronze.trigger), ("silver", cfg.silver.trigger)):
-        if trigger not in TRIGGERS:
-            raise ConfigError(f"{section}.trigger: must be one of {', '.join(TRIGGERS)}")
-    if cfg.silver.table_discovery_seconds <= 0:
-        raise ConfigError("silver.table_discovery_seconds: must be > 0")
-    if cfg.silver.max_recursion_depth < 1:
-        raise ConfigError("silver.max_recursion_depth: must be >= 1")
-    _check_registry(cfg.registry)
-    unknown = [c for c in cfg.bronze.partition_by if c not in BRONZE_TABLE_COLUMNS]
-    if unknown:
-        raise ConfigError(
-            f"bronze.partition_by: {', '.join(unknown)} is no bronze column "
-            f"(bronze's columns: {', '.join(BRONZE_TABLE_COLUMNS)})"
-        )
-    if cfg.registry.max_retries < 0 or cfg.registry.timeout_seconds <= 0:
-        raise ConfigError("registry.max_retries / registry.timeout_seconds: must be positive")
-    if not (0 <= cfg.metrics.prometheus_port < 65536):
-        raise ConfigError("metrics.prometheus_port: must be a port number or 0")
-    if not cfg.metrics.prometheus_address.strip():
-        raise ConfigError("metrics.prometheus_address: must be an interface address")
-    if not cfg.lakehouse.path:
-        raise ConfigError("lakehouse.path: missing value")
-    if cfg.lakehouse.writer_lease_seconds <= 0:
-        raise ConfigError("lakehouse.writer_lease_seconds: must be > 0")
-    _check_catalog(cfg.catalog)
-    _check_s3(cfg.s3)
-    if cfg.quality.results_retention_days < 0:
-        raise ConfigError("quality.results_retention_days: must be >= 0 (0 keeps every result)")
-    _check_quality_rules(cfg.quality.expectations)
-
-
-def _check_registry(r: RegistryConfig) -> None:
-    if not r.url:
-        raise ConfigError("registry.url: missing value")
-    typo = re.fullmatch(r"[\w.-]+:\d+(/.*)?|https?:/?[^/].*", r.url) is not None
-    if typo or ("://" in r.url and not r.url.startswith(_REGISTRY_SCHEMES)):
-        raise ConfigError(
-            "registry.url: must be http(s)://host[:port], dir:/folder or a folder, "
-            f"got {redact_url(r.url)!r}"
-        )
-    if r.basic_auth and r.bearer_token:
-        raise ConfigError("registry.basic_auth / registry.bearer_token: give one, not both")
-
-
-def _check_catalog(c: CatalogConfig) -> None:
-    if c.metastore_uri and not re.fullmatch(
-        r"thrift://[^\s,]+(,thrift://[^\s,]+)*", c.metastore_uri
-    ):
-        raise ConfigError(
-            'catalog.metastore_uri: must be "thrift://host:port" (comma-separated for several)'
-        )
-    for key in map(database_key, LAYERS):
-        if not re.fullmatch(r"[A-Za-z0-9_]*", getattr(c, key)):
-            raise ConfigError(f"catalog.{key}: letters, digits and '_' only (or empty)")
-
-
-def _check_s3(s3: S3Config) -> None:
-    if bool(s3.access_key_id) != bool(s3.secret_access_key):
-        raise ConfigError(
-            "s3.access_key_id / s3.secret_access_key: give both, or neither (the default AWS "
-            "credential provider chain)"
-        )
-    if s3.session_token and not s3.access_key_id:
-        raise ConfigError("s3.session_token: needs s3.access_key_id and s3.secret_access_key")
-    if s3.endpoint and not re.match(r"https?://[^/\s]+/?$", s3.endpoint):
-        raise ConfigError(f"s3.endpoint: must be http(s)://host[:port], got {s3.endpoint!r}")
-
-
-def _check_quality_rules(rules: tuple[Mapping[str, Any], ...]) -> None:
-    """The configured expectations, checked the way silver will (``quality.rules.parse_rules``)."""
-    if not rules:
-        return
-    import importlib.util
-
-    if importlib.util.find_spec("great_expectations") is None:
-        return  # silver checks them when it starts, and refuses to run without the extra
-    from quality.rules import QualityConfigError, parse_rules
-
-    try:
-        parse_rules(list(rules))
-    except QualityConfigError as exc:
-        raise ConfigError(str(exc)) from exc

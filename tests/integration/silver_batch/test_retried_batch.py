@@ -47,6 +47,13 @@ def _batch(spark: Any, lake: str, app: str, resolver: Any, **kw: Any) -> SilverB
     return SilverBatch(spark, lake, app, resolver, **kw)
 
 
+def _rerun(
+    spark: Any, lake: str, app: str, resolver: Any, started_ms: int, bronze: Any, **kw: Any
+) -> None:
+    """Batch 0 again, as the restarted query runs it (:func:`_replay`)."""
+    _batch(spark, lake, app, resolver, replays=_replay(started_ms), **kw)(bronze, 0)
+
+
 def _replay(started_ms: int) -> Replays:
     """What ``replays_of`` answers for a restart: batch 0 was planned and not committed."""
     return Replays(fresh_from=1, planned_ms=started_ms)
@@ -102,29 +109,14 @@ def test_a_version_that_conflicts_on_the_retry_is_quarantined_once(
     reasons, silver = _places(spark, lake)
     assert reasons == {20: "BAD_MAGIC"} and silver == [0, 1, 2]  # the partial first attempt
 
-    retry = _batch(
-        spark,
-        lake,
-        app_a,
-        SchemaResolver(open_registry(registry.url)),
-        replays=_replay(started),
-        **kw,
-    )
-    retry(bronze_a, 0)
+    _rerun(spark, lake, app_a, SchemaResolver(open_registry(registry.url)), started, bronze_a, **kw)
     reasons, silver = _places(spark, lake)
     assert reasons == {10: "SCHEMA_CONFLICT", 11: "SCHEMA_CONFLICT", 20: "BAD_MAGIC"}
     assert silver == [0, 1, 2]
     _holds(spark, lake)
 
-    again = _batch(
-        spark,
-        lake,
-        app_a,
-        SchemaResolver(open_registry(registry.url)),
-        replays=_replay(started),
-        **kw,
-    )
-    again(bronze_a, 0)  # the retry's own replay adds nothing
+    # the retry's own replay adds nothing
+    _rerun(spark, lake, app_a, SchemaResolver(open_registry(registry.url)), started, bronze_a, **kw)
     assert _places(spark, lake) == (reasons, silver)
     _holds(spark, lake)
 
@@ -153,10 +145,7 @@ def test_a_schema_that_resolves_on_the_retry_stays_quarantined(
     reasons = _places_quarantine(spark, lake)
     assert reasons == {10: "UNKNOWN_SCHEMA", 11: "UNKNOWN_SCHEMA"}
 
-    retry = _batch(
-        spark, lake, app, SchemaResolver(open_registry(registry.url)), replays=_replay(started)
-    )
-    retry(bronze, 0)
+    _rerun(spark, lake, app, SchemaResolver(open_registry(registry.url)), started, bronze)
     reasons, silver = _places(spark, lake)
     assert reasons == {10: "UNKNOWN_SCHEMA", 11: "UNKNOWN_SCHEMA"}
     assert silver == [0, 1, 2]
@@ -186,8 +175,7 @@ def test_records_a_landed_table_holds_are_not_quarantined_by_the_retry(
     with pytest.raises(RuntimeError, match="driver died"):
         first(bronze, 0)
 
-    retry = _batch(spark, lake, app, LaggingResolver(registry.url, v2_id), replays=_replay(started))
-    retry(bronze, 0)
+    _rerun(spark, lake, app, LaggingResolver(registry.url, v2_id), started, bronze)
     reasons, silver = _places(spark, lake)
     assert reasons == {20: "BAD_MAGIC"}
     assert silver == [0, 1, 10, 11]
@@ -234,15 +222,7 @@ def test_records_owed_to_a_landed_table_are_appended_to_it(
     with pytest.raises(RuntimeError, match="driver died"):
         first(bronze, 0)
 
-    retry = _batch(
-        spark,
-        lake,
-        app,
-        SchemaResolver(open_registry(registry.url)),
-        replays=_replay(started),
-        **kw,
-    )
-    retry(bronze, 0)
+    _rerun(spark, lake, app, SchemaResolver(open_registry(registry.url)), started, bronze, **kw)
     reasons, silver = _places(spark, lake)
     assert reasons == {20: "BAD_MAGIC"}
     assert silver == [0, 1, 10, 11]
