@@ -28,14 +28,13 @@ Contract:
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from lakehouse.driver_tables import set_description
-from lakehouse.layout import BRONZE, QUALITY, QUARANTINE, SILVER, Layout, table_name
+from lakehouse.layout import BRONZE, QUALITY, QUARANTINE, SILVER, Layout, location_key, table_name
 from lakehouse.tables import is_delta_table, list_delta_tables, table_metadata
 
 if TYPE_CHECKING:
@@ -223,18 +222,8 @@ def registered_location(spark: SparkSession, qualified: str) -> str | None:
 
 
 def same_location(a: str, b: str) -> bool:
-    """True when two spellings of a location name one folder (``file:`` prefixes, ``/``)."""
-
-    def norm(p: str) -> str:
-        for prefix in ("file://", "file:"):
-            if p.startswith(prefix):
-                p = p[len(prefix) :]
-                break
-        if "://" not in p:
-            p = os.path.abspath(p)
-        return p.rstrip("/")
-
-    return norm(a) == norm(b)
+    """True when two spellings of a location name one folder (``layout.location_key``)."""
+    return location_key(a) == location_key(b)
 
 
 def layer_tables(layout: Layout, layer: str, spark: SparkSession) -> list[str]:

@@ -196,6 +196,13 @@ def local_path(path: str) -> Path | None:
     return Path(path).expanduser().resolve()
 
 
+def location_key(path: str) -> str:
+    """One spelling per folder, to compare or key locations by: a local one's resolved path
+    (``/x``, ``file:/x`` and ``file:///x`` alike), else the URI without a trailing ``/``."""
+    local = local_path(path)
+    return str(local) if local is not None else path.rstrip("/")
+
+
 def table_name(path: str) -> str:
     """A table's name: the last folder of its path (``.../silver/shop_order_1a2b`` -> that)."""
     return path.rstrip("/").rsplit("/", 1)[-1]

@@ -24,39 +24,35 @@ from pipelines.demo.generate import DemoStream
 from pipelines.demo.schemas import load_schema_versions
 from pipelines.demo.stream import PARTITIONS, DemoStreamError, DemoStreamSummary, demo_topics
 from pipelines.settings import ProtolakeConfig
-from pipelines.settings.clients import client_logging, partition_watermarks
+from pipelines.settings.clients import (
+    KafkaUnreachableError,
+    check_kafka,
+    client_logging,
+    partition_watermarks,
+)
 from pipelines.settings.redaction import redact_url
 
 
 def check_stack(cfg: ProtolakeConfig, timeout: float = 5.0) -> list[str]:
     """Problems reaching Kafka and the registry; empty when both answer."""
     problems = [
-        _kafka_problem(cfg.kafka.bootstrap_servers, timeout),
+        _kafka_problem(cfg, timeout),
         _registry_problem(cfg, timeout),
     ]
     return [p for p in problems if p]
 
 
-def _kafka_problem(bootstrap: str, timeout: float) -> str | None:
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-
+def _kafka_problem(cfg: ProtolakeConfig, timeout: float) -> str | None:
+    bootstrap = cfg.kafka.bootstrap_servers
     # librdkafka waits its whole timeout for a broker that is not there; a refused TCP
     # connection to every bootstrap address says so at once.
     refused = _refused_addresses(bootstrap, timeout)
     if refused:
         return f"Kafka does not answer at {bootstrap} ({refused})"
     try:
-        admin = AdminClient(
-            {
-                "bootstrap.servers": bootstrap,
-                "socket.timeout.ms": int(timeout * 1000),
-                **client_logging(),
-            }
-        )
-        admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        return f"Kafka does not answer at {bootstrap} ({first_line(exc)})"
+        check_kafka(cfg, timeout)
+    except KafkaUnreachableError as exc:
+        return str(exc)
     return None
 
 

@@ -40,7 +40,7 @@ from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
 
 from lakehouse.delta import HistoryCleanedError, Replays, append_idempotent, batch_landed
-from lakehouse.layout import SILVER, Layout, local_path
+from lakehouse.layout import SILVER, Layout, location_key
 from lakehouse.materialized import materialize
 from lakehouse.tables import list_delta_tables
 from pipelines.quarantine import QUARANTINE_SCHEMA, RECORD_KEY
@@ -113,13 +113,13 @@ def settle(
     owed: list[Callable[[], None]] = [
         partial(_owe, rows, plan.path, app_id, batch_id, True)
         for plan, rows in settled
-        if _same(plan.path) in landed
+        if location_key(plan.path) in landed
     ]
     parts: list[DataFrame] = []
     if rejects is not None:
         left = rejects.join(held, list(RECORD_KEY), "left_anti").select(*QUARANTINE_SCHEMA.names)
         parts.append(left)
-        if _same(layout.quarantine) in landed:
+        if location_key(layout.quarantine) in landed:
             owed.append(partial(_owe, left, layout.quarantine, app_id, batch_id, False))
     return Settled(settled, parts, owed)
 
@@ -133,30 +133,23 @@ def _landed(
     planned_ms: int | None,
 ) -> dict[str, str]:
     """The silver tables and the quarantine that hold batch ``batch_id`` of ``app_id``, by
-    :func:`_same` path: the batch's ``own`` tables and the quarantine, and every other silver
+    :func:`lakehouse.layout.location_key`: the batch's ``own`` tables and the quarantine, and every other silver
     table too (one the first attempt wrote may be one the retry routes nothing to). Another
     table whose history was cleaned past the batch's start is taken as not holding it (it
     cannot be told, and most likely it is another query's): a warning says so."""
-    candidates = {_same(p): p for p in [*own, layout.quarantine]}
+    candidates = {location_key(p): p for p in [*own, layout.quarantine]}
     landed = {
         k: p for k, p in candidates.items() if batch_landed(spark, p, app_id, batch_id, planned_ms)
     }
     for path in list_delta_tables(layout.layer(SILVER), spark):
-        if _same(path) in candidates:
+        if location_key(path) in candidates:
             continue
         try:
             if batch_landed(spark, path, app_id, batch_id, planned_ms):
-                landed[_same(path)] = path
+                landed[location_key(path)] = path
         except HistoryCleanedError as exc:
             log.warning("batch %d: taken as not in %s (%s)", batch_id, path, exc)
     return landed
-
-
-def _same(path: str) -> str:
-    """One spelling per table: a local one's resolved folder (``/x`` and ``file:/x`` alike),
-    else the URI without a trailing slash."""
-    local = local_path(path)
-    return str(local) if local is not None else path.rstrip("/")
 
 
 def _spans(batch: DataFrame) -> list[tuple[str, int, int, int]]:
