@@ -38,11 +38,11 @@ from typing import Any
 from lakehouse.lease import WriterLeaseError
 from lakehouse.streaming import TRIGGERS
 from pipelines.failure_line import failure_line
+from pipelines.log_names import KAFKA_CLIENT_LOGGER, METRICS_LOGGER, PROGRESS_LOGGER
 from pipelines.settings import ConfigError
 from pipelines.settings.preflight import StoreError
 
 #: the logger of the JSON line of each micro-batch and query event (``pipelines.metrics``)
-METRICS_LOGGER = "pipelines.metrics"
 
 #: the commands that run streams, whose trigger ``--trigger`` overrides
 STREAM_COMMANDS = frozenset({"bronze", "silver"})
@@ -151,7 +151,7 @@ def configure_logging(verbose: bool, as_json: bool = False) -> None:
     - ``--json``: protolake's INFO lines instead, among them one JSON line per micro-batch and
       query event (``pipelines.metrics``) for machines to read;
     - ``-v``: protolake at DEBUG (the configuration it runs with included), short lines too,
-      and the Kafka clients' own lines (quiet otherwise: ``clients.KAFKA_CLIENT_LOGGER``).
+      and the Kafka clients' own lines (quiet otherwise: ``log_names.KAFKA_CLIENT_LOGGER``).
     """
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_LineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -159,12 +159,10 @@ def configure_logging(verbose: bool, as_json: bool = False) -> None:
     level = logging.DEBUG if verbose else logging.INFO if as_json else logging.WARNING
     for name in ("pipelines", "codec", "lakehouse", "quality"):
         logging.getLogger(name).setLevel(level)
-    from pipelines.settings.clients import KAFKA_CLIENT_LOGGER
-
     # librdkafka retries a broker that does not answer with a line per attempt; the command
     # says in one line what failed (-v: every line)
     logging.getLogger(KAFKA_CLIENT_LOGGER).setLevel(logging.DEBUG if verbose else logging.CRITICAL)
-    progress = logging.getLogger("pipelines.progress")
+    progress = logging.getLogger(PROGRESS_LOGGER)
     progress.propagate = False
     progress.setLevel(logging.WARNING if as_json and not verbose else logging.INFO)
     for old in [h for h in progress.handlers if getattr(h, "_protolake_progress", False)]:

@@ -58,10 +58,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from pipelines.log_names import METRICS_LOGGER
 from pipelines.progress import report_batch, stage_of
 from pipelines.settings import ProtolakeConfig
 
-log = logging.getLogger("pipelines.metrics")
+log = logging.getLogger(METRICS_LOGGER)
 
 REGISTRY = CollectorRegistry()
 

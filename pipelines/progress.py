@@ -22,7 +22,9 @@ import threading
 from collections.abc import Mapping
 from typing import IO, Any
 
-log = logging.getLogger("pipelines.progress")
+from pipelines.log_names import PROGRESS_LOGGER
+
+log = logging.getLogger(PROGRESS_LOGGER)
 
 _lock = threading.Lock()
 _expected: dict[str, int] = {}  # stage -> records it will take

@@ -4,8 +4,9 @@
 - :func:`progress`: a rich progress display on stderr (silent when stderr is not a terminal).
 - :func:`effective_reason`: a quarantined record's current reason: the reason of its last
   replay when one failed, else the reason it was quarantined with.
-- :func:`loaded_config`: the configuration of a command that reports on the lakehouse
-  (``status``, ``audit``), refused when its local lakehouse folder does not exist.
+- :func:`loaded_config`: an operations command's configuration, refused (``status``,
+  ``audit``) or warned about (``maintain``, ``replay``, ``sql``) when its local lakehouse
+  folder does not exist.
 """
 
 from __future__ import annotations
@@ -25,25 +26,35 @@ from pipelines.settings import ConfigError, ProtolakeConfig, load_config
 log = logging.getLogger("pipelines.ops")
 
 
-def loaded_config(path: str) -> ProtolakeConfig:
-    """The configuration at ``path`` of a command that reports on the lakehouse (``status``,
-    ``audit``; ``maintain``, ``replay`` and ``sql`` find nothing to do in a lakehouse not
-    written yet, as on a fresh deployment).
+def loaded_config(path: str, *, missing_ok: bool = False) -> ProtolakeConfig:
+    """The configuration at ``path`` of an operations command, with its local lakehouse folder
+    looked at: a typo in the path must not read as an empty, healthy lakehouse.
+
+    ``missing_ok``: a folder that does not exist is a warning, not an error (``maintain``,
+    ``replay`` and ``sql`` find nothing to do in a lakehouse not written yet, as on a fresh
+    deployment the maintenance DAG runs on). An object-store root is checked by the session's
+    preflight instead.
 
     Raises:
-        ConfigError: as ``load_config``; or ``lakehouse.path`` is a local folder that does not
-            exist (a typo would otherwise read as an empty, healthy lakehouse: an audit that
-            passes on nothing). The jobs create it on their first run. An object-store root is
-            checked by the session's preflight instead.
+        ConfigError: as ``load_config``; or, unless ``missing_ok``, ``lakehouse.path`` is a
+            local folder that does not exist (``status`` and ``audit``: an audit would pass
+            on nothing). The jobs create it on their first run.
     """
     cfg = load_config(path)
     local = local_path(cfg.lakehouse_path)
-    if local is not None and not local.is_dir():
-        raise ConfigError(
-            f"lakehouse.path: {local} does not exist (bronze and silver create it on their "
-            "first run); is the path right?"
+    if local is None or local.is_dir():
+        return cfg
+    if missing_ok:
+        log.warning(
+            "lakehouse.path: %s does not exist (bronze and silver create it on their first "
+            "run): nothing to do there; is the path right?",
+            local,
         )
-    return cfg
+        return cfg
+    raise ConfigError(
+        f"lakehouse.path: {local} does not exist (bronze and silver create it on their "
+        "first run); is the path right?"
+    )
 
 
 def effective_reason() -> Any:

@@ -48,8 +48,7 @@ from typing import Any
 
 from lakehouse.layout import LAYERS, Layout
 from lakehouse.tables import list_delta_tables, table_version
-from pipelines.ops.common import emit, progress, table
-from pipelines.settings import load_config
+from pipelines.ops.common import emit, loaded_config, progress, table
 from pipelines.settings.clients import open_session, writer_lease
 from pipelines.spark import configured
 
@@ -299,7 +298,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """``protolake maintain``."""
-    cfg = load_config(args.config)
+    cfg = loaded_config(args.config, missing_ok=True)
     if args.retention_hours < 0:
         print("protolake maintain: --retention-hours must be >= 0", file=sys.stderr)
         return 2

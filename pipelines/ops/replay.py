@@ -32,7 +32,7 @@ from lakehouse.bronze_columns import INGESTED_AT
 from lakehouse.layout import Layout
 from lakehouse.materialized import materialize, release
 from lakehouse.tables import is_delta_table, table_version
-from pipelines.ops.common import emit, parse_time, progress, table
+from pipelines.ops.common import emit, loaded_config, parse_time, progress, table
 from pipelines.ops.replay_state import (
     ReplayFilter,
     mark_outcomes,
@@ -41,7 +41,7 @@ from pipelines.ops.replay_state import (
     select_pending,
 )
 from pipelines.quarantine import RECORD_KEY, REPLAYED
-from pipelines.settings import ProtolakeConfig, load_config
+from pipelines.settings import ProtolakeConfig
 from pipelines.settings.clients import open_session, writer_lease
 
 log = logging.getLogger("pipelines.ops.replay")
@@ -266,7 +266,7 @@ def filter_from_args(args: argparse.Namespace) -> ReplayFilter:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """``protolake replay``."""
-    cfg = load_config(args.config)
+    cfg = loaded_config(args.config, missing_ok=True)
     try:
         flt = filter_from_args(args)
     except ValueError as exc:

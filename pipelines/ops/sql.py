@@ -27,8 +27,8 @@ from typing import Any
 from lakehouse.catalog import layer_tables
 from lakehouse.catalog import register_lakehouse as register_lakehouse_tables
 from lakehouse.layout import LAYERS, Layout, table_name
-from pipelines.ops.common import emit, table, to_jsonable
-from pipelines.settings import ProtolakeConfig, load_config
+from pipelines.ops.common import emit, loaded_config, table, to_jsonable
+from pipelines.settings import ProtolakeConfig
 from pipelines.settings.clients import catalog_databases, open_session
 
 DEFAULT_LIMIT = 50
@@ -91,7 +91,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     if args.limit < 0:
         print("protolake sql: --limit must be 0 or more", file=sys.stderr)
         return 2
-    cfg = load_config(args.config)
+    cfg = loaded_config(args.config, missing_ok=True)
     spark = open_session(cfg, "protolake-sql")
     tables = register_lakehouse(spark, cfg)
     if args.tables:

@@ -40,6 +40,7 @@ from lakehouse.catalog import CatalogDatabases
 from lakehouse.layout import LAYERS, Layout, has_scheme
 from lakehouse.lease import WriterLease, take_writer_lease
 from lakehouse.store import OBJECT_STORE_SCHEMES, Store
+from pipelines.log_names import KAFKA_CLIENT_LOGGER
 from pipelines.settings.config import ProtolakeConfig, database_key
 
 if TYPE_CHECKING:
@@ -49,14 +50,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pipelines.settings")
 
-#: where the confluent-kafka clients' own log lines (librdkafka's) go: Python's logging, quiet
-#: unless ``-v`` (``pipelines.cli.configure_logging``); the commands say what failed themselves
-KAFKA_CLIENT_LOGGER = "pipelines.kafka_client"
-
 
 def client_logging() -> dict[str, Any]:
-    """The confluent-kafka setting that sends a client's log lines to
-    :data:`KAFKA_CLIENT_LOGGER` instead of stderr."""
+    """The confluent-kafka setting that sends a client's log lines (librdkafka's) to Python's
+    logging, :data:`~pipelines.log_names.KAFKA_CLIENT_LOGGER`, instead of stderr: quiet unless
+    ``-v`` (``pipelines.cli.configure_logging``); the commands say what failed themselves."""
     return {"logger": logging.getLogger(KAFKA_CLIENT_LOGGER)}
 
 

@@ -46,7 +46,7 @@ from lakehouse.tables import list_delta_tables
 from pipelines.quarantine import QUARANTINE_SCHEMA, RECORD_KEY
 
 from .plan import TablePlan, table_schema
-from .tables import union_all
+from .tables import as_frame, union_all
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +92,8 @@ def settle(
     landed = _landed(spark, layout, own, app_id, batch_id, replays.planned_ms)
     if not landed:
         return None
-    frames = [(plan, _frame(spark, rows, table_schema(_merged(plan)))) for plan, rows in tables]
-    rejects = union_all([_frame(spark, part, QUARANTINE_SCHEMA) for part in quarantine])
+    frames = [(plan, as_frame(spark, rows, table_schema(_merged(plan)))) for plan, rows in tables]
+    rejects = union_all([as_frame(spark, part, QUARANTINE_SCHEMA) for part in quarantine])
     routed = [rows.select(*RECORD_KEY) for _, rows in frames]
     if rejects is not None:
         routed.append(rejects.select(*RECORD_KEY))
@@ -109,7 +109,18 @@ def settle(
         batch_id,
         ", ".join(sorted(landed.values())),
     )
-    settled = [(plan, rows.join(held, list(RECORD_KEY), "left_anti")) for plan, rows in frames]
+
+    def unheld(rows: DataFrame, path: str) -> DataFrame:
+        """``rows`` less the records held; kept when a landed destination is owed them (its
+        commit looks whether there are any, then appends them)."""
+        left = rows.join(held, list(RECORD_KEY), "left_anti")
+        if location_key(path) not in landed:
+            return left
+        kept = materialize(left)
+        persisted.append(kept)
+        return kept
+
+    settled = [(plan, unheld(rows, plan.path)) for plan, rows in frames]
     owed: list[Callable[[], None]] = [
         partial(_owe, rows, plan.path, app_id, batch_id, True)
         for plan, rows in settled
@@ -117,7 +128,7 @@ def settle(
     ]
     parts: list[DataFrame] = []
     if rejects is not None:
-        left = rejects.join(held, list(RECORD_KEY), "left_anti").select(*QUARANTINE_SCHEMA.names)
+        left = unheld(rejects, layout.quarantine).select(*QUARANTINE_SCHEMA.names)
         parts.append(left)
         if location_key(layout.quarantine) in landed:
             owed.append(partial(_owe, left, layout.quarantine, app_id, batch_id, False))
@@ -198,10 +209,6 @@ def _owe(rows: DataFrame, path: str, app_id: str, batch_id: int, merge_schema: b
         merge_schema=merge_schema,
         logger=log,
     )
-
-
-def _frame(spark: SparkSession, rows: DataFrame | pa.Table, schema: T.StructType) -> DataFrame:
-    return spark.createDataFrame(rows, schema=schema) if isinstance(rows, pa.Table) else rows
 
 
 def _merged(plan: TablePlan) -> T.StructType:

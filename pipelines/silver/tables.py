@@ -25,6 +25,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - pyspark's usual alias
 from pyspark.sql import types as T  # noqa: N812
@@ -246,6 +247,12 @@ def write_partitions(df: DataFrame, rows: int) -> DataFrame:
     parallelism (silver: the decoded records and the quarantine rows are computed before,
     ``lakehouse.materialized``), or the one task would compute them."""
     return df.coalesce(1) if rows <= ROWS_PER_WRITE_TASK else df
+
+
+def as_frame(spark: SparkSession, rows: DataFrame | pa.Table, schema: T.StructType) -> DataFrame:
+    """``rows`` as a DataFrame: an Arrow table (rows of the driver path) made one in
+    ``schema``, a DataFrame as it is."""
+    return spark.createDataFrame(rows, schema=schema) if isinstance(rows, pa.Table) else rows
 
 
 def union_all(frames: Sequence[DataFrame]) -> DataFrame | None:

@@ -40,7 +40,7 @@ from .plan import TablePlan, table_schema
 from .registration import SilverRegistration
 from .resolution import KeyCounts
 from .retried import settle, settles
-from .tables import ensure_table, union_all, write_partitions
+from .tables import as_frame, ensure_table, union_all, write_partitions
 
 log = logging.getLogger("pipelines.silver")
 
@@ -161,14 +161,7 @@ class BatchWrites:
                 write = partial(self._quarantine_collected, rows, QUARANTINE_SCHEMA, batch_id)
                 return None, _reason_counts(rows), write
             parts = []
-        quarantine = union_all(
-            [
-                self.spark.createDataFrame(p, schema=QUARANTINE_SCHEMA)
-                if isinstance(p, pa.Table)
-                else p
-                for p in parts
-            ]
-        )
+        quarantine = union_all([as_frame(self.spark, p, QUARANTINE_SCHEMA) for p in parts])
         if quarantine is None:
             empty = self.spark.createDataFrame([], QUARANTINE_SCHEMA)
             return empty, [], partial(self._create_quarantine, empty, batch_id)

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from pipelines.settings.clients import KAFKA_CLIENT_LOGGER
+from pipelines.log_names import KAFKA_CLIENT_LOGGER
 
 PROBE = """
 import logging, sys
