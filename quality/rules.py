@@ -18,8 +18,8 @@ Spark evaluates regular expressions with Java's ``java.util.regex``, not Python'
 check here compiles them with Python's ``re`` after replacing constructs only Java has
 (``\\p{Alpha}``, ``\\Q...\\E``, ``(?<name>...)``, ``\\h``, ``\\z``, ...), so it catches what is
 broken in both (unbalanced brackets, a quantifier with nothing to repeat) without rejecting
-valid Java; ``QualityChecker`` compiles them again with Java's own engine when it starts
-(:func:`java_regex_error`), before the first batch.
+valid Java (``quality.regex_syntax``); ``QualityChecker`` compiles them again with Java's own
+engine when it starts (:func:`check_java_regexes`), before the first batch.
 
 Every silver table also gets :func:`default_rules`: its lineage columns are not null (``fail``),
 its Kafka coordinates are unique (``fail``: a duplicate means a pipeline bug, not bad data) and
@@ -39,10 +39,8 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
-import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -58,6 +56,8 @@ from great_expectations.expectations.registry import (
     get_expectation_impl,
     list_registered_expectation_implementations,
 )
+
+from quality.regex_syntax import java_regex_error, python_regex_error
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -87,37 +87,6 @@ _NULL_CHECKS = frozenset({"expect_column_values_to_not_be_null", "expect_column_
 
 # Arguments that hold regular expressions (Java's syntax: Spark's ``rlike``).
 REGEX_ARGUMENTS = ("regex", "regex_list")
-# Java-only regex constructs, rewritten before the Python pre-check (java.util.regex.Pattern's
-# documentation lists them). Scanned left to right with any other escape as one token, so that
-# an escaped backslash followed by a letter is never mistaken for an escape.
-_JAVA_TOKENS = re.compile(
-    r"\\Q.*?(?:\\E|$)"  # \Q...\E quotes literally
-    r"|\\[pP](?:\{[^}]*\}|[A-Za-z])"  # \p{Alpha}, \pL: character classes
-    r"|\\x\{[0-9A-Fa-f]+\}"  # \x{1F600}
-    r"|\\c."  # control character
-    r"|\\k<\w+>"  # named back reference
-    r"|\\."  # any other escape: as it is
-    r"|\(\?<(?=[A-Za-z])"  # named group (not a look-behind)
-    r"|\(\?[idmsuxU]*(?:-[idmsuxU]*)?[:)]",  # flags: Java's may stand anywhere, has d and U
-    re.S,
-)
-
-
-def _python_spelling(token: re.Match[str]) -> str:
-    t = token.group()
-    if t.startswith("(?<"):
-        return "(?P<"
-    if t.startswith("(?"):
-        return "(?:" if t.endswith(":") else ""
-    if t.startswith("\\k<"):
-        return f"(?P={t[3:-1]})"
-    if t == "\\z":
-        return "\\Z"
-    if len(t) == 2 and t[1] not in "hHRXGe":
-        return t  # an escape both engines know (or Python's own check will name it)
-    return "x"  # a Java-only construct matching some text
-
-
 # Expectations whose failures are rows: only these can send rows to quarantine.
 _ROW_LEVEL_BASES = (ColumnMapExpectation, ColumnPairMapExpectation, MulticolumnMapExpectation)
 
@@ -288,7 +257,14 @@ def _parse_rule(index: int, table: Any) -> ExpectationRule:
     except QualityConfigError as exc:
         raise QualityConfigError(f"{where}: {exc}") from None
     rule = ExpectationRule(message_type, expectation, _plain(dict(kwargs)), policy, index)
-    rule.to_expectation()  # raises QualityConfigError on bad arguments
+    rule = _as_judged(rule, rule.to_expectation())  # raises QualityConfigError on bad arguments
+    _check_bounds(rule, where)
+    nested = [c for c in rule.columns() if "." in c]
+    if nested:
+        raise QualityConfigError(
+            f"{where}: {', '.join(nested)}: a rule checks a table's top-level columns; nested "
+            "fields are not checked (a Protobuf field name has no dot)"
+        )
     for pattern in rule.regexes():
         error = python_regex_error(pattern)
         if error is not None:
@@ -309,33 +285,37 @@ def _parse_rule(index: int, table: Any) -> ExpectationRule:
     return rule
 
 
-def python_regex_error(pattern: str) -> str | None:
-    """Why ``pattern`` cannot be a regular expression (Python's ``re``, Java-only constructs
-    allowed; see the module docstring), or None."""
-    neutral = _JAVA_TOKENS.sub(_python_spelling, pattern)
+def _as_judged(rule: ExpectationRule, judged: Expectation) -> ExpectationRule:
+    """``rule`` with its numbers as Great Expectations judges them: its model converts some
+    (``be_between``'s bounds to floats, so 2**53 + 1 is 2**53; ``value_lengths``' bounds to
+    integers, so 1.5 is 1), and the compiled checks must compare what GE compares."""
+    given = judged.configuration.kwargs
+    kwargs = dict(rule.kwargs)
+    for key, value in rule.kwargs.items():
+        if _is_number(value) and _is_number(given.get(key)):
+            kwargs[key] = given[key]
+    return replace(rule, kwargs=kwargs)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_bounds(rule: ExpectationRule, where: str) -> None:
+    """Refuse a ``min_value`` above the ``max_value``: no value is within, so every row would
+    be unexpected (Great Expectations' own engines refuse it only when they validate)."""
+    lo, hi = rule.kwargs.get("min_value"), rule.kwargs.get("max_value")
+    if lo is None or hi is None or isinstance(lo, Mapping) or isinstance(hi, Mapping):
+        return  # an open side, or a suite parameter: known only when validating
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # FutureWarning for Java's [a-z&&[^b]] and kin
-            re.compile(neutral)
-    except re.error as exc:
-        # a position in the rewritten text would point at the wrong place of the user's
-        return exc.msg if neutral != pattern else str(exc)
-    return None
-
-
-def java_regex_error(jvm: Any, pattern: str) -> str | None:
-    """Why Java's ``java.util.regex.Pattern`` (Spark's engine) rejects ``pattern``, or None.
-
-    Args:
-        jvm: py4j's JVM view (``spark.sparkContext._jvm``).
-    """
-    try:
-        jvm.java.util.regex.Pattern.compile(pattern)
-    except Exception as exc:  # py4j's Py4JJavaError wrapping a PatternSyntaxException
-        java = getattr(exc, "java_exception", None)
-        message = java.getMessage() if java is not None else str(exc)
-        return " ".join(str(message).split())
-    return None
+        above = lo > hi
+    except TypeError:
+        return  # bounds Python does not order (GE refuses what it cannot compare)
+    if above:
+        raise QualityConfigError(
+            f"{where}: min_value {_show(lo)} is greater than max_value {_show(hi)}: no value "
+            "is within"
+        )
 
 
 def default_rules(message_type: str) -> list[ExpectationRule]:

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from pyspark.sql.types import LongType, StructField, StructType
 
 from quality.compiled import COMPILED_EXPECTATIONS, compile_rule, evaluate, validation_result
-from quality.rules import ExpectationRule
+from quality.rules import parse_rules
 from tests.support.quality_testkit import NOW, ORDER, SILVER_SCHEMA, order_row
 
 pytestmark = pytest.mark.integration
@@ -35,6 +35,8 @@ FORMAT = {"result_format": "BASIC", "partial_unexpected_count": SAMPLE}
 TIMES = [datetime(1999, 12, 31, tzinfo=UTC), datetime(2020, 5, 1, tzinfo=UTC), NOW]
 
 mostly = st.sampled_from([None, None, 0.5, 0.8])
+# offsets beyond a double's exact integers: GE's model makes a be_between bound a float
+BEYOND_DOUBLE = [2**53, 2**53 + 1, 2**53 + 2]
 
 
 def _with_mostly(kwargs: dict[str, Any], value: float | None) -> dict[str, Any]:
@@ -62,6 +64,7 @@ def column_between(draw: Any) -> dict[str, Any]:
                 ("qty", st.integers(-2, 12)),
                 ("amount", st.floats(-5, 50, allow_nan=False, allow_infinity=False)),
                 ("_kafka_timestamp", st.sampled_from(TIMES)),
+                ("_kafka_offset", st.sampled_from([0, 3, *BEYOND_DOUBLE])),
             ]
         )
     )
@@ -93,7 +96,9 @@ def _kwargs() -> dict[str, st.SearchStrategy[dict[str, Any]]]:
         ),
         "expect_column_values_to_be_between": column_between(),
         "expect_column_value_lengths_to_be_between": st.builds(
-            lambda c, b: {"column": c, **b}, texts, bounds(st.integers(0, 8))
+            lambda c, b: {"column": c, **b},
+            texts,
+            bounds(st.one_of(st.integers(0, 8), st.sampled_from([0.5, 1.5, 2.9, 4.2]))),
         ),
         "expect_column_value_lengths_to_equal": st.builds(
             lambda c, v: {"column": c, "value": v}, texts, st.integers(0, 6)
@@ -137,7 +142,7 @@ row = st.fixed_dictionaries(
         "amount": st.one_of(st.none(), st.floats(-5, 50, allow_nan=False, allow_infinity=False)),
         "email": st.sampled_from([None, "a@b.c", "bad", "x@y", "a@b@c"]),
         "_kafka_partition": st.integers(0, 1),
-        "_kafka_offset": st.integers(0, 4),
+        "_kafka_offset": st.one_of(st.integers(0, 4), st.sampled_from(BEYOND_DOUBLE)),
         "_kafka_timestamp": st.sampled_from([None, *TIMES]),
     }
 )
@@ -189,15 +194,35 @@ def _raised(info: dict[str, Any]) -> bool:
     kwargs=st.fixed_dictionaries(KWARGS),
 )
 def test_compiled_rules_give_ge_verdicts_counts_and_rows(spark, ge_batches, rows, kwargs):
+    _same_as_ge(spark, ge_batches, rows, kwargs)
+
+
+def test_numbers_ge_converts_are_compared_as_ge_compares_them(spark, ge_batches):
+    """A be_between bound beyond a double's exact integers, and a fractional length bound:
+    GE's model converts both (``rules._as_judged``); compiled as written, the rows near them
+    were judged otherwise."""
+    rows = [
+        {"_kafka_offset": offset, "order_id": order_id}
+        for offset, order_id in zip(BEYOND_DOUBLE, ["a", "ab", "abc"], strict=True)
+    ]
+    kwargs = {
+        "expect_column_values_to_be_between": {"column": "_kafka_offset", "min_value": 2**53 + 1},
+        "expect_column_value_lengths_to_be_between": {"column": "order_id", "min_value": 1.5},
+    }
+    _same_as_ge(spark, ge_batches, rows, kwargs)
+
+
+def _same_as_ge(spark, ge_batches, rows, kwargs):
     names = SILVER_SCHEMA.fieldNames()
     data = [
         tuple({**order_row(i), **r, "_row": i}[n] for n in [*names, "_row"])
         for i, r in enumerate(rows)
     ]
     df = spark.createDataFrame(data, schema=SCHEMA)
-    rules = [
-        ExpectationRule(ORDER, name, kw, "warn", i) for i, (name, kw) in enumerate(kwargs.items())
-    ]
+    # parsed as the configuration is: the arguments as GE's model judges them
+    rules = parse_rules(
+        [{"message_type": ORDER, "expectation": name, "kwargs": kw} for name, kw in kwargs.items()]
+    )
     compiled = [compile_rule(rule, df.schema) for rule in rules]
     assert all(c is not None for c in compiled), [
         r.expectation for r, c in zip(rules, compiled, strict=True) if c is None

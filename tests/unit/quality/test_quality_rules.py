@@ -301,3 +301,52 @@ def test_twins_are_what_ge_s_suite_holds_as_one_expectation(ge_context, first, s
     expectation = "expect_column_values_to_not_be_null"
     one, other = (ExpectationRule(ORDER, expectation, kwargs) for kwargs in (first, second))
     assert one.is_twin(other) == (len(_ge_suite([one, other]).expectations) == 1)
+
+
+@pytest.mark.parametrize(
+    ("expectation", "kwargs"),
+    [
+        ("expect_column_values_to_be_between", {"column": "qty", "min_value": 10, "max_value": 5}),
+        (
+            "expect_column_value_lengths_to_be_between",
+            {"column": "order_id", "min_value": 3, "max_value": 2},
+        ),
+        (
+            "expect_column_values_to_be_between",
+            {"column": "day", "min_value": "2025-01-01", "max_value": "2024-01-01"},
+        ),
+    ],
+)
+def test_a_min_above_the_max_is_refused(expectation, kwargs):
+    """No value is within: every row would be unexpected (GE refuses it only when it runs)."""
+    with pytest.raises(QualityConfigError, match="is greater than max_value") as info:
+        parse_rules([rule(expectation=expectation, kwargs=kwargs, policy="warn")])
+    assert "quality.expectations[0]" in str(info.value)
+
+
+def test_bounds_given_as_a_parameter_are_left_to_validation():
+    kwargs = {"column": "qty", "min_value": {"$PARAMETER": "low"}, "max_value": 5}
+    (parsed,) = parse_rules([rule(expectation="expect_column_values_to_be_between", kwargs=kwargs)])
+    assert parsed.kwargs["min_value"] == {"$PARAMETER": "low"}
+
+
+@pytest.mark.parametrize(
+    ("expectation", "given", "judged"),
+    [
+        # GE's model makes be_between's bounds floats and value_lengths' bounds integers
+        ("expect_column_values_to_be_between", 2**53 + 1, float(2**53)),
+        ("expect_column_value_lengths_to_be_between", 1.5, 1),
+    ],
+)
+def test_numbers_are_parsed_as_great_expectations_judges_them(expectation, given, judged):
+    kwargs = {"column": "qty", "min_value": given}
+    (parsed,) = parse_rules([rule(expectation=expectation, kwargs=kwargs, policy="warn")])
+    assert parsed.kwargs["min_value"] == judged
+    assert type(parsed.kwargs["min_value"]) is type(judged)
+    assert parsed.to_expectation().configuration.kwargs["min_value"] == judged
+
+
+def test_a_rule_on_a_nested_field_is_refused():
+    with pytest.raises(QualityConfigError, match="top-level columns") as info:
+        parse_rules([rule(kwargs={"column": "customer.email"})])
+    assert "customer.email" in str(info.value)

@@ -1,0 +1,74 @@
+"""Whether a configured regular expression is one Spark's engine takes.
+
+Spark evaluates regular expressions with Java's ``java.util.regex``, not Python's ``re``.
+:func:`python_regex_error` compiles one with Python's ``re`` after replacing the constructs only
+Java has (``\\p{Alpha}``, ``\\Q...\\E``, ``(?<name>...)``, ``\\h``, ``\\z``, ...), so it
+catches what is broken in both (unbalanced brackets, a quantifier with nothing to repeat)
+without rejecting valid Java, and needs no JVM (``quality.rules`` checks the configuration with
+it). :func:`java_regex_error` asks Java's own engine, when a session is there.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+# Java-only regex constructs, rewritten before the Python pre-check (java.util.regex.Pattern's
+# documentation lists them). Scanned left to right with any other escape as one token, so that
+# an escaped backslash followed by a letter is never mistaken for an escape.
+_JAVA_TOKENS = re.compile(
+    r"\\Q.*?(?:\\E|$)"  # \Q...\E quotes literally
+    r"|\\[pP](?:\{[^}]*\}|[A-Za-z])"  # \p{Alpha}, \pL: character classes
+    r"|\\x\{[0-9A-Fa-f]+\}"  # \x{1F600}
+    r"|\\c."  # control character
+    r"|\\k<\w+>"  # named back reference
+    r"|\\."  # any other escape: as it is
+    r"|\(\?<(?=[A-Za-z])"  # named group (not a look-behind)
+    r"|\(\?[idmsuxU]*(?:-[idmsuxU]*)?[:)]",  # flags: Java's may stand anywhere, has d and U
+    re.S,
+)
+
+
+def _python_spelling(token: re.Match[str]) -> str:
+    t = token.group()
+    if t.startswith("(?<"):
+        return "(?P<"
+    if t.startswith("(?"):
+        return "(?:" if t.endswith(":") else ""
+    if t.startswith("\\k<"):
+        return f"(?P={t[3:-1]})"
+    if t == "\\z":
+        return "\\Z"
+    if len(t) == 2 and t[1] not in "hHRXGe":
+        return t  # an escape both engines know (or Python's own check will name it)
+    return "x"  # a Java-only construct matching some text
+
+
+def python_regex_error(pattern: str) -> str | None:
+    """Why ``pattern`` cannot be a regular expression (Python's ``re``, Java-only constructs
+    allowed: see the module docstring), or None."""
+    neutral = _JAVA_TOKENS.sub(_python_spelling, pattern)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # FutureWarning for Java's [a-z&&[^b]] and kin
+            re.compile(neutral)
+    except re.error as exc:
+        # a position in the rewritten text would point at the wrong place of the user's
+        return exc.msg if neutral != pattern else str(exc)
+    return None
+
+
+def java_regex_error(jvm: Any, pattern: str) -> str | None:
+    """Why Java's ``java.util.regex.Pattern`` (Spark's engine) rejects ``pattern``, or None.
+
+    Args:
+        jvm: py4j's JVM view (``spark.sparkContext._jvm``).
+    """
+    try:
+        jvm.java.util.regex.Pattern.compile(pattern)
+    except Exception as exc:  # py4j's Py4JJavaError wrapping a PatternSyntaxException
+        java = getattr(exc, "java_exception", None)
+        message = java.getMessage() if java is not None else str(exc)
+        return " ".join(str(message).split())
+    return None
