@@ -113,9 +113,11 @@ class TopicRouter:
     """Bronze's ``foreachBatch`` function: each topic's rows to its table (``table_of``: its
     own by default, or one table for every topic).
 
-    Which topics a batch holds comes, without touching the data, from the subscription (one
-    static topic) or from Spark's offset log in ``checkpoint`` (:func:`topics_in_batch`);
-    rows of any other topic then fail the batch instead of landing in a wrong table. One
+    Which topics a batch holds comes, without touching the data, from Spark's offset log in
+    ``checkpoint`` (:func:`topics_in_batch`): rows of any other topic then fail the batch
+    instead of landing in a wrong table. The log is read first even for one static topic
+    (``known_topic``, taken only when the log cannot tell): a batch planned before the
+    configuration's topics changed runs again with the topics it was planned with. One
     table: the batch is written as is, in one pass over Kafka's data. Several: the batch is
     kept on local disk (bounded memory, one read from Kafka) and each table gets one filtered
     append, all tables at once (:meth:`_append_all`). When the offset log cannot tell, the
@@ -139,12 +141,12 @@ class TopicRouter:
         offsets = None
         if self.checkpoint is not None:
             offsets = batch_offsets(batch.sparkSession, self.checkpoint, batch_id)
-        topics: set[str] | None
-        if self.known_topic is not None:
-            topics, rows = {self.known_topic}, batch
-        else:
-            topics = None if offsets is None else offsets.topics
-            rows = batch if topics is None else _only_topics(batch, topics)
+        # the offset log first: a batch planned before the configuration's topics changed is
+        # run again with the topics it was planned with
+        topics: set[str] | None = None if offsets is None else offsets.topics
+        rows = batch if topics is None else _only_topics(batch, topics)
+        if topics is None and self.known_topic is not None:
+            topics = {self.known_topic}
         known = None if topics is None else _tables_of(topics, self.table_of)
         if known is not None and offsets is not None:
             if self._in_driver(known, offsets) and self._append_collected(rows, known, batch_id):

@@ -296,3 +296,23 @@ def test_a_small_batch_is_read_once_and_appended_by_delta_rs(
     router(to_bronze_rows(kafka_rows(spark, ["x.one", "x.two"])), 2)
     assert engines(spark, one)[-1] != "delta-rs"
     assert len(table(spark, one)) == 9
+
+
+def test_a_batch_planned_with_more_topics_lands_by_its_offset_log(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Bronze restarted on one topic (``known_topic``) runs again the batch its earlier run
+    planned over two: each record lands in its own topic's table, as planned."""
+    ck = tmp_path / "ck"
+    write_initial_offsets(ck, {"x.one": {"0": 0}, "x.two": {"0": 0}})
+    write_checkpoint_batch(ck, 0, {"x.one": {"0": 3}, "x.two": {"0": 3}}, committed=False)
+    router = TopicRouter(
+        table_path=in_folder(tmp_path / "t"),
+        app_id="app-6",
+        partition_by=(),
+        known_topic="x.one",
+        checkpoint=str(ck),
+    )
+    router(to_bronze_rows(kafka_rows(spark, ["x.one", "x.two"])), 0)
+    assert {r.topic for r in table(spark, tmp_path / "t" / "x_one")} == {"x.one"}
+    assert [r.offset for r in table(spark, tmp_path / "t" / "x_two")] == [0, 1, 2]
