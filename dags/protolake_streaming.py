@@ -15,7 +15,8 @@ minutes one task per job judges its stream and starts or restarts it:
   the threshold, with lag, and no batch committed for the threshold): stopped (SIGTERM to its
   process group, SIGKILL after 60 s) and started again. Idle (no lag) is healthy. A stream
   this DAG started that died since the previous check is started again and the task fails,
-  with the end of its log (secrets redacted): a crash loop shows as failed runs.
+  with the end of its log (secrets redacted): a crash loop shows as failed runs (the tasks are
+  not retried; the next check is the retry).
 
 Parse-time settings: ``PROTOLAKE_STREAMING_SCHEDULE`` (default every 5 minutes),
 ``PROTOLAKE_STREAM_STALE_MINUTES`` (default 15). The DAG is paused when first created.
@@ -44,8 +45,10 @@ with DAG(
     tags=["protolake", "streaming"],
     default_args={
         "owner": "protolake",
-        "retries": env_int("PROTOLAKE_TASK_RETRIES", 1),
-        "retry_delay": timedelta(minutes=1),
+        # not retried: the next scheduled check is the retry. A retry a minute later would
+        # find the stream its failed try restarted alive and end the run green, hiding a
+        # crash loop (a stream that dies within minutes of each start)
+        "retries": 0,
         "execution_timeout": timedelta(minutes=5),
     },
     doc_md=__doc__,
