@@ -35,6 +35,7 @@ from codec import SchemaResolver
 from lakehouse.catalog import register_lakehouse
 from lakehouse.checkpoint_guard import CheckpointLocks, run_locks
 from lakehouse.checkpoints import load_app_id, replays_of
+from lakehouse.delta_stream import read_delta_stream
 from lakehouse.layout import Layout, table_name
 from lakehouse.lease import (
     WriterLease,
@@ -112,8 +113,7 @@ def start_query(
 
     batch.on_batch = silver_batch_hook(f"silver_{name}")
     writer = (
-        spark.readStream.format("delta")
-        .load(bronze_path)
+        read_delta_stream(spark, bronze_path)
         .writeStream.queryName(f"silver_{name}")
         .option("checkpointLocation", checkpoint)
         .foreachBatch(batch)
