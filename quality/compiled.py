@@ -61,7 +61,7 @@ from pyspark.sql.types import (
 )
 
 from quality.predicates import MODELLED_EXPECTATIONS, resolve_kwargs, unexpected_predicate
-from quality.rules import ExpectationRule, expectation_class
+from quality.rules import ExpectationRule, expectation_class, judged_kwargs
 
 ROW_COUNT = "table.row_count"
 NULL_COUNT = "column_values.nonnull.unexpected_count"
@@ -147,7 +147,7 @@ def compile_rule(
     a ``pyarrow.Table`` (and may still answer None for the batch, see there)."""
     if rule.expectation not in COMPILED_EXPECTATIONS or _UNMODELLED & set(rule.kwargs):
         return None
-    kwargs = resolve_kwargs(rule.kwargs, parameters or {})
+    kwargs = resolve_kwargs(judged_kwargs(rule), parameters or {})
     types = {f.name: f.dataType for f in schema.fields}
     if not all(name in types for name in rule.columns()):
         return None

@@ -22,7 +22,7 @@ from typing import Any
 from pyspark.sql import Column, Window
 from pyspark.sql import functions as F  # noqa: N812  (Spark's documented alias)
 
-from quality.rules import ExpectationRule
+from quality.rules import ExpectationRule, judged_kwargs
 
 # Arguments that narrow GE's domain in ways these predicates do not model: leave them to GE.
 _UNMODELLED = frozenset({"row_condition", "condition_parser"})
@@ -40,7 +40,7 @@ def unexpected_predicate(
     build = _BUILDERS.get(rule.expectation)
     if build is None or _UNMODELLED & set(rule.kwargs):
         return None
-    return build(resolve_kwargs(rule.kwargs, parameters or {}))
+    return build(resolve_kwargs(judged_kwargs(rule), parameters or {}))
 
 
 def resolve_kwargs(kwargs: Mapping[str, Any], parameters: Mapping[str, Any]) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -257,7 +257,7 @@ def _parse_rule(index: int, table: Any) -> ExpectationRule:
     except QualityConfigError as exc:
         raise QualityConfigError(f"{where}: {exc}") from None
     rule = ExpectationRule(message_type, expectation, _plain(dict(kwargs)), policy, index)
-    rule = _as_judged(rule, rule.to_expectation())  # raises QualityConfigError on bad arguments
+    rule.to_expectation()  # raises QualityConfigError on bad arguments
     _check_bounds(rule, where)
     nested = [c for c in rule.columns() if "." in c]
     if nested:
@@ -285,16 +285,18 @@ def _parse_rule(index: int, table: Any) -> ExpectationRule:
     return rule
 
 
-def _as_judged(rule: ExpectationRule, judged: Expectation) -> ExpectationRule:
-    """``rule`` with its numbers as Great Expectations judges them: its model converts some
-    (``be_between``'s bounds to floats, so 2**53 + 1 is 2**53; ``value_lengths``' bounds to
-    integers, so 1.5 is 1), and the compiled checks must compare what GE compares."""
-    given = judged.configuration.kwargs
+@cache
+def judged_kwargs(rule: ExpectationRule) -> dict[str, Any]:
+    """``rule``'s arguments with its numbers as Great Expectations judges them: its model
+    converts some (``be_between``'s bounds to floats, so 2**53 + 1 is 2**53; ``value_lengths``'
+    bounds to integers, so 1.5 is 1), and the compiled checks must compare what GE compares.
+    The rule keeps them as written (its :attr:`~ExpectationRule.expectation_id` names them)."""
+    given = rule.to_expectation().configuration.kwargs
     kwargs = dict(rule.kwargs)
     for key, value in rule.kwargs.items():
         if _is_number(value) and _is_number(given.get(key)):
             kwargs[key] = given[key]
-    return replace(rule, kwargs=kwargs)
+    return kwargs
 
 
 def _is_number(value: Any) -> bool:

@@ -199,7 +199,7 @@ def test_compiled_rules_give_ge_verdicts_counts_and_rows(spark, ge_batches, rows
 
 def test_numbers_ge_converts_are_compared_as_ge_compares_them(spark, ge_batches):
     """A be_between bound beyond a double's exact integers, and a fractional length bound:
-    GE's model converts both (``rules._as_judged``); compiled as written, the rows near them
+    GE's model converts both (``rules.judged_kwargs``); compiled as written, the rows near them
     were judged otherwise."""
     rows = [
         {"_kafka_offset": offset, "order_id": order_id}
@@ -219,7 +219,7 @@ def _same_as_ge(spark, ge_batches, rows, kwargs):
         for i, r in enumerate(rows)
     ]
     df = spark.createDataFrame(data, schema=SCHEMA)
-    # parsed as the configuration is: the arguments as GE's model judges them
+    # parsed as the configuration is
     rules = parse_rules(
         [{"message_type": ORDER, "expectation": name, "kwargs": kw} for name, kw in kwargs.items()]
     )

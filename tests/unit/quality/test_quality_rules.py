@@ -10,6 +10,7 @@ from quality.rules import (
     ExpectationRule,
     QualityConfigError,
     default_rules,
+    judged_kwargs,
     missing_columns,
     parse_rules,
     suite_rules,
@@ -338,12 +339,15 @@ def test_bounds_given_as_a_parameter_are_left_to_validation():
         ("expect_column_value_lengths_to_be_between", 1.5, 1),
     ],
 )
-def test_numbers_are_parsed_as_great_expectations_judges_them(expectation, given, judged):
+def test_numbers_are_compared_as_great_expectations_judges_them(expectation, given, judged):
     kwargs = {"column": "qty", "min_value": given}
     (parsed,) = parse_rules([rule(expectation=expectation, kwargs=kwargs, policy="warn")])
-    assert parsed.kwargs["min_value"] == judged
-    assert type(parsed.kwargs["min_value"]) is type(judged)
+    assert judged_kwargs(parsed)["min_value"] == judged
+    assert type(judged_kwargs(parsed)["min_value"]) is type(judged)
     assert parsed.to_expectation().configuration.kwargs["min_value"] == judged
+    # the rule keeps them as written: its id (the results' key) does not change
+    assert parsed.kwargs["min_value"] == given
+    assert f"min_value={given}" in parsed.expectation_id
 
 
 def test_a_rule_on_a_nested_field_is_refused():
