@@ -15,10 +15,16 @@ after ``ttl`` seconds: the next driver takes it over (deletes it, creates its ow
 conditionally, and reads it back a moment later: of two drivers taking over one expired lease
 at once, the one whose lease was deleted by the other finds out before it writes).
 
-A driver that loses its lease (another driver's lease is in its place, or the store refused
-every renewal until the lease was about to expire) stops writing: the lease calls its
-``on_lost`` hook once (the streaming jobs stop their queries there) and
-:meth:`WriterLease.raise_if_lost` raises :class:`WriterLeaseError` naming why. Local
+A driver that loses its lease (another driver's lease is in its place, the store refused
+every renewal until the lease was about to expire, or no renewal came back before
+:data:`EXPIRY_MARGIN_SECONDS` ahead of its expiry, one stuck in the store's retries included)
+stops writing: the lease calls its ``on_lost`` hook once (the streaming jobs stop their
+queries there) and :meth:`WriterLease.raise_if_lost` raises :class:`WriterLeaseError` naming
+why; the commands that write check it before each write. A renewal that the store completes
+only after the lease expired may have replaced a lease another driver took over meanwhile:
+it is a loss too, and that driver finds our lease in its place at its next renewal and stops
+as well (neither writes on). This bounds, without fencing tokens, how long two drivers can
+both believe they write: by the clocks' difference beyond the margin. Local
 lakehouses take no lease: one machine's Delta log store serializes commits by itself, and
 each streaming query's checkpoint is locked by the process that runs it
 (:mod:`lakehouse.checkpoint_guard`).
@@ -33,7 +39,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +53,8 @@ log = logging.getLogger(__name__)
 
 LEASE_TTL_SECONDS = 120.0
 TAKEOVER_SETTLE_SECONDS = 2.0
+#: a lease not renewed this long before its expiry counts as lost (at most ``ttl / 8``)
+EXPIRY_MARGIN_SECONDS = 15.0
 CONDITIONAL_CREATE = "fs.option.create.conditional.overwrite"
 
 
@@ -67,11 +75,18 @@ class WriterLease:
     _expires: float = 0.0
     _lost: str | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
+    _renewer: threading.Thread | None = None
 
     @property
     def lost(self) -> str | None:
-        """Why this driver no longer holds the lease, or None while it does."""
+        """Why this driver no longer holds the lease, or None while it does (a lease this
+        driver did not renew in time is lost, whether or not its renewal is still running)."""
+        if self._lost is None and not self._stop.is_set() and time.time() >= self._deadline():
+            self._lose("the writer lease was not renewed before its expiry")
         return self._lost
+
+    def _deadline(self) -> float:
+        return self._expires - min(EXPIRY_MARGIN_SECONDS, self.ttl / 8)
 
     def call_on_loss(self, hook: Callable[[str], None]) -> None:
         """Make ``hook`` the ``on_lost`` hook; it is called now if the lease is lost already."""
@@ -81,8 +96,9 @@ class WriterLease:
 
     def raise_if_lost(self) -> None:
         """Raise :class:`WriterLeaseError` if the lease was lost (see :attr:`lost`)."""
-        if self._lost is not None:
-            raise WriterLeaseError(f"{self.location}: {self._lost}")
+        why = self.lost
+        if why is not None:
+            raise WriterLeaseError(f"{self.location}: {why}")
 
     def release(self) -> None:
         """Stop renewing and delete the lease if it is still this driver's.
@@ -91,6 +107,8 @@ class WriterLease:
         it) leaves the lease to expire at its time.
         """
         self._stop.set()
+        if self._renewer is not None:  # a renewal under way would put the lease back
+            self._renewer.join(timeout=self.ttl / 4)
         try:
             holder = _read(self._fs, self._path)
             if holder is not None and holder.get("owner") == self.owner:
@@ -115,8 +133,14 @@ class WriterLease:
                 other = "none" if holder is None else holder.get("owner")
                 self._lose(f"the writer lease is no longer this driver's (holder: {other})")
                 return
+            if time.time() >= self._expires:
+                self._lose("the writer lease expired before it was renewed")
+                return
             expires = time.time() + self.ttl
             _write(self._fs, self._path, _content(self.owner, self.ttl, expires), conditional=False)
+            if time.time() >= self._expires:  # another driver may have taken it over meanwhile
+                self._lose("the writer lease was renewed only after it expired")
+                return
             self._expires = expires
         except Exception as exc:  # noqa: BLE001 - py4j error from the store: retried
             if time.time() + self.ttl / 4 >= self._expires:
@@ -125,10 +149,23 @@ class WriterLease:
                 log.warning("writer lease %s: renewal failed, retrying: %s", self.location, exc)
 
     def _lose(self, why: str) -> None:
+        if self._lost is not None:
+            return
         self._lost = f"{why}; this driver stops writing"
         log.error("writer lease %s lost: %s", self.location, why)
         if self.on_lost is not None:
             self.on_lost(self._lost)
+
+
+def holds_no_lease() -> None:
+    """The lease check of a caller that holds none (a local lakehouse): never raises."""
+
+
+def raise_if_lost(leases: Iterable[WriterLease | None]) -> None:
+    """:meth:`WriterLease.raise_if_lost` of each lease held (None: a local lakehouse's)."""
+    for lease in leases:
+        if lease is not None:
+            lease.raise_if_lost()
 
 
 def take_writer_lease(
@@ -199,6 +236,8 @@ def acquire_writer_lease(
             log.warning(
                 "writer lease %s of %s expired: taking it over", location, holder.get("owner")
             )
+            if _read(fs, path) != holder:  # taken over by another driver since it was read
+                continue
             fs.delete(path, False)
             took_over = True
     else:
@@ -206,7 +245,8 @@ def acquire_writer_lease(
     if took_over:
         _confirm_takeover(fs, path, location, owner)
     lease = WriterLease(location, owner, ttl, fs, path, on_lost, expires)
-    threading.Thread(target=lease._renew_forever, name="writer-lease", daemon=True).start()
+    lease._renewer = threading.Thread(target=lease._renew_forever, name="writer-lease", daemon=True)
+    lease._renewer.start()
     log.info("writer lease %s taken (%s)", location, owner)
     return lease
 

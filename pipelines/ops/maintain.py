@@ -42,11 +42,13 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from lakehouse.layout import LAYERS, Layout
+from lakehouse.lease import holds_no_lease, raise_if_lost
 from lakehouse.tables import list_delta_tables, table_version
 from pipelines.ops.common import emit, loaded_config, progress, table
 from pipelines.settings.clients import open_session, writer_lease
@@ -220,11 +222,15 @@ def maintain(
     vacuum: bool = True,
     dry_run: bool = False,
     show_progress: bool = True,
+    still_writer: Callable[[], None] = holds_no_lease,
 ) -> dict[str, Any]:
-    """Maintain every table of ``group``.
+    """Maintain every table of ``group``; ``still_writer`` is called before each table (it
+    raises when this driver lost the writer lease it maintains under).
 
     Raises:
         RetentionRefusedError: ``retention_hours`` < 168 and not ``force_retention``.
+        lakehouse.lease.WriterLeaseError: from ``still_writer``; the tables after it are not
+            maintained.
     """
     if vacuum and retention_hours < SAFE_RETENTION_HOURS:
         if not force_retention:
@@ -251,6 +257,7 @@ def maintain(
     failed: list[dict[str, str]] = []
     with progress(show_progress) as steps, listing_parallelism(spark):
         for path in steps.track(paths, f"maintaining {len(paths)} tables"):
+            still_writer()  # not one table's failure: every table after it is another driver's
             try:
                 results.append(
                     maintain_table(
@@ -332,6 +339,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             optimize=not args.no_optimize,
             vacuum=not args.no_vacuum,
             dry_run=args.dry_run,
+            still_writer=partial(raise_if_lost, leases),
         )
     finally:
         for lease in leases:

@@ -12,7 +12,9 @@ Decoding and writing go through silver's own batch function (``SilverBatch``: fr
 resolution, decoding, schema evolution, quality checks, idempotent silver writes), fed with
 the quarantined raw bytes: a replayed record lands exactly as silver would have written it.
 Its quarantine output is not appended; the selected quarantine rows are marked instead. A
-second replay of the same filter selects only records that still fail. A registry outage
+second replay of the same filter selects only records that still fail. One replay writes at a
+time: a second is refused (a lock on a local lakehouse, silver's writer lease on an object
+store), or both would write the records silver does not hold yet. A registry outage
 fails the command (``RegistryUnavailable``) and changes nothing. Exit code 0 (records that
 still fail are an outcome, not an error: the maintenance DAG runs this daily); with
 ``--strict``, 1 when some selected records still fail.
@@ -24,12 +26,15 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from lakehouse.bronze_columns import INGESTED_AT
-from lakehouse.layout import Layout
+from lakehouse.checkpoint_guard import guard_checkpoint, release_checkpoint
+from lakehouse.layout import Layout, local_path
+from lakehouse.lease import holds_no_lease, raise_if_lost
 from lakehouse.materialized import materialize, release
 from lakehouse.tables import is_delta_table, table_version
 from pipelines.ops.common import emit, loaded_config, parse_time, progress, table
@@ -111,11 +116,15 @@ def replay(
     dry_run: bool = False,
     resolver: Any = None,
     show_progress: bool = True,
+    still_writer: Callable[[], None] = holds_no_lease,
 ) -> ReplayReport:
     """Replay the selected quarantined records (module docstring); return the report.
+    ``still_writer`` is called before each write (silver's, then the quarantine's marks): it
+    raises when this driver lost the writer lease it replays under.
 
     Raises:
         codec.RegistryUnavailable (inside a Py4J/Spark error): the registry did not answer.
+        lakehouse.lease.WriterLeaseError: from ``still_writer``.
     """
     from pyspark import StorageLevel
 
@@ -136,7 +145,7 @@ def replay(
         try:
             _count_selected(pending, report)
             if report.selected and not dry_run:
-                _write_and_mark(spark, cfg, pending, resolver, steps, report)
+                _write_and_mark(spark, cfg, pending, resolver, steps, report, still_writer)
         finally:
             pending.unpersist()
             report.seconds = round(time.monotonic() - t0, 3)
@@ -152,7 +161,13 @@ def _count_selected(pending: Any, report: ReplayReport) -> None:
 
 
 def _write_and_mark(
-    spark: Any, cfg: ProtolakeConfig, pending: Any, resolver: Any, steps: Any, report: ReplayReport
+    spark: Any,
+    cfg: ProtolakeConfig,
+    pending: Any,
+    resolver: Any,
+    steps: Any,
+    report: ReplayReport,
+    still_writer: Callable[[], None],
 ) -> None:
     """Write the selected records silver does not hold yet, then mark every selected row."""
     with steps.step("checking silver for records already written"):
@@ -161,6 +176,7 @@ def _write_and_mark(
         report.already_in_silver = report.selected - to_write.count
         if to_write.count:
             report.app_id = to_write.app_id
+            still_writer()
             failures = _run_silver(
                 spark,
                 cfg,
@@ -173,6 +189,7 @@ def _write_and_mark(
             )
         else:
             failures = no_failures(spark)
+        still_writer()
         with steps.step("marking quarantine rows"):
             outcomes = mark_outcomes(spark, cfg.lakehouse_path, pending, failures)
         release(failures)
@@ -272,14 +289,31 @@ def run_from_args(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"protolake replay: {exc}", file=sys.stderr)
         return 2
-    spark = open_session(cfg, "protolake-replay")
-    # replay writes silver and quarantine: on an object store, not beside a running silver
-    lease = None if args.dry_run else writer_lease(spark, cfg, "silver")
+    # two replays at once would both write the records silver does not hold yet: on a local
+    # lakehouse one at a time (a lock held until the replay ends), on an object store under
+    # silver's writer lease (not beside a running silver either)
+    running = Layout(cfg.lakehouse_path).writer_lease("replay")
+    folder = local_path(cfg.lakehouse_path)  # a missing one is not made: nothing to replay
+    there = folder is None or folder.is_dir()
+    locked = not args.dry_run and there and guard_checkpoint(running)
     try:
-        report = replay(spark, cfg, flt, dry_run=args.dry_run, show_progress=True)
+        spark = open_session(cfg, "protolake-replay")
+        lease = None if args.dry_run else writer_lease(spark, cfg, "silver")
+        try:
+            report = replay(
+                spark,
+                cfg,
+                flt,
+                dry_run=args.dry_run,
+                show_progress=True,
+                still_writer=partial(raise_if_lost, [lease]),
+            )
+        finally:
+            if lease is not None:
+                lease.release()
     finally:
-        if lease is not None:
-            lease.release()
+        if locked:
+            release_checkpoint(running)
     emit(args.json, report.to_dict(), lambda console: render(console, report))
     return 1 if args.strict and report.still_failing and not report.dry_run else 0
 

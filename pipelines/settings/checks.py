@@ -95,9 +95,19 @@ def _check_catalog(c: CatalogConfig) -> None:
         raise ConfigError(
             'catalog.metastore_uri: must be "thrift://host:port" (comma-separated for several)'
         )
+    keys_of: dict[str, list[str]] = {}
     for key in map(database_key, LAYERS):
         if not re.fullmatch(r"[A-Za-z0-9_]*", getattr(c, key)):
             raise ConfigError(f"catalog.{key}: letters, digits and '_' only (or empty)")
+        if getattr(c, key):  # the metastore folds a database's name to lower case
+            keys_of.setdefault(getattr(c, key).lower(), []).append(key)
+    for database, keys in keys_of.items():
+        if len(keys) > 1:
+            raise ConfigError(
+                f"catalog.{' / catalog.'.join(keys)}: one database each ({database!r} twice); "
+                "the layers' table names can clash (the quarantine's and a single bronze "
+                "table are both 'records')"
+            )
 
 
 def _check_s3(s3: S3Config) -> None:

@@ -2,8 +2,9 @@
 versions and Kafka topics it holds in its comment and properties, and the quality results.
 
 A silver table is registered once a run (with what an earlier run recorded), and again when a
-schema version or a Kafka topic it did not hold arrives; nothing is registered for a database
-named ``""``.
+schema version or a Kafka topic it did not hold arrives, with what its properties hold then
+(another query of the job may write the same message type from another topic); nothing is
+registered for a database named ``""``.
 """
 
 from __future__ import annotations
@@ -49,12 +50,15 @@ class SilverRegistration:
         known_versions, known_topics = self._registered[plan.table]
         if not first and versions <= set(known_versions) and set(topics) <= set(known_topics):
             return
-        all_versions = tuple(sorted({*versions, *known_versions}))
-        all_topics = tuple(sorted({*topics, *known_topics}))
-        comment, properties = describe_silver_table(
-            plan.message_type, plan.versions, all_versions, all_topics
-        )
         with self._lock:
+            # read again: another query of this job may have registered the same table (its
+            # message type on another topic) with what this one does not know
+            now_versions, now_topics = registered_sources(self.spark, plan.path)
+            all_versions = tuple(sorted({*versions, *known_versions, *now_versions}))
+            all_topics = tuple(sorted({*topics, *known_topics, *now_topics}))
+            comment, properties = describe_silver_table(
+                plan.message_type, plan.versions, all_versions, all_topics
+            )
             register_table(
                 self.spark, self.databases.silver, plan.path, comment=comment, properties=properties
             )

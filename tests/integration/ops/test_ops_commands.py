@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from lakehouse.layout import Layout
+from lakehouse.lease import WriterLeaseError
 from pipelines.cli import main as cli_main
 from pipelines.naming import bronze_table_of_topic, table_name_for
 from pipelines.ops import audit as audit_mod
@@ -167,6 +168,26 @@ def test_replay_dry_run_changes_nothing(lake: Lakehouse, spark: Any, capsys: Any
     assert doc["selected_by_reason"] == {"UNKNOWN_SCHEMA": LATE_RECORDS}
     assert doc["replayed"] == 0 and doc["dry_run"] is True
     assert _version(spark, qpath) == before
+
+
+def test_replay_that_lost_its_writer_lease_writes_nothing(lake: Lakehouse, spark: Any) -> None:
+    """The lease is looked at before silver's write: lost there (another driver may write the
+    tables now), the replay ends before writing anything."""
+    qpath = Layout(str(lake.root)).quarantine
+    before = _version(spark, qpath)
+    asked: list[str] = []
+
+    def lost() -> None:
+        asked.append("lease")
+        raise WriterLeaseError("s3a://b/lh/_writers/silver: lost; this driver stops writing")
+
+    flt = replay_state.ReplayFilter(reasons=("UNKNOWN_SCHEMA",), topics=(lake.late_topic,))
+    with pytest.raises(WriterLeaseError, match="this driver stops writing"):
+        replay_mod.replay(spark, lake.cfg, flt, show_progress=False, still_writer=lost)
+    assert asked == ["lease"]
+    assert _version(spark, qpath) == before
+    silver = Path(lake.root) / "silver" / table_name_for(LATE_TYPE)
+    assert not silver.exists()
 
 
 def test_replay_after_registering_the_missing_schema(

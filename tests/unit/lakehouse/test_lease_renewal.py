@@ -1,13 +1,26 @@
 """A writer lease whose renewals fail: retried while the lease is still valid, declared lost
-(once, with the store's error) when it could expire before the next attempt."""
+(once, with the store's error) when it could expire before the next attempt; one not renewed
+in time, or renewed only after its expiry, is lost; a release waits for a renewal under way;
+a takeover never deletes a lease another driver took over meanwhile."""
 
 from __future__ import annotations
 
+import json
+import threading
 import time
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from lakehouse.lease import WriterLease, WriterLeaseError
+from lakehouse import lease as lease_module
+from lakehouse.lease import (
+    EXPIRY_MARGIN_SECONDS,
+    WriterLease,
+    WriterLeaseError,
+    acquire_writer_lease,
+)
 
 
 class StoreDown:
@@ -53,3 +66,116 @@ def test_a_lease_that_cannot_be_released_is_left_to_expire(
     lease = WriterLease("s3a://b/lh/_writers/silver", "me", 120.0, StoreDown(), "path")
     lease.release()  # the job's own failure is what the caller reports, not this one
     assert "not released (connect timed out: 127.0.0.1:8333); it expires at" in caplog.text
+
+
+class MemoryStore:
+    """A Hadoop FileSystem stand-in holding objects in memory, with S3's conditional put (a
+    held object fails the close of a create that must not overwrite it); ``write_seconds``
+    delays each put, as a store's retries do; ``after_read`` runs after each read (numbered)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+        self.write_seconds = 0.0
+        self.after_read: Callable[[int], None] = lambda _n: None
+        self.reads = 0
+
+    def exists(self, path: str) -> bool:
+        return path in self.objects
+
+    def open(self, path: str) -> Any:
+        data = self.objects[path]
+        self.reads += 1
+        self.after_read(self.reads)
+        return SimpleNamespace(readAllBytes=lambda: data, close=lambda: None)
+
+    def delete(self, path: str, _recursive: bool) -> bool:
+        return self.objects.pop(path, None) is not None
+
+    def createFile(self, path: str) -> Any:  # noqa: N802 - Hadoop's name
+        store, chunks, options = self, [], {"overwrite": True}
+
+        class Builder:
+            def overwrite(self, value: bool) -> Builder:
+                options["overwrite"] = value
+                return self
+
+            def must(self, _key: str, _value: object) -> Builder:
+                return self
+
+            def build(self) -> Any:
+                def close() -> None:
+                    time.sleep(store.write_seconds)
+                    if not options["overwrite"] and path in store.objects:
+                        raise RuntimeError("412 Precondition Failed")
+                    store.objects[path] = b"".join(chunks)
+
+                return SimpleNamespace(write=lambda b: chunks.append(bytes(b)), close=close)
+
+        return Builder()
+
+    def holder(self, path: str) -> str | None:
+        data = self.objects.get(path)
+        return None if data is None else json.loads(data)["owner"]
+
+
+def _held(store: MemoryStore, owner: str, expires: float) -> WriterLease:
+    store.objects["lease"] = json.dumps({"owner": owner, "expires": expires}).encode()
+    return WriterLease("s3a://b/lh/_writers/silver", owner, 120.0, store, "lease", None, expires)
+
+
+def test_a_lease_not_renewed_in_time_is_lost_while_its_renewal_hangs() -> None:
+    """No renewal came back (one may be stuck in the store's retries): once within the margin
+    of its expiry, the lease is lost, and the writer's next check stops it."""
+    lease = _held(MemoryStore(), "me", time.time() + EXPIRY_MARGIN_SECONDS + 5)
+    calls: list[str] = []
+    lease.call_on_loss(calls.append)
+    assert lease.lost is None
+    lease._expires = time.time() + EXPIRY_MARGIN_SECONDS - 1
+    with pytest.raises(WriterLeaseError, match="not renewed before its expiry"):
+        lease.raise_if_lost()
+    assert calls == [lease.lost]
+    with pytest.raises(WriterLeaseError):
+        lease.raise_if_lost()
+    assert len(calls) == 1  # the hook is called once, however often the lease is asked
+
+
+def test_a_renewal_the_store_completes_after_the_expiry_is_a_loss() -> None:
+    """The put may have replaced a lease another driver took over meanwhile."""
+    store = MemoryStore()
+    lease = _held(store, "me", time.time() + 0.3)
+    store.write_seconds = 0.5
+    lease.renew_once()
+    assert lease.lost is not None and "renewed only after it expired" in lease.lost
+
+
+def test_release_waits_for_a_renewal_under_way() -> None:
+    """A renewal put that lands after the release's delete would hold the lease until it
+    expires, refusing the next job meanwhile."""
+    store = MemoryStore()
+    lease = _held(store, "me", time.time() + 120)
+    store.write_seconds = 0.5
+    lease._renewer = threading.Thread(target=lease.renew_once)
+    lease._renewer.start()
+    time.sleep(0.1)  # the renewal has read the lease and is putting it
+    lease.release()
+    assert "lease" not in store.objects
+
+
+def test_a_takeover_leaves_a_lease_taken_over_since_it_was_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two drivers find one expired lease; the other takes it over while this one decides:
+    this one must not delete the other's fresh lease."""
+    store = MemoryStore()
+    _held(store, "dead", time.time() - 10)
+
+    def other_takes_over(n: int) -> None:
+        if n == 1:  # once this driver read the expired lease, before it deletes it
+            _held(store, "other", time.time() + 120)
+
+    store.after_read = other_takes_over
+    monkeypatch.setattr(lease_module, "hadoop_path", lambda _spark, _loc: (None, "lease", store))
+    monkeypatch.setattr(lease_module, "TAKEOVER_SETTLE_SECONDS", 0.0)
+    with pytest.raises(WriterLeaseError, match=r"held by another driver \(other\)"):
+        acquire_writer_lease(None, "s3a://b/lh/_writers/silver")  # type: ignore[arg-type]
+    assert store.holder("lease") == "other"

@@ -5,28 +5,22 @@ before any Spark session: a typo in the path must not read as an empty, healthy 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from pipelines import cli
 
-
-def _config(folder: Path, lakehouse: Path) -> Path:
-    config = folder / "protolake.toml"
-    config.write_text(
-        '[kafka]\nbootstrap_servers = "127.0.0.1:9092"\ntopics = ["t"]\n'
-        f'[lakehouse]\npath = "{lakehouse}"\n'
-    )
-    return config
+ConfigFor = Callable[[Path], Path]
 
 
 @pytest.mark.parametrize("command", ["audit", "status"])
 def test_a_missing_lakehouse_folder_is_a_one_line_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], config_for: ConfigFor, command: str
 ) -> None:
     missing = tmp_path / "lh_typo"
-    config = _config(tmp_path, missing)
+    config = config_for(missing)
     assert cli.main([command, "--config", str(config)]) == 2
     assert capsys.readouterr().err.strip() == (
         f"protolake {command}: configuration error: lakehouse.path: {missing} does not exist "
@@ -46,6 +40,7 @@ def test_maintenance_commands_warn_of_a_missing_lakehouse_folder(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
+    config_for: ConfigFor,
     command: str,
     bad_argument: list[str],
     its_error: str,
@@ -53,7 +48,7 @@ def test_maintenance_commands_warn_of_a_missing_lakehouse_folder(
     """The warning comes as the configuration loads (a bad argument then ends the command
     before any Spark session); the folder is not created."""
     missing = tmp_path / "lh_typo"
-    config = _config(tmp_path, missing)
+    config = config_for(missing)
     assert cli.main([command, "--config", str(config), *bad_argument]) == 2
     warnings = [
         r.getMessage()
@@ -69,11 +64,14 @@ def test_maintenance_commands_warn_of_a_missing_lakehouse_folder(
 
 
 def test_an_existing_lakehouse_folder_is_no_warning(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    config_for: ConfigFor,
 ) -> None:
     lakehouse = tmp_path / "lh"
     lakehouse.mkdir()
-    config = _config(tmp_path, lakehouse)
+    config = config_for(lakehouse)
     assert cli.main(["maintain", "--config", str(config), "--retention-hours", "-1"]) == 2
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert "--retention-hours must be >= 0" in capsys.readouterr().err

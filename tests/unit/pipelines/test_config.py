@@ -86,6 +86,11 @@ def test_topics_and_pattern_exactly_one(tmp_path: Path) -> None:
         ("metrics", "prometheus_address = ' '", "metrics.prometheus_address"),
         ("catalog", "metastore_uri = 'http://h:9083'", "catalog.metastore_uri"),
         ("catalog", "silver_database = 'my-silver'", "catalog.silver_database"),
+        (
+            "catalog",
+            "bronze_database = 'lake'\nquarantine_database = 'Lake'",
+            "catalog.bronze_database / catalog.quarantine_database: one database each",
+        ),
     ],
 )
 def test_invalid_values_name_the_key(tmp_path: Path, section: str, line: str, named: str) -> None:
@@ -248,6 +253,12 @@ def test_quality_results_retention(tmp_path: Path) -> None:
     assert cfg.quality.results_retention_days == 30
     with pytest.raises(ConfigError, match="quality.results_retention_days"):
         load_config(write(tmp_path, MINIMAL + "[quality]\nresults_retention_days = -1\n"))
+
+
+def test_layers_may_leave_their_database_out_together(tmp_path: Path) -> None:
+    text = MINIMAL + "[catalog]\nbronze_database = ''\nquality_database = ''\n"
+    cfg = load_config(write(tmp_path, text))
+    assert (cfg.catalog.bronze_database, cfg.catalog.quality_database) == ("", "")
 
 
 def test_catalog_defaults_and_session_settings(tmp_path: Path) -> None:

@@ -1,0 +1,61 @@
+"""Two silver queries of one job write one message type from two topics (a bronze table each):
+the table's catalog properties keep both topics and every schema version, whichever query
+registers it last (``pipelines.silver.registration``)."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+import uuid
+from typing import Any
+
+from codec import SchemaResolver, open_registry
+from lakehouse.catalog import CatalogDatabases
+from lakehouse.tables import table_properties
+from pipelines.naming import KAFKA_TOPICS_PROPERTY, table_name_for
+from pipelines.silver import SilverBatch
+from pipelines.silver.tables import SCHEMA_VERSIONS_PROPERTY
+from tests.support.ops_itkit import framed, ping_payload
+from tests.support.silver_testkit import bronze_row, write_bronze
+
+V1 = 'syntax = "proto3";\npackage regmerge.v1;\nmessage Ping {\n  string id = 1;\n  int64 n = 2;\n}\n'
+V2 = V1.replace("  int64 n = 2;\n", "  int64 n = 2;\n  string note = 3;\n")
+
+
+def _register(url: str, subject: str, schema: str) -> int:
+    req = urllib.request.Request(
+        f"{url}/subjects/{subject}/versions",
+        data=json.dumps({"schemaType": "PROTOBUF", "schema": schema}).encode(),
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return int(json.loads(resp.read())["id"])
+
+
+def test_a_query_registering_later_keeps_what_another_registered(
+    spark: Any, tmp_path: Any, registry: Any
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    topic_a, topic_b = f"regmerge.{run}.a", f"regmerge.{run}.b"
+    v1 = _register(registry.url, f"{topic_a}-value", V1)
+    lake = str(tmp_path / "lake")
+    database = f"rm{run}"
+    resolver = SchemaResolver(open_registry(registry.url))
+    databases = CatalogDatabases(bronze="", silver=database, quarantine="", quality="")
+
+    def run_batch(batch: SilverBatch, topic: str, schema_id: int, batch_id: int) -> None:
+        bronze = f"{lake}/bronze/{topic}.{batch_id}"  # the batch's bronze rows alone
+        rows = [bronze_row(framed(schema_id, ping_payload("p", batch_id)), topic, batch_id)]
+        write_bronze(spark, bronze, rows)
+        batch(spark.read.format("delta").load(bronze), batch_id)
+
+    query_a, query_b = (
+        SilverBatch(spark, lake, str(uuid.uuid4()), resolver, databases=databases) for _ in range(2)
+    )
+    run_batch(query_a, topic_a, v1, 0)  # creates the table: topic a, v1
+    run_batch(query_b, topic_b, v1, 0)  # registers it: topics a and b
+    v2 = _register(registry.url, f"{topic_a}-value", V2)
+    run_batch(query_a, topic_a, v2, 1)  # a version query a did not know: registered again
+    props = table_properties(spark, f"{lake}/silver/{table_name_for('regmerge.v1.Ping')}")
+    assert props[KAFKA_TOPICS_PROPERTY] == ",".join(sorted([topic_a, topic_b]))
+    assert props[SCHEMA_VERSIONS_PROPERTY] == f"id:{v1},id:{v2}"
