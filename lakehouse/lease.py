@@ -76,14 +76,18 @@ class WriterLease:
     _lost: str | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _renewer: threading.Thread | None = None
+    _renewal_error: str = ""  # the store's error of the last renewal that failed
 
     @property
     def lost(self) -> str | None:
         """Why this driver no longer holds the lease, or None while it does (a lease this
         driver did not renew in time is lost, whether or not its renewal is still running)."""
         if self._lost is None and not self._stop.is_set() and time.time() >= self._deadline():
-            self._lose("the writer lease was not renewed before its expiry")
+            self._lose(f"the writer lease was not renewed before its expiry{self._why()}")
         return self._lost
+
+    def _why(self) -> str:
+        return f" ({self._renewal_error})" if self._renewal_error else ""
 
     def _deadline(self) -> float:
         return self._expires - min(EXPIRY_MARGIN_SECONDS, self.ttl / 8)
@@ -134,15 +138,16 @@ class WriterLease:
                 self._lose(f"the writer lease is no longer this driver's (holder: {other})")
                 return
             if time.time() >= self._expires:
-                self._lose("the writer lease expired before it was renewed")
+                self._lose(f"the writer lease expired before it was renewed{self._why()}")
                 return
             expires = time.time() + self.ttl
             _write(self._fs, self._path, _content(self.owner, self.ttl, expires), conditional=False)
             if time.time() >= self._expires:  # another driver may have taken it over meanwhile
                 self._lose("the writer lease was renewed only after it expired")
                 return
-            self._expires = expires
+            self._expires, self._renewal_error = expires, ""
         except Exception as exc:  # noqa: BLE001 - py4j error from the store: retried
+            self._renewal_error = " ".join(str(exc).split())[:300]
             if time.time() + self.ttl / 4 >= self._expires:
                 self._lose(f"the writer lease could not be renewed before it expires ({exc})")
             else:
@@ -245,6 +250,9 @@ def acquire_writer_lease(
     if took_over:
         _confirm_takeover(fs, path, location, owner)
     lease = WriterLease(location, owner, ttl, fs, path, on_lost, expires)
+    if took_over:  # the confirmation took a while of the lease's time: renewed from now on
+        lease.renew_once()
+        lease.raise_if_lost()
     lease._renewer = threading.Thread(target=lease._renew_forever, name="writer-lease", daemon=True)
     lease._renewer.start()
     log.info("writer lease %s taken (%s)", location, owner)

@@ -36,7 +36,9 @@ pytestmark = pytest.mark.integration
 
 RECORDS = 240
 PER_BATCH = 20  # kafka.max_offsets_per_trigger: twelve batches, the store stops during one
-LEASE_SECONDS = 6.0
+# the writer lease's ttl: its first put to a store just started again takes seconds (5 s
+# measured), and a lease renewed only after its expiry is lost (lakehouse.lease)
+LEASE_SECONDS = 15.0
 # Fail fast while the store is down (S3A's defaults retry for minutes); per bucket, so the
 # shared session's other buckets keep theirs.
 FAIL_FAST = {
