@@ -163,6 +163,7 @@ class InvariantReport:
     duplicated: int = 0  # more than once in silver, or in quarantine
     orphans: int = 0  # in silver or quarantine, not in bronze
     bronze_duplicates: int = 0  # more than once in bronze (bronze's own exactly-once)
+    pending: int = 0  # in neither yet, in silver's backlog (``silver_backlog``): not a fault
     offenders: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
@@ -181,7 +182,7 @@ class InvariantReport:
             f"invariant {state}: bronze={self.bronze_records} silver={self.silver_records} "
             f"quarantine={self.quarantined_records} missing={self.missing} in_both={self.in_both} "
             f"duplicated={self.duplicated} orphans={self.orphans} "
-            f"bronze_duplicates={self.bronze_duplicates}"
+            f"bronze_duplicates={self.bronze_duplicates} pending={self.pending}"
         )
 
 
@@ -191,6 +192,7 @@ def check_invariant(
     *,
     bronze_tables: list[str] | None = None,
     sample: int = 20,
+    while_running: bool = False,
 ) -> InvariantReport:
     """Check that every bronze record is in exactly one silver table or in quarantine.
 
@@ -199,6 +201,10 @@ def check_invariant(
         bronze_tables: bronze table paths to check (default: every table under bronze/);
             silver and quarantine rows of topics outside them are then ignored.
         sample: how many offending records to name per kind.
+        while_running: silver may not have taken every bronze record yet (a stream runs, or
+            the ingest DAG's silver task has yet to): a record in neither silver nor
+            quarantine whose bronze file is in silver's backlog
+            (:func:`pipelines.silver_backlog.backlog_files`) is pending, not missing.
     """
     layout = Layout(lakehouse_path)
     bronze_paths = (
@@ -207,7 +213,7 @@ def check_invariant(
     report = InvariantReport()
     if not bronze_paths:
         return report
-    bronze = _bronze_keys(spark, bronze_paths)
+    bronze = _bronze_keys(spark, bronze_paths, lakehouse_path if while_running else None)
     places = _destination_counts(
         spark, layout, bronze, only_bronze_topics=bronze_tables is not None
     )
@@ -222,13 +228,17 @@ def check_invariant(
 _KEY = ("t", "p", "o")  # topic, partition, offset: a record's identity
 
 
-def _bronze_keys(spark: SparkSession, paths: list[str]) -> DataFrame:
-    """(t, p, o) of every bronze row of the given tables."""
+def _bronze_keys(spark: SparkSession, paths: list[str], backlog_of: str | None) -> DataFrame:
+    """(t, p, o, backlog) of every bronze row of the given tables; ``backlog``: its file is in
+    silver's backlog of the lakehouse ``backlog_of`` (None: no row is)."""
     frames = [
         spark.read.format("delta")
         .load(p)
         .select(
-            F.col("topic").alias("t"), F.col("partition").alias("p"), F.col("offset").alias("o")
+            F.col("topic").alias("t"),
+            F.col("partition").alias("p"),
+            F.col("offset").alias("o"),
+            _in_backlog(spark, backlog_of, p).alias("backlog"),
         )
         for p in paths
     ]
@@ -236,6 +246,18 @@ def _bronze_keys(spark: SparkSession, paths: list[str]) -> DataFrame:
     for frame in frames[1:]:
         bronze = bronze.unionByName(frame)
     return bronze
+
+
+def _in_backlog(spark: SparkSession, lakehouse_path: str | None, bronze_path: str) -> Column:
+    if lakehouse_path is None:
+        return F.lit(False)
+    from pipelines.silver_backlog import backlog_files
+
+    files = backlog_files(spark, lakehouse_path, bronze_path)
+    if files is None:
+        return F.lit(True)
+    name = F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1)
+    return name.isin(sorted(files)) if files else F.lit(False)
 
 
 def _destination_rows(spark: SparkSession, layout: Layout) -> list[DataFrame]:
@@ -292,9 +314,12 @@ def _destination_counts(
 
 def _classify(bronze: DataFrame, places: DataFrame) -> DataFrame:
     """Bronze counts beside destination counts, with the kind of fault (null: none)."""
-    b_counts = bronze.groupBy(*_KEY).agg(F.count(F.lit(1)).alias("bn"))
+    b_counts = bronze.groupBy(*_KEY).agg(
+        F.count(F.lit(1)).alias("bn"), F.max("backlog").alias("backlog")
+    )
     joined = b_counts.join(places, list(_KEY), "full_outer").select(
         *_KEY,
+        "backlog",
         F.coalesce("bn", F.lit(0)).alias("bn"),
         F.coalesce("sn", F.lit(0)).alias("sn"),
         F.coalesce("qn", F.lit(0)).alias("qn"),
@@ -304,6 +329,7 @@ def _classify(bronze: DataFrame, places: DataFrame) -> DataFrame:
         F.when(F.col("bn") == 0, "orphans")
         .when(F.col("bn") > 1, "bronze_duplicates")
         .when((F.col("sn") > 0) & (F.col("qn") > 0), "in_both")
+        .when((F.col("sn") + F.col("qn") == 0) & F.col("backlog"), "pending")
         .when(F.col("sn") + F.col("qn") == 0, "missing")
         .when(F.col("sn") + F.col("qn") > 1, "duplicated")
     )
@@ -319,11 +345,11 @@ def _fill_report(report: InvariantReport, classified: DataFrame, sample: int) ->
     report.bronze_records = int(totals["bn"] or 0)
     report.silver_records = int(totals["sn"] or 0)
     report.quarantined_records = int(totals["qn"] or 0)
-    bad = classified.filter(F.col("kind").isNotNull())
-    for row in bad.groupBy("kind").count().collect():
+    for row in classified.filter(F.col("kind").isNotNull()).groupBy("kind").count().collect():
         setattr(report, row["kind"], int(row["count"]))
     if report.holds:
         return
+    bad = classified.filter(F.col("kind").isNotNull() & (F.col("kind") != "pending"))
     ranked = bad.withColumn("rn", F.row_number().over(_window_by_kind())).filter(
         F.col("rn") <= sample
     )
