@@ -12,7 +12,9 @@ is queryable as temporary views ``<layer>_<table>``.
 
 Other engines read the same tables by path (``lakehouse/silver/<table>``): delta-rs,
 DuckDB's ``delta_scan``, Trino's Delta connector. A query error is a clear message and exit
-code 2; nothing is written.
+code 2; so is a statement that would write (``INSERT``, ``DELETE``, ``OPTIMIZE``, DDL, ...:
+:func:`check_reads_only`): nothing is written, as the jobs write the lakehouse under its
+writer leases.
 """
 
 from __future__ import annotations
@@ -52,8 +54,43 @@ def register_lakehouse(spark: Any, cfg: ProtolakeConfig) -> list[dict[str, Any]]
     return found
 
 
+class WritingStatementError(ValueError):
+    """A statement that would write or change the lakehouse or the session (not a query)."""
+
+
+#: the statements that only read, besides queries: their parsed plans' class names begin so
+_READING_COMMANDS = ("Show", "Describe", "Explain")
+
+
+def check_reads_only(spark: Any, query: str) -> None:
+    """Refuse a statement that is not a query (parsed, not run: Spark runs a command as it
+    plans it). Queries (``SELECT``, ``WITH``, ``VALUES``, ``TABLE``) and ``SHOW``,
+    ``DESCRIBE`` and ``EXPLAIN`` pass; a write (``INSERT``, ``DELETE``, ``MERGE``, ``UPDATE``,
+    ``OPTIMIZE``, ``VACUUM``, ``RESTORE``, DDL) or a session change (``SET``, ``CACHE``) is a
+    :class:`WritingStatementError`: the jobs write the lakehouse, under its writer leases.
+
+    A query that does not parse passes through: Spark's own error says what is wrong."""
+    jvm = spark.sparkContext._jvm
+    try:
+        plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(query)
+    except Exception:  # noqa: BLE001 - py4j's ParseException: spark.sql reports it
+        return
+    kind = str(plan.getClass().getSimpleName())
+    command = jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.plans.logical.Command")
+    writes = kind.endswith("Statement") or (  # INSERT and RESTORE parse to *Statement
+        bool(command.isInstance(plan)) and not kind.startswith(_READING_COMMANDS)
+    )
+    if writes:
+        raise WritingStatementError(
+            f"only queries run here (SELECT, WITH, VALUES, TABLE, SHOW, DESCRIBE, EXPLAIN); "
+            f"this statement ({kind}) would write or change the lakehouse or the session"
+        )
+
+
 def run_query(spark: Any, query: str, limit: int) -> dict[str, Any]:
-    """Run ``query``; at most ``limit`` rows come back (``truncated`` says if there were more)."""
+    """Run ``query`` (:func:`check_reads_only` first); at most ``limit`` rows come back
+    (``truncated`` says if there were more)."""
+    check_reads_only(spark, query)
     df = spark.sql(query)
     rows = df.limit(limit + 1).collect() if limit > 0 else df.collect()
     truncated = limit > 0 and len(rows) > limit
@@ -108,6 +145,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     except PySparkException as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"protolake sql: the query failed: {first}", file=sys.stderr)
+        return 2
+    except WritingStatementError as exc:
+        print(f"protolake sql: {exc}", file=sys.stderr)
         return 2
     emit(args.json, data, lambda c: _print_result(c, data))
     return 0
