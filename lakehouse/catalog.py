@@ -23,6 +23,9 @@ Contract:
   backoff (:data:`RETRY_DELAYS`, about 45 s in all: more than a metastore takes to restart);
   then :class:`CatalogUnavailableError` names its URI. Every step of a registration is
   idempotent, so a registration interrupted half-way is simply done again.
+- A job that writes registers through :func:`register_or_defer`: the catalog is for readers,
+  and a longer outage defers its registrations (a warning; none tried for
+  :data:`DEFERRED_SECONDS`; the caller registers again later) instead of stopping its writes.
 """
 
 from __future__ import annotations
@@ -170,6 +173,44 @@ def register_table(
         metastore_uri(spark),
         f"registering {database}.{table_name(path)}",
     )
+
+
+#: after the metastore did not answer through every retry, no registration is tried this long
+DEFERRED_SECONDS = 300.0
+_deferred_until = 0.0  # time.monotonic() before which registrations are deferred
+
+
+def register_or_defer(
+    spark: SparkSession,
+    database: str,
+    path: str,
+    *,
+    comment: str = "",
+    properties: Mapping[str, str] | None = None,
+) -> str | None:
+    """:func:`register_table` for a job that writes: None, with a warning, when the metastore
+    did not answer through every retry or did not within the last :data:`DEFERRED_SECONDS`
+    (the caller registers the table again later; its writes go on). Any other error raises.
+
+    Raises:
+        CatalogLocationError: the name is registered at another location.
+    """
+    global _deferred_until
+    if time.monotonic() < _deferred_until:
+        return None
+    try:
+        return register_table(spark, database, path, comment=comment, properties=properties)
+    except CatalogUnavailableError as exc:
+        _deferred_until = time.monotonic() + DEFERRED_SECONDS
+        log.warning(
+            "%s; %s.%s is not registered now: registrations wait %.0f s, then are tried again "
+            "(the job goes on writing)",
+            exc,
+            database,
+            table_name(path),
+            DEFERRED_SECONDS,
+        )
+        return None
 
 
 def _register_table(

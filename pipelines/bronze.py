@@ -50,7 +50,7 @@ from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark rea
 from pyspark.sql.streaming import StreamingQuery
 
 from lakehouse.bronze_columns import INGEST_DATE, INGESTED_AT, KAFKA_COLUMNS
-from lakehouse.catalog import layer_tables, register_table
+from lakehouse.catalog import layer_tables, register_or_defer, register_table
 from lakehouse.checkpoint_guard import CheckpointLocks, run_locks
 from lakehouse.checkpoints import load_app_id, replays_of
 from lakehouse.layout import BRONZE, Layout, table_name
@@ -316,7 +316,12 @@ class BronzeRegistrar:
                 continue
             merged = sorted(self.topics[table] | set(topics))
             comment, properties = describe_bronze_table(merged)
-            register_table(self.spark, self.database, path, comment=comment, properties=properties)
+            registered = register_or_defer(
+                self.spark, self.database, path, comment=comment, properties=properties
+            )
+            if registered is None:  # the metastore is down: a later batch registers it
+                self.topics.pop(table, None)
+                continue
             self.topics[table] = set(merged)
 
 

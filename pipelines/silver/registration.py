@@ -4,7 +4,8 @@ versions and Kafka topics it holds in its comment and properties, and the qualit
 A silver table is registered once a run (with what an earlier run recorded), and again when a
 schema version or a Kafka topic it did not hold arrives, with what its properties hold then
 (another query of the job may write the same message type from another topic); nothing is
-registered for a database named ``""``.
+registered for a database named ``""``. A metastore that is down defers a registration to a
+later batch (``lakehouse.catalog.register_or_defer``): silver goes on writing.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import threading
 
 from pyspark.sql import SparkSession
 
-from lakehouse.catalog import CatalogDatabases, register_table
+from lakehouse.catalog import CatalogDatabases, register_or_defer
 
 from .plan import TablePlan
 from .tables import describe_silver_table, registered_sources
@@ -59,9 +60,12 @@ class SilverRegistration:
             comment, properties = describe_silver_table(
                 plan.message_type, plan.versions, all_versions, all_topics
             )
-            register_table(
+            registered = register_or_defer(
                 self.spark, self.databases.silver, plan.path, comment=comment, properties=properties
             )
+        if registered is None:  # the metastore is down: a later batch registers it
+            self._registered.pop(plan.table, None)
+            return
         self._registered[plan.table] = (all_versions, all_topics)
 
     def creation_description(
@@ -80,5 +84,5 @@ class SilverRegistration:
         if not self.databases.quality or self._quality_registered:
             return
         with self._lock:
-            register_table(self.spark, self.databases.quality, path)
-        self._quality_registered = True
+            registered = register_or_defer(self.spark, self.databases.quality, path)
+        self._quality_registered = registered is not None
