@@ -39,8 +39,16 @@ class CheckpointInUseError(WriterLeaseError):
     """Another process runs a query on this checkpoint; the message names it."""
 
 
-def guard_checkpoint(checkpoint: str) -> bool:
-    """Lock the local ``checkpoint`` for this process.
+#: what a refusal says the lock's holder does, by default
+RUNS_THE_QUERY = (
+    "runs this query already; stop it before starting another (two runs would write the "
+    "same batches)"
+)
+
+
+def guard_checkpoint(checkpoint: str, holder_does: str = RUNS_THE_QUERY) -> bool:
+    """Lock the local ``checkpoint`` for this process (any local folder: a job's other locks
+    too, with ``holder_does`` saying what a refused caller's holder is doing).
 
     Returns:
         True when this call took the lock; False when this process held it already, or the
@@ -64,10 +72,7 @@ def guard_checkpoint(checkpoint: str) -> bool:
             file.seek(0)
             holder = file.read().strip() or "a process"
             file.close()
-            raise CheckpointInUseError(
-                f"{checkpoint}: {holder} runs this query already; stop it before starting "
-                "another (two runs would write the same batches)"
-            ) from None
+            raise CheckpointInUseError(f"{checkpoint}: {holder} {holder_does}") from None
         file.seek(0)
         file.truncate()
         file.write(f"pid {os.getpid()} on {socket.gethostname()}\n")

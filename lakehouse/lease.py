@@ -20,11 +20,14 @@ every renewal until the lease was about to expire, or no renewal came back befor
 :data:`EXPIRY_MARGIN_SECONDS` ahead of its expiry, one stuck in the store's retries included)
 stops writing: the lease calls its ``on_lost`` hook once (the streaming jobs stop their
 queries there) and :meth:`WriterLease.raise_if_lost` raises :class:`WriterLeaseError` naming
-why; the commands that write check it before each write. A renewal that the store completes
-only after the lease expired may have replaced a lease another driver took over meanwhile:
-it is a loss too, and that driver finds our lease in its place at its next renewal and stops
-as well (neither writes on). This bounds, without fencing tokens, how long two drivers can
-both believe they write: by the clocks' difference beyond the margin. Local
+why; the commands that write check it before their writes (``maintain`` before each table
+and before pruning the quality results, ``replay`` before silver's write and before marking
+the quarantine). A renewal that the store completes only after that margin began may have
+replaced a lease another driver took over meanwhile: it is a loss too, and that driver finds
+our lease in its place at its next renewal and stops as well (neither writes on). This bounds,
+without fencing tokens, how long two drivers can both believe they write: by the clocks'
+difference beyond the margin. A renewal that comes back after the lease was released deletes
+what it put. Local
 lakehouses take no lease: one machine's Delta log store serializes commits by itself, and
 each streaming query's checkpoint is locked by the process that runs it
 (:mod:`lakehouse.checkpoint_guard`).
@@ -77,6 +80,7 @@ class WriterLease:
     _stop: threading.Event = field(default_factory=threading.Event)
     _renewer: threading.Thread | None = None
     _renewal_error: str = ""  # the store's error of the last renewal that failed
+    _losing: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def lost(self) -> str | None:
@@ -112,11 +116,9 @@ class WriterLease:
         """
         self._stop.set()
         if self._renewer is not None:  # a renewal under way would put the lease back
-            self._renewer.join(timeout=self.ttl / 4)
+            self._renewer.join(timeout=self.ttl / 4)  # (one still under way deletes it itself)
         try:
-            holder = _read(self._fs, self._path)
-            if holder is not None and holder.get("owner") == self.owner:
-                self._fs.delete(self._path, False)
+            if self._delete_if_mine():
                 log.info("writer lease %s released", self.location)
         except Exception as exc:  # noqa: BLE001 - py4j error from the store
             until = time.strftime("%H:%M:%S", time.localtime(self._expires))
@@ -128,6 +130,15 @@ class WriterLease:
         while not self._stop.wait(self.ttl / 4) and self._lost is None:
             self.renew_once()
 
+    def _watch_deadline(self) -> None:
+        """Declare the lease lost at its deadline when no renewal came back by then (one may
+        be stuck in the store's retries): the ``on_lost`` hook stops the streams."""
+        while self._lost is None and not self._stop.is_set():
+            wait = min(self.ttl / 4, max(0.0, self._deadline() - time.time()))
+            if self._stop.wait(wait):
+                return
+            _ = self.lost  # loses the lease once past its deadline
+
     def renew_once(self) -> None:
         """Renew the lease, or declare it lost (taken by another driver, or unrenewable for
         so long that it may expire before the next attempt)."""
@@ -137,13 +148,17 @@ class WriterLease:
                 other = "none" if holder is None else holder.get("owner")
                 self._lose(f"the writer lease is no longer this driver's (holder: {other})")
                 return
-            if time.time() >= self._expires:
+            if time.time() >= self._deadline():
                 self._lose(f"the writer lease expired before it was renewed{self._why()}")
                 return
             expires = time.time() + self.ttl
             _write(self._fs, self._path, _content(self.owner, self.ttl, expires), conditional=False)
-            if time.time() >= self._expires:  # another driver may have taken it over meanwhile
-                self._lose("the writer lease was renewed only after it expired")
+            if self._stop.is_set():  # released meanwhile: the put must not bring the lease back
+                self._delete_if_mine()
+                return
+            if self._lost is not None or time.time() >= self._deadline():
+                # another driver may have taken it over meanwhile
+                self._lose("the writer lease was renewed only after its deadline")
                 return
             self._expires, self._renewal_error = expires, ""
         except Exception as exc:  # noqa: BLE001 - py4j error from the store: retried
@@ -153,10 +168,20 @@ class WriterLease:
             else:
                 log.warning("writer lease %s: renewal failed, retrying: %s", self.location, exc)
 
+    def _delete_if_mine(self) -> bool:
+        holder = _read(self._fs, self._path)
+        if holder is None or holder.get("owner") != self.owner:
+            return False
+        self._fs.delete(self._path, False)
+        return True
+
     def _lose(self, why: str) -> None:
-        if self._lost is not None:
-            return
-        self._lost = f"{why}; this driver stops writing"
+        """Declare the lease lost (the first reason stays) and call the hook, once, from
+        whichever thread found the loss."""
+        with self._losing:
+            if self._lost is not None:
+                return
+            self._lost = f"{why}; this driver stops writing"
         log.error("writer lease %s lost: %s", self.location, why)
         if self.on_lost is not None:
             self.on_lost(self._lost)
@@ -215,7 +240,8 @@ def acquire_writer_lease(
     """Take the lease at ``location`` (an object-store URI), renewed until released.
 
     Args:
-        on_lost: called once, from the renewing thread, if the lease is lost.
+        on_lost: called once if the lease is lost, from the thread that found the loss (the
+            renewing one, its deadline's watcher, or a caller of ``raise_if_lost``).
 
     Raises:
         WriterLeaseError: another driver holds it and it has not expired.
@@ -255,6 +281,7 @@ def acquire_writer_lease(
         lease.raise_if_lost()
     lease._renewer = threading.Thread(target=lease._renew_forever, name="writer-lease", daemon=True)
     lease._renewer.start()
+    threading.Thread(target=lease._watch_deadline, name="writer-lease-watch", daemon=True).start()
     log.info("writer lease %s taken (%s)", location, owner)
     return lease
 

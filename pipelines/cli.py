@@ -42,8 +42,6 @@ from pipelines.log_names import KAFKA_CLIENT_LOGGER, METRICS_LOGGER, PROGRESS_LO
 from pipelines.settings import ConfigError
 from pipelines.settings.preflight import StoreError
 
-#: the logger of the JSON line of each micro-batch and query event (``pipelines.metrics``)
-
 #: the commands that run streams, whose trigger ``--trigger`` overrides
 STREAM_COMMANDS = frozenset({"bronze", "silver"})
 

@@ -14,12 +14,9 @@ that no rule is declared twice, and that its regular expressions (``regex``, ``r
 compile. Any problem raises :class:`QualityConfigError` naming the rule by index, message type
 and expectation.
 
-Spark evaluates regular expressions with Java's ``java.util.regex``, not Python's ``re``. The
-check here compiles them with Python's ``re`` after replacing constructs only Java has
-(``\\p{Alpha}``, ``\\Q...\\E``, ``(?<name>...)``, ``\\h``, ``\\z``, ...), so it catches what is
-broken in both (unbalanced brackets, a quantifier with nothing to repeat) without rejecting
-valid Java (``quality.regex_syntax``); ``QualityChecker`` compiles them again with Java's own
-engine when it starts (:func:`check_java_regexes`), before the first batch.
+Regular expressions are Java's (Spark's engine): checked without a JVM here
+(``quality.regex_syntax``), and again with Java's own engine when ``QualityChecker`` starts
+(:func:`check_java_regexes`), before the first batch.
 
 Every silver table also gets :func:`default_rules`: its lineage columns are not null (``fail``),
 its Kafka coordinates are unique (``fail``: a duplicate means a pipeline bug, not bad data) and
@@ -285,12 +282,16 @@ def _parse_rule(index: int, table: Any) -> ExpectationRule:
     return rule
 
 
-@cache
 def judged_kwargs(rule: ExpectationRule) -> dict[str, Any]:
     """``rule``'s arguments with its numbers as Great Expectations judges them: its model
     converts some (``be_between``'s bounds to floats, so 2**53 + 1 is 2**53; ``value_lengths``'
     bounds to integers, so 1.5 is 1), and the compiled checks must compare what GE compares.
     The rule keeps them as written (its :attr:`~ExpectationRule.expectation_id` names them)."""
+    return dict(_judged(rule))
+
+
+@cache
+def _judged(rule: ExpectationRule) -> Mapping[str, Any]:
     given = rule.to_expectation().configuration.kwargs
     kwargs = dict(rule.kwargs)
     for key, value in rule.kwargs.items():
@@ -304,9 +305,11 @@ def _is_number(value: Any) -> bool:
 
 
 def _check_bounds(rule: ExpectationRule, where: str) -> None:
-    """Refuse a ``min_value`` above the ``max_value``: no value is within, so every row would
-    be unexpected (Great Expectations' own engines refuse it only when they validate)."""
-    lo, hi = rule.kwargs.get("min_value"), rule.kwargs.get("max_value")
+    """Refuse a ``min_value`` above the ``max_value``, as Great Expectations takes them
+    (:func:`judged_kwargs`): no value is within, so every row would be unexpected (GE's own
+    engines refuse it only when they validate)."""
+    judged = judged_kwargs(rule)
+    lo, hi = judged.get("min_value"), judged.get("max_value")
     if lo is None or hi is None or isinstance(lo, Mapping) or isinstance(hi, Mapping):
         return  # an open side, or a suite parameter: known only when validating
     try:

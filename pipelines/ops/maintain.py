@@ -329,6 +329,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         for job in jobs:  # one by one: a refused second lease releases the first (finally)
             leases.append(writer_lease(spark, cfg, job))
+        raise_if_lost(leases)
         pruned = prune_results_of(spark, cfg, args.table_group, dry_run=args.dry_run)
         data = maintain(
             spark,

@@ -281,6 +281,13 @@ def filter_from_args(args: argparse.Namespace) -> ReplayFilter:
     )
 
 
+#: what a refused replay says of the one running
+ANOTHER_REPLAY = (
+    "replays already; wait for it to end (two replays at once would both write the records "
+    "silver does not hold yet)"
+)
+
+
 def run_from_args(args: argparse.Namespace) -> int:
     """``protolake replay``."""
     cfg = loaded_config(args.config, missing_ok=True)
@@ -295,7 +302,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     running = Layout(cfg.lakehouse_path).writer_lease("replay")
     folder = local_path(cfg.lakehouse_path)  # a missing one is not made: nothing to replay
     there = folder is None or folder.is_dir()
-    locked = not args.dry_run and there and guard_checkpoint(running)
+    locked = not args.dry_run and there and guard_checkpoint(running, ANOTHER_REPLAY)
     try:
         spark = open_session(cfg, "protolake-replay")
         lease = None if args.dry_run else writer_lease(spark, cfg, "silver")

@@ -66,8 +66,9 @@ def check_reads_only(spark: Any, query: str) -> None:
     """Refuse a statement that is not a query (parsed, not run: Spark runs a command as it
     plans it). Queries (``SELECT``, ``WITH``, ``VALUES``, ``TABLE``) and ``SHOW``,
     ``DESCRIBE`` and ``EXPLAIN`` pass; a write (``INSERT``, ``DELETE``, ``MERGE``, ``UPDATE``,
-    ``OPTIMIZE``, ``VACUUM``, ``RESTORE``, DDL) or a session change (``SET``, ``CACHE``) is a
-    :class:`WritingStatementError`: the jobs write the lakehouse, under its writer leases.
+    ``OPTIMIZE``, ``VACUUM``, ``RESTORE``, DDL, ``EXECUTE IMMEDIATE``) or a session change
+    (``SET``, ``CACHE``) anywhere in the parsed plan (behind a ``WITH``, in a multi-insert) is
+    a :class:`WritingStatementError`: the jobs write the lakehouse, under its writer leases.
 
     A query that does not parse passes through: Spark's own error says what is wrong."""
     jvm = spark.sparkContext._jvm
@@ -75,16 +76,28 @@ def check_reads_only(spark: Any, query: str) -> None:
         plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(query)
     except Exception:  # noqa: BLE001 - py4j's ParseException: spark.sql reports it
         return
-    kind = str(plan.getClass().getSimpleName())
     command = jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.plans.logical.Command")
-    writes = kind.endswith("Statement") or (  # INSERT and RESTORE parse to *Statement
-        bool(command.isInstance(plan)) and not kind.startswith(_READING_COMMANDS)
-    )
-    if writes:
+    writing = _writing_node(plan, command)
+    if writing is not None:
         raise WritingStatementError(
             f"only queries run here (SELECT, WITH, VALUES, TABLE, SHOW, DESCRIBE, EXPLAIN); "
-            f"this statement ({kind}) would write or change the lakehouse or the session"
+            f"this statement ({writing}) would write or change the lakehouse or the session"
         )
+
+
+def _writing_node(plan: Any, command: Any) -> str | None:
+    """The class name of the first node of the parsed ``plan`` that is no query, or None."""
+    kind = str(plan.getClass().getSimpleName())
+    if bool(command.isInstance(plan)):
+        return None if kind.startswith(_READING_COMMANDS) else kind
+    if kind.endswith("Statement") or "ExecuteImmediate" in kind:  # INSERT, RESTORE; EXECUTE
+        return kind
+    children = plan.children()
+    for i in range(children.size()):
+        found = _writing_node(children.apply(i), command)
+        if found is not None:
+            return found
+    return None
 
 
 def run_query(spark: Any, query: str, limit: int) -> dict[str, Any]:

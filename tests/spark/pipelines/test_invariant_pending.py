@@ -61,11 +61,35 @@ def test_the_audit_holds_while_silver_catches_up(spark: Any, tmp_path: Path) -> 
     assert report.holds and (report.missing, report.pending) == (0, 3)
 
 
-def test_without_a_committed_batch_every_record_is_pending(spark: Any, tmp_path: Path) -> None:
+def test_before_a_first_commit_every_record_is_pending(spark: Any, tmp_path: Path) -> None:
+    lake = tmp_path / "lh"
+    _bronze(spark, lake)
+    _silver(spark, lake, [])
+    checkpoint = Path(Layout(str(lake)).checkpoint("silver", TOPIC))
+    write_checkpoint_batch(checkpoint, 0, delta_source_offset(3, -1), committed=False)
+    report = check_invariant(spark, str(lake), while_running=True)
+    assert report.holds and report.pending == 9
+    _silver_read_up_to(lake, 2, starting=True)  # committed, still in its starting snapshot
+    assert check_invariant(spark, str(lake), while_running=True).pending == 9
+
+
+def test_a_table_silver_never_took_is_missing(spark: Any, tmp_path: Path) -> None:
+    """No silver checkpoint: silver never ran on the table; the audit must not pass over it."""
     lake = tmp_path / "lh"
     _bronze(spark, lake)
     _silver(spark, lake, [])
     report = check_invariant(spark, str(lake), while_running=True)
-    assert report.holds and report.pending == 9
-    _silver_read_up_to(lake, 2, starting=True)  # still in its starting snapshot
-    assert check_invariant(spark, str(lake), while_running=True).pending == 9
+    assert (report.missing, report.pending) == (9, 0) and not report.holds
+
+
+def test_a_compaction_s_files_are_not_backlog(spark: Any, tmp_path: Path) -> None:
+    """Compacted files hold records of versions silver took: one it lost stays missing."""
+    from delta.tables import DeltaTable
+
+    lake = tmp_path / "lh"
+    bronze = _bronze(spark, lake)
+    DeltaTable.forPath(spark, bronze).optimize().executeCompaction()  # version 3
+    _silver(spark, lake, [0, 1, 2, 3, 5, 6, 7, 8])  # offset 4 (of version 1) lost
+    _silver_read_up_to(lake, 3)
+    report = check_invariant(spark, str(lake), while_running=True)
+    assert (report.missing, report.pending) == (1, 0)

@@ -22,6 +22,7 @@ READS = [
     "DESCRIBE DETAIL t",
     "EXPLAIN DELETE FROM t WHERE id = 1",
     "SELECT * FROM t VERSION AS OF 0",
+    "SELECT * FROM t UNION ALL SELECT * FROM (WITH c AS (SELECT 1 AS id) SELECT id FROM c)",
     "SELECT nope FROM",  # does not parse: Spark's own error says so
 ]
 WRITES = [
@@ -39,6 +40,10 @@ WRITES = [
     "ALTER TABLE t SET TBLPROPERTIES ('a' = 'b')",
     "SET spark.sql.shuffle.partitions = 1",
     "CACHE TABLE t",
+    "WITH c AS (SELECT 9 AS id) INSERT INTO t SELECT * FROM c",
+    "WITH c AS (SELECT 1) DELETE FROM t WHERE id = 1",
+    "FROM t INSERT INTO t SELECT * INSERT INTO t SELECT *",
+    "EXECUTE IMMEDIATE 'DELETE FROM t WHERE id = 1'",
 ]
 
 

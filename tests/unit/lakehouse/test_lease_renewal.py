@@ -118,9 +118,9 @@ class MemoryStore:
         return None if data is None else json.loads(data)["owner"]
 
 
-def _held(store: MemoryStore, owner: str, expires: float) -> WriterLease:
+def _held(store: MemoryStore, owner: str, expires: float, ttl: float = 120.0) -> WriterLease:
     store.objects["lease"] = json.dumps({"owner": owner, "expires": expires}).encode()
-    return WriterLease("s3a://b/lh/_writers/silver", owner, 120.0, store, "lease", None, expires)
+    return WriterLease("s3a://b/lh/_writers/silver", owner, ttl, store, "lease", None, expires)
 
 
 def test_a_lease_not_renewed_in_time_is_lost_while_its_renewal_hangs() -> None:
@@ -139,13 +139,45 @@ def test_a_lease_not_renewed_in_time_is_lost_while_its_renewal_hangs() -> None:
     assert len(calls) == 1  # the hook is called once, however often the lease is asked
 
 
-def test_a_renewal_the_store_completes_after_the_expiry_is_a_loss() -> None:
+def test_a_renewal_the_store_completes_after_the_deadline_is_a_loss() -> None:
     """The put may have replaced a lease another driver took over meanwhile."""
     store = MemoryStore()
-    lease = _held(store, "me", time.time() + 0.3)
+    lease = _held(store, "me", time.time() + 0.6, ttl=1.6)  # its deadline 0.2 s before
     store.write_seconds = 0.5
     lease.renew_once()
-    assert lease.lost is not None and "renewed only after it expired" in lease.lost
+    assert lease.lost is not None and "renewed only after its deadline" in lease.lost
+
+
+def test_a_renewal_stuck_in_the_store_loses_the_lease_at_its_deadline() -> None:
+    """The deadline's watcher calls the hook (the streams stop there) while the renewal is
+    still stuck in the store's retries."""
+    store = MemoryStore()
+    lease = _held(store, "me", time.time() + 0.6, ttl=1.6)
+    calls: list[str] = []
+    lease.on_lost = calls.append
+    store.write_seconds = 3.0
+    renewal = threading.Thread(target=lease.renew_once)
+    watcher = threading.Thread(target=lease._watch_deadline)
+    renewal.start()
+    watcher.start()
+    watcher.join(timeout=2.0)
+    assert renewal.is_alive() and not watcher.is_alive()  # lost before the put came back
+    assert len(calls) == 1 and "not renewed before its expiry" in calls[0]
+    renewal.join()
+    assert len(calls) == 1
+
+
+def test_a_renewal_that_comes_back_after_the_release_deletes_what_it_put() -> None:
+    store = MemoryStore()
+    lease = _held(store, "me", time.time() + 0.8, ttl=0.8)  # the release waits 0.2 s at most
+    store.write_seconds = 0.6
+    lease._renewer = threading.Thread(target=lease.renew_once)
+    lease._renewer.start()
+    time.sleep(0.05)  # the renewal has read the lease and is putting it
+    lease.release()
+    assert lease._renewer.is_alive()  # the release did not wait for it
+    lease._renewer.join()
+    assert "lease" not in store.objects
 
 
 def test_release_waits_for_a_renewal_under_way() -> None:

@@ -24,7 +24,7 @@ def test_a_second_replay_on_a_local_lakehouse_is_refused(
         assert cli.main(["replay", "--config", str(config_for(lakehouse))]) == 1
         err = capsys.readouterr().err
         assert err.startswith(f"protolake replay: {running}: pid {holder.pid} on ")
-        assert "runs this query already" in err
+        assert "replays already; wait for it to end" in err
     finally:
         holder.kill()
         holder.wait()
