@@ -9,7 +9,8 @@
   earlier run planned and did not commit), so that only those are looked up before their
   appends (:func:`lakehouse.delta.append_idempotent`).
 - :func:`newest_batch`: the newest file of a checkpoint log (``offsets``, ``commits``), its
-  batch id and write time (:class:`LogEntry`).
+  batch id and write time (:class:`LogEntry`); :func:`planned_source_offset`: a batch's end
+  offset of its one source, from its offset log entry.
 - :func:`read_text_lines` / :func:`write_text`: small text files (checkpoint logs, app ids,
   the demo's bookkeeping).
 
@@ -137,6 +138,17 @@ def newest_batch(spark: SparkSession, folder: str) -> LogEntry | None:
         if name.isdigit() and (newest is None or int(name) > newest.batch_id):
             newest = LogEntry(int(name), int(status.getModificationTime()))
     return newest
+
+
+def planned_source_offset(spark: SparkSession, checkpoint: str, batch_id: int) -> str | None:
+    """The end offset of the one source of batch ``batch_id`` (its JSON text), from Spark's
+    offset log entry ``offsets/<id>``: a version line, the batch's metadata, a line per
+    source. None when the entry is missing or not in that form (another log version, several
+    sources)."""
+    lines = read_text_lines(spark, f"{Layout.offset_log(checkpoint)}/{batch_id}")
+    if lines is None or len(lines) != 3 or lines[0].strip() != "v1":
+        return None
+    return lines[2]
 
 
 def read_text_lines(spark: SparkSession, location: str) -> list[str] | None:

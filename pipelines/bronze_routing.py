@@ -22,7 +22,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the idiom every Spark reader knows
 
-from lakehouse.checkpoints import read_text_lines
+from lakehouse.checkpoints import planned_source_offset, read_text_lines
 from lakehouse.delta import ANY_BATCH_MAY_BE_REPLAYED, Replays, append_idempotent
 from lakehouse.driver_append import append_arrow, appends_in_driver, collect_arrow, has_table
 from lakehouse.layout import Layout
@@ -83,18 +83,18 @@ def batch_offsets(spark: SparkSession, checkpoint: str, batch_id: int) -> BatchO
     """
     root = checkpoint.rstrip("/")
     try:
-        end_log = read_text_lines(spark, f"{Layout.offset_log(root)}/{batch_id}")
-        if end_log is None or len(end_log) != 3 or end_log[0].strip() != "v1":
+        end_offset = planned_source_offset(spark, root, batch_id)
+        if end_offset is None:
             return None
-        end = parse_kafka_offsets(end_log[2])
+        end = parse_kafka_offsets(end_offset)
         if batch_id == 0:
             initial = read_text_lines(spark, Layout.initial_offsets(root))
             start = parse_kafka_offsets(initial[-1]) if initial else {}
         else:
-            prev_log = read_text_lines(spark, f"{Layout.offset_log(root)}/{batch_id - 1}")
-            if prev_log is None or len(prev_log) != 3 or prev_log[0].strip() != "v1":
+            start_offset = planned_source_offset(spark, root, batch_id - 1)
+            if start_offset is None:
                 return None
-            start = parse_kafka_offsets(prev_log[2])
+            start = parse_kafka_offsets(start_offset)
     except ValueError as exc:
         log.warning("bronze: offset log of batch %d not understood (%s)", batch_id, exc)
         return None

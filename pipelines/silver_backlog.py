@@ -28,7 +28,7 @@ from urllib.parse import unquote
 
 from pyspark.sql import SparkSession
 
-from lakehouse.checkpoints import newest_batch, read_text_lines
+from lakehouse.checkpoints import newest_batch, planned_source_offset, read_text_lines
 from lakehouse.hadoop import hadoop_path
 from lakehouse.layout import Layout, table_name
 
@@ -61,9 +61,9 @@ def _next_version(spark: SparkSession, checkpoint: str) -> int | None:
     if committed is None:
         planned = newest_batch(spark, Layout.offset_log(checkpoint))
         return None if planned is None else _NOTHING_TAKEN
-    lines = read_text_lines(spark, f"{Layout.offset_log(checkpoint)}/{committed.batch_id}")
+    text = planned_source_offset(spark, checkpoint, committed.batch_id)
     try:
-        offset = json.loads(lines[2]) if lines and len(lines) == 3 else None
+        offset = json.loads(text) if text is not None else None
     except ValueError:
         offset = None
     if not isinstance(offset, dict) or "reservoirVersion" not in offset:

@@ -10,6 +10,7 @@ logs, pids, credentials) is ``PROTOLAKE_RUN_DIR`` (default ``run`` in the reposi
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import socket
@@ -85,3 +86,15 @@ def check_port(host: str, port: int, what: str) -> None:
         socket.create_connection((host, port), timeout=10).close()
     except OSError as exc:
         pytest.fail(f"{what} at {host}:{port} does not answer ({exc}); run `infra/stack.sh up`")
+
+
+def register_proto_schema(url: str, subject: str, text: str) -> int:
+    """Register ``.proto`` text under ``subject`` at the registry ``url`` (its comments kept,
+    as a producer's serializer registers them); return the schema id."""
+    req = urllib.request.Request(
+        f"{url}/subjects/{subject}/versions",
+        data=json.dumps({"schemaType": "PROTOBUF", "schema": text}).encode(),
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return int(json.loads(resp.read())["id"])

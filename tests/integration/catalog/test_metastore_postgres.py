@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from registry_server import start_registry_server
 
 from pipelines.naming import bronze_table_of_topic, table_name_for
 from tests.support.sql_endpoint import eventually, hive, query
-from tests.support.stack import BOOTSTRAP, free_port
+from tests.support.stack import BOOTSTRAP, free_port, register_proto_schema
 
 ROOT = Path(__file__).resolve().parents[3]
 STACK = str(ROOT / "infra/stack.sh")
@@ -171,16 +170,6 @@ PING_V1 = (
 PING_V2 = PING_V1.replace("  int64 n = 2;\n", "  int64 n = 2;\n  // A note.\n  string note = 3;\n")
 
 
-def _register_schema(registry: Any, subject: str, text: str) -> int:
-    req = urllib.request.Request(
-        f"{registry.url}/subjects/{subject}/versions",
-        data=json.dumps({"schemaType": "PROTOBUF", "schema": text}).encode(),
-        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
-    )
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return int(json.loads(resp.read())["id"])
-
-
 def _produce_pings(topic: str, schema_id: int, start: int, count: int) -> None:
     from confluent_kafka import Producer
 
@@ -215,7 +204,7 @@ def test_the_stream_and_the_endpoint_continue_across_a_metastore_restart(
     topic = f"it.catalog.stream.{uuid.uuid4().hex[:8]}"
     later = f"{topic}.later"  # no records until the stream runs
     ensure_topics(BOOTSTRAP, [topic, later], None, partitions=1)
-    v1 = _register_schema(registry, f"{topic}-value", PING_V1)
+    v1 = register_proto_schema(registry.url, f"{topic}-value", PING_V1)
     _produce_pings(topic, v1, 0, 5)
     lakehouse = tmp_path / "lakehouse"
     config = tmp_path / "protolake.toml"
@@ -250,7 +239,7 @@ def test_the_stream_and_the_endpoint_continue_across_a_metastore_restart(
         count = lambda: services.query(f"SELECT count(*) FROM {table}")[0][0]  # noqa: E731
         eventually(count, 5)
         services.stack("down", "metastore")
-        v2 = _register_schema(registry, f"{topic}-value", PING_V2)
+        v2 = register_proto_schema(registry.url, f"{topic}-value", PING_V2)
         _produce_pings(topic, v2, 5, 7)
         # silver writes the v2 records while the metastore is away; its registration waits
         eventually(lambda: _delta_rows(path), 12, seconds=120)

@@ -9,8 +9,6 @@ holds: registering it commits nothing more.
 
 from __future__ import annotations
 
-import json
-import urllib.request
 import uuid
 from typing import Any
 
@@ -20,6 +18,7 @@ from pipelines.naming import table_name_for
 from pipelines.silver import SilverBatch
 from tests.support.ops_itkit import framed, ping_payload
 from tests.support.silver_testkit import bronze_row, write_bronze
+from tests.support.stack import register_proto_schema
 
 TOPIC = "ut.commented"
 SCHEMA = (
@@ -28,18 +27,8 @@ SCHEMA = (
 )
 
 
-def _register(url: str, subject: str, schema: str) -> int:
-    req = urllib.request.Request(
-        f"{url}/subjects/{subject}/versions",
-        data=json.dumps({"schemaType": "PROTOBUF", "schema": schema}).encode(),
-        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
-    )
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return int(json.loads(resp.read())["id"])
-
-
 def test_field_comments_become_column_comments(spark: Any, tmp_path: Any, registry: Any) -> None:
-    schema_id = _register(registry.url, f"{TOPIC}-value", SCHEMA)
+    schema_id = register_proto_schema(registry.url, f"{TOPIC}-value", SCHEMA)
     lake = str(tmp_path / "lake")
     bronze = f"{lake}/bronze/ut_commented"
     rows = [bronze_row(framed(schema_id, ping_payload(f"p{i}", i)), TOPIC, i) for i in range(2)]

@@ -4,8 +4,6 @@ registers it last (``pipelines.silver.registration``)."""
 
 from __future__ import annotations
 
-import json
-import urllib.request
 import uuid
 from typing import Any
 
@@ -17,19 +15,10 @@ from pipelines.silver import SilverBatch
 from pipelines.silver.tables import SCHEMA_VERSIONS_PROPERTY
 from tests.support.ops_itkit import framed, ping_payload
 from tests.support.silver_testkit import bronze_row, write_bronze
+from tests.support.stack import register_proto_schema
 
 V1 = 'syntax = "proto3";\npackage regmerge.v1;\nmessage Ping {\n  string id = 1;\n  int64 n = 2;\n}\n'
 V2 = V1.replace("  int64 n = 2;\n", "  int64 n = 2;\n  string note = 3;\n")
-
-
-def _register(url: str, subject: str, schema: str) -> int:
-    req = urllib.request.Request(
-        f"{url}/subjects/{subject}/versions",
-        data=json.dumps({"schemaType": "PROTOBUF", "schema": schema}).encode(),
-        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
-    )
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return int(json.loads(resp.read())["id"])
 
 
 def test_a_query_registering_later_keeps_what_another_registered(
@@ -37,7 +26,7 @@ def test_a_query_registering_later_keeps_what_another_registered(
 ) -> None:
     run = uuid.uuid4().hex[:8]
     topic_a, topic_b = f"regmerge.{run}.a", f"regmerge.{run}.b"
-    v1 = _register(registry.url, f"{topic_a}-value", V1)
+    v1 = register_proto_schema(registry.url, f"{topic_a}-value", V1)
     lake = str(tmp_path / "lake")
     database = f"rm{run}"
     resolver = SchemaResolver(open_registry(registry.url))
@@ -54,7 +43,7 @@ def test_a_query_registering_later_keeps_what_another_registered(
     )
     run_batch(query_a, topic_a, v1, 0)  # creates the table: topic a, v1
     run_batch(query_b, topic_b, v1, 0)  # registers it: topics a and b
-    v2 = _register(registry.url, f"{topic_a}-value", V2)
+    v2 = register_proto_schema(registry.url, f"{topic_a}-value", V2)
     run_batch(query_a, topic_a, v2, 1)  # a version query a did not know: registered again
     props = table_properties(spark, f"{lake}/silver/{table_name_for('regmerge.v1.Ping')}")
     assert props[KAFKA_TOPICS_PROPERTY] == ",".join(sorted([topic_a, topic_b]))
