@@ -82,10 +82,11 @@ class WriterLease:
     _renewal_error: str = ""  # the store's error of the last renewal that failed
     _losing: threading.Lock = field(default_factory=threading.Lock)
 
-    @property
-    def lost(self) -> str | None:
-        """Why this driver no longer holds the lease, or None while it does (a lease this
-        driver did not renew in time is lost, whether or not its renewal is still running)."""
+    def loss(self) -> str | None:
+        """Why this driver no longer holds the lease, or None while it does. A lease this
+        driver did not renew by its deadline is lost, whether or not its renewal is still
+        running: past the deadline, this call declares the loss (once: the ``on_lost`` hook
+        runs then)."""
         if self._lost is None and not self._stop.is_set() and time.time() >= self._deadline():
             self._lose(f"the writer lease was not renewed before its expiry{self._why()}")
         return self._lost
@@ -103,8 +104,8 @@ class WriterLease:
             hook(self._lost)
 
     def raise_if_lost(self) -> None:
-        """Raise :class:`WriterLeaseError` if the lease was lost (see :attr:`lost`)."""
-        why = self.lost
+        """Raise :class:`WriterLeaseError` if the lease was lost (see :meth:`loss`)."""
+        why = self.loss()
         if why is not None:
             raise WriterLeaseError(f"{self.location}: {why}")
 
@@ -137,7 +138,7 @@ class WriterLease:
             wait = min(self.ttl / 4, max(0.0, self._deadline() - time.time()))
             if self._stop.wait(wait):
                 return
-            _ = self.lost  # loses the lease once past its deadline
+            self.loss()  # declares the loss once past the deadline
 
     def renew_once(self) -> None:
         """Renew the lease, or declare it lost (taken by another driver, or unrenewable for

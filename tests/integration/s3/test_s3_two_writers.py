@@ -108,7 +108,7 @@ def test_a_driver_whose_lease_was_taken_stops_writing(spark, s3_store, bucket):
     deadline = time.monotonic() + 30
     while not lost and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert lost == [lease.lost], "the renewal noticed the other driver, once"
+    assert lost == [lease.loss()], "the renewal noticed the other driver, once"
     assert "no longer this driver's (holder: other:2:y)" in lost[0]
     with pytest.raises(WriterLeaseError, match=r"_writers/bronze: the writer lease is no longer"):
         lease.raise_if_lost()

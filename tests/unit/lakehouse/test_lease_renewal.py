@@ -40,14 +40,14 @@ def test_a_failed_renewal_is_retried_while_the_lease_is_valid_then_the_lease_is_
     lease.on_lost = calls.append
     lease._expires = time.time() + ttl  # just renewed
     lease.renew_once()
-    assert lease.lost is None and calls == []
+    assert lease.loss() is None and calls == []
     lease.raise_if_lost()
 
     lease._expires = time.time() + ttl / 8  # the next attempt would come too late
     lease.renew_once()
-    assert lease.lost is not None and "could not be renewed before it expires" in lease.lost
-    assert "connect timed out" in lease.lost
-    assert calls == [lease.lost]
+    assert lease.loss() is not None and "could not be renewed before it expires" in lease.loss()
+    assert "connect timed out" in lease.loss()
+    assert calls == [lease.loss()]
     with pytest.raises(WriterLeaseError, match="s3a://b/lh/_writers/silver: the writer lease"):
         lease.raise_if_lost()
 
@@ -57,7 +57,7 @@ def test_a_hook_set_after_the_loss_is_called_at_once() -> None:
     lease.renew_once()  # never renewed: expired already
     calls: list[str] = []
     lease.call_on_loss(calls.append)
-    assert calls == [lease.lost] and lease.lost is not None
+    assert calls == [lease.loss()] and lease.loss() is not None
 
 
 def test_a_lease_that_cannot_be_released_is_left_to_expire(
@@ -129,11 +129,11 @@ def test_a_lease_not_renewed_in_time_is_lost_while_its_renewal_hangs() -> None:
     lease = _held(MemoryStore(), "me", time.time() + EXPIRY_MARGIN_SECONDS + 5)
     calls: list[str] = []
     lease.call_on_loss(calls.append)
-    assert lease.lost is None
+    assert lease.loss() is None
     lease._expires = time.time() + EXPIRY_MARGIN_SECONDS - 1
     with pytest.raises(WriterLeaseError, match="not renewed before its expiry"):
         lease.raise_if_lost()
-    assert calls == [lease.lost]
+    assert calls == [lease.loss()]
     with pytest.raises(WriterLeaseError):
         lease.raise_if_lost()
     assert len(calls) == 1  # the hook is called once, however often the lease is asked
@@ -145,7 +145,7 @@ def test_a_renewal_the_store_completes_after_the_deadline_is_a_loss() -> None:
     lease = _held(store, "me", time.time() + 0.6, ttl=1.6)  # its deadline 0.2 s before
     store.write_seconds = 0.5
     lease.renew_once()
-    assert lease.lost is not None and "renewed only after its deadline" in lease.lost
+    assert lease.loss() is not None and "renewed only after its deadline" in lease.loss()
 
 
 def test_a_renewal_stuck_in_the_store_loses_the_lease_at_its_deadline() -> None:
