@@ -134,9 +134,24 @@ static int read_varint(const uint8_t **pp, const uint8_t *end, uint64_t *out) {
   return GIVE_BACK;
 }
 
+/* A varint of at most 5 bytes whose value fits `max`: protobuf (upb) reads tags and lengths
+ * this way and rejects longer encodings even of small values; the upb path decides those. */
+static int read_varint32(const uint8_t **pp, const uint8_t *end, uint64_t max, uint64_t *out) {
+  const uint8_t *p = *pp;
+  uint64_t v;
+  if (read_varint(&p, end, &v) || p - *pp > 5 || v > max) return GIVE_BACK;
+  *pp = p;
+  *out = v;
+  return 0;
+}
+
+static int read_tag(const uint8_t **pp, const uint8_t *end, uint64_t *tag) {
+  return read_varint32(pp, end, UINT32_MAX, tag);
+}
+
 static int read_len(const uint8_t **pp, const uint8_t *end, const uint8_t **start, size_t *len) {
   uint64_t n;
-  if (read_varint(pp, end, &n)) return GIVE_BACK;
+  if (read_varint32(pp, end, INT32_MAX, &n)) return GIVE_BACK;
   if (n > (uint64_t)(end - *pp)) return GIVE_BACK;
   *start = *pp;
   *len = (size_t)n;
@@ -258,7 +273,7 @@ static int read_seconds_nanos(const uint8_t *p, size_t n, int64_t *seconds, int6
   *seconds = *nanos = 0;
   while (p < end) {
     uint64_t tag, v;
-    if (read_varint(&p, end, &tag) || (tag & 7) != 0) return GIVE_BACK;
+    if (read_tag(&p, end, &tag) || (tag & 7) != 0) return GIVE_BACK;
     if (read_varint(&p, end, &v)) return GIVE_BACK;
     if ((tag >> 3) == 1) *seconds = (int64_t)v;
     else if ((tag >> 3) == 2) *nanos = (int64_t)(int32_t)(uint32_t)v;
@@ -305,9 +320,11 @@ static int append_wrapper(Builder *b, int inner, const uint8_t *p, size_t n, uin
   int want = wire_type_of(inner);
   while (p < end) {
     uint64_t tag;
-    if (read_varint(&p, end, &tag)) return GIVE_BACK;
+    if (read_tag(&p, end, &tag)) return GIVE_BACK;
     if ((tag >> 3) != 1 || (int)(tag & 7) != want) return GIVE_BACK;
     if (want == 2) {
+      /* a string written twice: protobuf checks the UTF-8 of the one replaced too */
+      if (s != NULL && inner == K_STRING) return GIVE_BACK;
       if (read_len(&p, end, &s, &len)) return GIVE_BACK;
     } else if (read_scalar(inner, &p, end, &raw)) {
       return GIVE_BACK;
@@ -432,7 +449,7 @@ static int append_map_entry(Ctx *c, const Field *f, const uint8_t *p, const uint
   int has_key = 0, has_val = 0;
   while (p < end) {
     uint64_t tag;
-    if (read_varint(&p, end, &tag)) return GIVE_BACK;
+    if (read_tag(&p, end, &tag)) return GIVE_BACK;
     int num = (int)(tag >> 3), wt = (int)(tag & 7);
     int kind = num == 1 ? f->kind : num == 2 ? f->kind2 : -1;
     if (kind < 0 || wt != wire_type_of(kind)) return GIVE_BACK;
@@ -440,6 +457,8 @@ static int append_map_entry(Ctx *c, const Field *f, const uint8_t *p, const uint
       const uint8_t *s;
       size_t n;
       if (read_len(&p, end, &s, &n)) return GIVE_BACK;
+      /* a string written twice: protobuf checks the UTF-8 of the one replaced too */
+      if ((num == 1 ? has_key : has_val) && kind == K_STRING) return GIVE_BACK;
       if (num == 1) { key_p = s; key_n = n; has_key = 1; }
       else {
         if (has_val && IS_SUB(kind)) return GIVE_BACK; /* protobuf merges the two */
@@ -494,7 +513,7 @@ static int decode_message(Ctx *c, int m, const uint8_t *p, const uint8_t *end) {
   int rc;
   while (p < end) {
     uint64_t tag;
-    if (read_varint(&p, end, &tag)) return GIVE_BACK;
+    if (read_tag(&p, end, &tag)) return GIVE_BACK;
     uint64_t num = tag >> 3;
     int wt = (int)(tag & 7);
     if (num == 0 || num > (uint64_t)M->maxnum) return GIVE_BACK;

@@ -310,6 +310,42 @@ def test_what_the_upb_path_must_decide_is_given_back(protos: Any, lib: Any) -> N
     assert rows[1]["origin"] == {"source": "src"}
 
 
+def test_overlong_tags_and_lengths_are_given_back(protos: Any, lib: Any) -> None:
+    # upb reads a tag or a length as at most 5 bytes (a tag at most 2^32 - 1): it rejects
+    # longer encodings, even of small values, so the compiled decoder must not take them
+    point = protos.descriptor("protolake.test.v3.Point")
+    six_byte_tag_1 = b"\x88\x80\x80\x80\x80\x00"  # field 1, varint: 0x08 in 6 bytes
+    origin = _ld(1, b"src")
+    cases = [
+        six_byte_tag_1 + _varint(5),
+        _tag(3, 2) + b"\x85\x80\x80\x80\x80\x00" + origin,  # length 5 in 6 bytes
+        _tag(3, 2) + _varint(1) + _tag(1, 2) + b"\x81\x80\x80\x80\x80\x00" + b"s",
+        _varint(2**32 + (1 << 3)) + _varint(5),  # a tag past 2^32: field 1 modulo 2^32
+    ]
+    assert [_oracle(protos, point, p) for p in cases] == [None] * len(cases)
+    good = [_tag(1, 0) + _varint(5), _tag(3, 2) + b"\x85\x80\x80\x80\x00" + origin]
+    assert _check_against_oracle(protos, point, [*cases, *good]) == [0, 1, 2, 3]
+    rows, _ = _decode(point, good)
+    assert [r["x"] for r in rows] == [5, 0] and rows[1]["origin"] == {"source": "src"}
+
+
+def test_strings_written_twice_in_wrappers_and_map_entries_are_given_back(
+    protos: Any, lib: Any
+) -> None:
+    # protobuf checks the UTF-8 of every copy of a string, the one a later copy replaces too
+    timing = protos.descriptor("protolake.test.native.Timing")
+    maps = protos.descriptor("protolake.test.v3.Maps")
+    bad = b"\xff"
+    wrapper_twice = _ld(13, _ld(1, bad) + _ld(1, b"a"))
+    key_twice = _ld(1, _ld(1, bad) + _ld(1, b"a") + _tag(2, 0) + _varint(1))
+    value_twice = _ld(2, _tag(1, 0) + _varint(1) + _ld(2, bad) + _ld(2, b"b"))
+    assert _oracle(protos, timing, wrapper_twice) is None
+    assert [_oracle(protos, maps, p) for p in (key_twice, value_twice)] == [None, None]
+    assert _check_against_oracle(protos, timing, [wrapper_twice, _ld(13, _ld(1, b"a"))]) == [0]
+    good_entry = _ld(2, _tag(1, 0) + _varint(1) + _ld(2, b"b"))
+    assert _check_against_oracle(protos, maps, [key_twice, value_twice, good_entry]) == [0, 1]
+
+
 def test_a_repeated_map_key_is_given_back(protos: Any, lib: Any) -> None:
     maps = protos.descriptor("protolake.test.v3.Maps")
     entry_a1 = _ld(1, _ld(1, b"a") + _tag(2, 0) + _varint(1))
