@@ -2,8 +2,8 @@
 
 Basic auth is given as "user:pass", as (user, pass) or inside the URL ("http://user:pass@host",
 percent-encoded); `basic_auth` overrides credentials in the URL. A bearer token is the other
-kind (not together with basic auth). Credentials live only in the `Authorization` header of the
-`requests.Session` (`RegistryAuth.apply`); the URL kept, logged and shown in errors and `repr`
+kind (not together with basic auth). Credentials live only in the `Authorization` header the
+`requests.Session` puts on each request (`RegistryAuth.apply`); the URL kept, logged and shown in errors and `repr`
 has them removed (`RegistryAuth.url`), and `RegistryAuth.redact` removes every secret (user,
 password, token, and the header value as sent, base64 and all) from any text a library or a
 server produced.
@@ -20,6 +20,7 @@ import re
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import requests
+import requests.auth
 
 _TOKEN68 = re.compile(r"[A-Za-z0-9\-._~+/]+=*")  # RFC 6750's b64token
 
@@ -90,12 +91,12 @@ class RegistryAuth:
         return f"RegistryAuth(url={self.url!r}, kind={self.kind!r})"
 
     def apply(self, session: requests.Session) -> None:
-        """Make `session` send these credentials (and no others) on every request."""
-        session.auth = None
-        if self._authorization is not None:
-            session.headers["Authorization"] = self._authorization
-        else:
-            session.headers.pop("Authorization", None)
+        """Make `session` send these credentials (and no others) on every request: none when
+        none are configured. Set as the session's `auth`, they also keep requests from taking
+        credentials of `~/.netrc` (`NETRC`) for the registry's host, which it does for a
+        session without one, replacing the `Authorization` header."""
+        session.headers.pop("Authorization", None)
+        session.auth = _Authorization(self._authorization)
 
     def redact(self, text: str) -> str:
         """`text` with every secret replaced by "***"."""
@@ -117,3 +118,20 @@ def _authorization(creds: tuple[str, str] | None, bearer_token: str | None) -> s
     if bearer_token is not None:
         return f"Bearer {bearer_token}"
     return None
+
+
+class _Authorization(requests.auth.AuthBase):
+    """Puts one `Authorization` header on a request (none: removes any)."""
+
+    def __init__(self, value: str | None) -> None:
+        self._value = value
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        if self._value is None:
+            request.headers.pop("Authorization", None)
+        else:
+            request.headers["Authorization"] = self._value
+        return request
+
+    def __repr__(self) -> str:
+        return "_Authorization(***)"

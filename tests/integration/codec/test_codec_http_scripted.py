@@ -67,6 +67,23 @@ def test_credentials_beyond_latin1_are_sent_as_utf8(server):
     assert "tök" not in str(info.value)
 
 
+def test_netrc_credentials_for_the_host_never_replace_the_configured_ones(
+    server, tmp_path, monkeypatch
+):
+    # requests takes ~/.netrc's entry for a host when its session has no `auth` of its own
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login netrcuser password netrcpass\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    HttpSchemaRegistry(server["url"], bearer_token="tok123456").get_schema_by_id(1)
+    assert server["seen"][-1][1]["Authorization"] == "Bearer tok123456"
+    HttpSchemaRegistry(server["url"], basic_auth="alice:pw").get_schema_by_id(2)
+    sent = server["seen"][-1][1]["Authorization"]
+    assert sent == "Basic " + base64.b64encode(b"alice:pw").decode()
+    HttpSchemaRegistry(server["url"]).get_schema_by_id(3)  # none configured: none sent
+    assert "Authorization" not in server["seen"][-1][1]
+
+
 @pytest.mark.parametrize("retry_after", ["nan", "inf", "-inf", "NaN"])
 def test_a_retry_after_that_is_not_a_finite_number_uses_our_backoff(server, retry_after):
     server["answers"] = [(503, {"Retry-After": retry_after}, b"{}"), (200, {}, SCHEMA_BODY)]
