@@ -118,6 +118,11 @@ def _check_s3(s3: S3Config) -> None:
         )
     if s3.session_token and not s3.access_key_id:
         raise ConfigError("s3.session_token: needs s3.access_key_id and s3.secret_access_key")
+    if s3.endpoint and "@" in s3.endpoint:
+        raise ConfigError(
+            "s3.endpoint: no credentials in the URL; give them as s3.access_key_id / "
+            "s3.secret_access_key"
+        )
     if s3.endpoint and not re.match(r"https?://[^/\s]+/?$", s3.endpoint):
         raise ConfigError(f"s3.endpoint: must be http(s)://host[:port], got {s3.endpoint!r}")
 

@@ -350,14 +350,19 @@ def _build(cls: type, section: str, data: Mapping[str, Any]) -> Any:
             kwargs[key] = float(value)
         else:
             if not isinstance(value, str):
-                raise ConfigError(f"{where}: must be a string, got {value!r}")
+                raise ConfigError(f"{where}: must be a string, got {_shown(value)}")
             kwargs[key] = value
     return cls(**kwargs)
 
 
 def _shown(value: Any) -> str:
-    # A string here may have come from ${env:...} (a secret): name its type, never its text.
-    return "a string" if isinstance(value, str) else repr(value)
+    """A wrong value as an error names it: a number or a boolean as written; anything else
+    by its kind alone, since a string (also inside an array or a table) may have come from
+    ``${env:...}``, a secret."""
+    if isinstance(value, bool | int | float):
+        return repr(value)
+    kinds = {str: "a string", list: "an array", dict: "a table"}
+    return next((k for t, k in kinds.items() if isinstance(value, t)), type(value).__name__)
 
 
 def _scalar_str(value: Any, where: str) -> str:

@@ -135,6 +135,26 @@ def test_unset_env_var_is_an_error_naming_key_and_variable(tmp_path: Path) -> No
     assert "PL_NOT_SET_ANYWHERE" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        ('basic_auth = ["${env:PL_SECRET}"]', "an array"),
+        ('basic_auth = { u = "${env:PL_SECRET}" }', "a table"),
+        ('max_retries = ["${env:PL_SECRET}"]', "an array"),
+        ('max_retries = "${env:PL_SECRET}"', "a string"),
+    ],
+)
+def test_a_value_of_the_wrong_kind_is_named_by_its_kind_never_its_text(
+    tmp_path: Path, line: str, kind: str
+) -> None:
+    text = MINIMAL + f'[registry]\nurl = "http://127.0.0.1:8081"\n{line}\n'
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text), env={"PL_SECRET": "alice:S3cretPassw0rd"})
+    assert f"got {kind}" in str(err.value) and "S3cret" not in str(err.value)
+    with pytest.raises(ConfigError, match=r"must be an integer, got 2\.5"):
+        load_config(write(tmp_path, MINIMAL + "[registry]\nmax_retries = 2.5\n"))
+
+
 SECRETS = {
     "PL_JAAS": "jaas-value-Xq1",
     "PL_TRUST": "truststore-pw-Xq2",
