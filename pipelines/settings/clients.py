@@ -186,6 +186,24 @@ def check_kafka(cfg: ProtolakeConfig, timeout: float = 10.0) -> None:
         ) from None
 
 
+_JAAS_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+_JAAS_ESCAPE = re.compile(r"\\([0-3][0-7]{0,2}|[4-7][0-7]?|.)", re.DOTALL)
+
+
+def jaas_unquoted(text: str) -> str:
+    """A quoted value of ``sasl.jaas.config`` (between its quotes) as the JVM's clients read
+    it: Java's ``StreamTokenizer`` turns ``\\"`` into ``"``, ``\\\\`` into ``\\``, ``\\n``
+    and its kin into control characters, and an octal escape into its character."""
+
+    def one(match: re.Match[str]) -> str:
+        escaped = match.group(1)
+        if escaped[0] in "01234567":
+            return chr(int(escaped, 8))
+        return _JAAS_ESCAPES.get(escaped, escaped)
+
+    return _JAAS_ESCAPE.sub(one, text)
+
+
 def kafka_client_conf(cfg: ProtolakeConfig) -> dict[str, Any]:
     """Settings for confluent-kafka clients talking to the configured cluster."""
     conf: dict[str, Any] = {"bootstrap.servers": cfg.kafka.bootstrap_servers}
@@ -194,7 +212,7 @@ def kafka_client_conf(cfg: ProtolakeConfig) -> dict[str, Any]:
             conf[key] = value
         elif key == "sasl.jaas.config":
             for name, val in _JAAS_FIELD.findall(value):
-                conf[f"sasl.{name}"] = val.replace('\\"', '"')
+                conf[f"sasl.{name}"] = jaas_unquoted(val)
         else:
             log.debug("kafka.options.%s: no librdkafka equivalent, not used here", key)
     return conf

@@ -46,6 +46,21 @@ def test_kafka_client_conf_translates_jaas_and_drops_java_only_keys() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("quoted", "value"),
+    [
+        ("a\\\\b", "a\\b"),  # written a\\b in the JAAS line: the JVM reads a\b
+        ('p\\"w', 'p"w'),
+        ("x\\ty", "x\ty"),
+        ("\\101\\0z", "A\x00z"),  # octal escapes
+        ("\\q", "q"),
+    ],
+)
+def test_kafka_client_conf_unquotes_jaas_values_as_the_jvm_does(quoted: str, value: str) -> None:
+    jaas = f'PlainLoginModule required username="u" password="{quoted}";'
+    assert kafka_client_conf(_cfg(**{"sasl.jaas.config": jaas}))["sasl.password"] == value
+
+
 def test_kafka_clients_read_at_bronzes_isolation_level() -> None:
     assert "isolation.level" not in kafka_client_conf(_cfg())  # librdkafka's: read_committed
     conf = kafka_client_conf(_cfg(**{"isolation.level": "read_uncommitted"}))
