@@ -52,6 +52,7 @@ from google.protobuf.message import DecodeError, Message
 
 from .errors import (
     CodecError,
+    MissingReference,
     NotProtobuf,
     SchemaInvalid,
     UnknownMessage,
@@ -107,7 +108,7 @@ def collect_references(
             try:
                 dep = registry.get_version(ref.subject, ref.version)
             except UnknownSchema as exc:
-                raise SchemaInvalid(
+                raise MissingReference(
                     f"reference {ref.name!r} (subject {ref.subject!r} version {ref.version}) "
                     f"is not in the registry: {exc.message}",
                     registry_error_code=exc.registry_error_code,
@@ -367,6 +368,8 @@ class SchemaResolver:
             fds = build_file_descriptor_set(registered, self.registry, root)
         except (NotProtobuf, SchemaInvalid) as exc:
             exc.schema_id, exc.schema_guid = schema_id, schema_guid
+            if isinstance(exc, MissingReference):  # asked again: the registry client
+                raise  # remembers its 404 for a while (negative_ttl)
             return exc.copy()  # permanent for this id: remember it (not its traceback)
         return ResolvedSchema.from_file_descriptor_set(
             fds, root, schema_id=schema_id, schema_guid=schema_guid

@@ -178,6 +178,11 @@ class SchemaInvalid(CodecError):
     stage = "schema"
 
 
+class MissingReference(SchemaInvalid):
+    """A schema's reference is not in the registry (not yet, or no longer): the schema may
+    resolve later, so it is asked again rather than remembered as invalid."""
+
+
 class UnknownMessage(CodecError):
     """Well-formed message indexes name no message type of the writer schema."""
 

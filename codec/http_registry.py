@@ -142,6 +142,12 @@ class HttpSchemaRegistry:
             self._cache.put(cache_key, exc.copy(), ttl=self._negative_ttl)
             raise
         schema = to_registered_schema(body, schema_id=schema_id, schema_guid=schema_guid)
-        if not (cache_key[0] == "subject" and not isinstance(cache_key[2], int)):
-            self._cache.put(cache_key, schema)  # "latest" may move; numbers never do
+        if not (cache_key[0] == "subject" and not _fixed_version(cache_key[2])):
+            self._cache.put(cache_key, schema)  # "latest" (or -1) may move; numbers never do
         return schema
+
+
+def _fixed_version(version: object) -> bool:
+    """A subject's version that names one schema for good: a number from 1 ("latest" and -1,
+    which the registry reads as latest, move)."""
+    return isinstance(version, int) and not isinstance(version, bool) and version >= 1

@@ -235,6 +235,19 @@ def test_subjects_with_slashes_are_url_encoded_and_each_schema_fetched_once(regi
     assert len(paths) == 3
 
 
+def test_a_subjects_latest_version_is_asked_each_time_a_numbered_one_once(registry):
+    subject = "latest-moves.proto"
+    registry.register(subject, 'syntax = "proto3"; message A {}')
+    reg = client(registry.url)
+    assert "message A" in reg.get_version(subject, -1).schema  # -1: the latest, as "latest"
+    registry.register(subject, 'syntax = "proto3"; message B {}')
+    assert "message B" in reg.get_version(subject, -1).schema
+    registry.clear_requests()
+    for _ in range(3):
+        assert "message A" in reg.get_version(subject, 1).schema
+    assert [p for _, p in registry.requests] == [f"/subjects/{subject}/versions/1"]
+
+
 def test_avro_schema_without_schema_type_is_not_protobuf(registry):
     schema_id = registry.register("avro-value", '{"type": "string"}', schema_type="AVRO")
     reg = client(registry.url)

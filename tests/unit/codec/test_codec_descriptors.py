@@ -357,6 +357,19 @@ def test_guid_resolution_and_unknown_schema_is_not_cached_by_the_resolver():
     assert reg.calls.count(("id", 999)) == 2
 
 
+def test_a_missing_reference_is_asked_again_and_resolves_once_registered():
+    reg = MemoryRegistry()
+    gone = SchemaReference("gone.proto", "gone", 2)
+    reg.add(11, text('syntax = "proto3"; import "gone.proto"; message R { G g = 1; }', [gone]))
+    resolver = SchemaResolver(reg)
+    with pytest.raises(SchemaInvalid, match="'gone.proto'.*not in the registry"):
+        resolver.resolve_id(11)
+    reg.add_version("gone", 2, text('syntax = "proto3"; message G { int32 x = 1; }'))
+    resolved = resolver.resolve_id(11)  # not remembered as invalid: the schema resolves now
+    assert resolved.message_type_for([0]) == "R"
+    assert reg.calls.count(("subject", ("gone", 2))) == 2
+
+
 def test_resolve_key_by_id_and_by_guid_names_the_message_type():
     reg = shop_registry()
     resolver = SchemaResolver(reg)
