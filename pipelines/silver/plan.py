@@ -4,7 +4,9 @@ The resolved schema keys of a batch are grouped by message type (one silver tabl
 table's message columns start from the schema it has (``known``: as the query last wrote it,
 else read from the Delta log; none for a new table); the versions are then merged in schema
 order (``schemas_compatible``): a version that cannot be merged is a conflict, its records go
-to quarantine with ``SCHEMA_CONFLICT`` and the table is left as it was (see ``tables``).
+to quarantine with ``SCHEMA_CONFLICT`` and the table is left as it was (see ``tables``). So is
+a version with a top-level field named like a column silver adds beside the message's
+(:data:`RESERVED_NAMES`, compared as Spark compares names: ignoring case).
 """
 
 from __future__ import annotations
@@ -19,9 +21,18 @@ from pyspark.sql import types as T  # noqa: N812
 from lakehouse.sql_text import column, literal
 from pipelines.naming import table_name_for
 
-from .decode import ERROR_COLUMNS, message_spark_schema
+from .decode import ERROR_COLUMNS, LINEAGE_DECODE_FIELDS, message_spark_schema
 from .resolution import Resolution
 from .tables import LINEAGE_FIELDS, align_to
+
+#: names (lower case) of the columns silver puts beside a message's own while decoding it and
+#: in its table: a message field of one of these names would meet its namesake
+RESERVED_NAMES = frozenset(
+    n.lower()
+    for n in (*(f.name for f in (*LINEAGE_FIELDS, *LINEAGE_DECODE_FIELDS)), *ERROR_COLUMNS)
+)
+#: the prefix of the flag columns quality adds while checking a batch
+RESERVED_PREFIX = "__dq_"
 
 
 @dataclass
@@ -79,6 +90,17 @@ def plan_table(
     for res in sorted(versions, key=_version_order):
         assert res.file_descriptor_set is not None
         schema = message_spark_schema(res.file_descriptor_set, message_type, max_depth)
+        clash = reserved_fields(schema)
+        if clash:
+            names = ", ".join(clash)
+            plan.conflicts.append(
+                (
+                    res,
+                    f"schema {res.version} of {message_type} has fields named as silver's "
+                    f"own columns ({names}): rename them",
+                )
+            )
+            continue
         if plan.merged is None:
             plan.merged = schema
             plan.versions.append(res)
@@ -95,6 +117,15 @@ def plan_table(
             plan.merged = new
             plan.versions.append(res)
     return plan
+
+
+def reserved_fields(message: T.StructType) -> list[str]:
+    """The message's top-level columns named as silver's own (:data:`RESERVED_NAMES`)."""
+    return [
+        f.name
+        for f in message.fields
+        if f.name.lower() in RESERVED_NAMES or f.name.lower().startswith(RESERVED_PREFIX)
+    ]
 
 
 def table_schema(message: T.StructType) -> T.StructType:
