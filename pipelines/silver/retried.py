@@ -16,7 +16,9 @@ without it) or keep it twice (landed in one destination, routed now to another).
 :func:`settle` prevents both. It reads which of the batch's records the landed destinations
 hold, by their Kafka coordinates (``pipelines.quarantine.RECORD_KEY``), and takes those
 records out of every destination's rows. A landed destination's remaining rows, those it is
-owed now, go in a commit of their own under the app id ``<app id>/retry`` (idempotent too).
+owed now, go in a commit of their own under an app id of that attempt's own,
+``<app id>/retry/<nonce>``: a lost race is retried once (``commit_once``), and an earlier
+attempt's commit for the same batch, which held other rows, must not pass for this one's.
 So a record keeps the place the first attempt gave it, and one the first attempt did not land
 goes where the retry routes it.
 
@@ -30,6 +32,7 @@ already.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial, reduce
@@ -196,19 +199,25 @@ def _span(topic: str, partition: int, low: int, high: int) -> Column:
 
 def _owe(rows: DataFrame, path: str, app_id: str, batch_id: int, merge_schema: bool) -> None:
     """Append what a landed destination is owed, unless there is nothing. Not looked up
-    first: the rows are those no destination holds now, whatever an earlier retry appended
-    under the same app id (a lost conflict is still retried once, ``commit_once``)."""
+    first: the rows are those no destination holds now, whatever an earlier attempt
+    appended. The app id is this attempt's own (:func:`retry_app_id`), so a lost race is
+    retried once (``commit_once``) unless this very commit landed."""
     if rows.isEmpty():
         return
     append_idempotent(
         rows,
         path,
-        app_id + RETRY_APP_SUFFIX,
+        retry_app_id(app_id),
         batch_id,
         replays=Replays(fresh_from=batch_id),
         merge_schema=merge_schema,
         logger=log,
     )
+
+
+def retry_app_id(app_id: str) -> str:
+    """The app id of one attempt's commit of owed rows: ``<app id>/retry/<nonce>``."""
+    return f"{app_id}{RETRY_APP_SUFFIX}/{uuid.uuid4().hex[:16]}"
 
 
 def _merged(plan: TablePlan) -> T.StructType:
