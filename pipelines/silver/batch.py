@@ -58,6 +58,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
@@ -91,7 +92,7 @@ from .registration import SilverRegistration
 from .rejects import quarantine_time
 from .resolution import KeyCounts, Resolved, resolve_schema_keys
 from .spark_path import LargeBatch
-from .stats import BatchStats
+from .stats import HISTORY_KEPT, BatchStats, RunTotals
 from .tables import existing_schema, message_part, union_all
 from .writes import BatchWrites, Rejects, Rows
 
@@ -156,7 +157,9 @@ class SilverBatch:
         self.native = native
         self.cache_bronze = cache_bronze
         self.checker = checker
-        self.history: list[BatchStats] = []
+        # the newest batches (tests and replay read them); the sums of all: ``totals``
+        self.history: deque[BatchStats] = deque(maxlen=HISTORY_KEPT)
+        self.totals = RunTotals()
         self._lock = _DRIVER_LOCK
         self.evaluation = ExpressionEvaluation.for_session(spark)
         self.arrow_batches = ArrowBatches.for_session(spark)
@@ -191,6 +194,7 @@ class SilverBatch:
             self._release(persisted)
         stats.seconds = round(time.monotonic() - t0, 3)
         self.history.append(stats)
+        self.totals.add(stats)
         if self.on_batch is not None:
             self.on_batch(stats)
         log.info(

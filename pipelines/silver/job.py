@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +63,7 @@ from pipelines.settings.clients import (
 )
 
 from .batch import SilverBatch
+from .stats import RunTotals
 
 log = logging.getLogger("pipelines.silver")
 JOB = "silver"
@@ -408,23 +408,15 @@ def follow_bronze(
 
 def summarize(result: SilverRun, cfg: ProtolakeConfig) -> dict[str, Any]:
     """Records, silver rows per table and quarantined rows per reason over a run."""
-    silver: dict[str, int] = defaultdict(int)
-    quarantined: dict[str, int] = defaultdict(int)
-    records = batches = 0
+    totals = RunTotals()
     for b in result.batches:
-        for s in b.history:
-            batches += 1
-            records += s.records
-            for k, v in s.quarantined.items():
-                quarantined[k] += v
-            for k in s.silver:
-                silver[k] += 0
+        totals.merge(b.totals)
     return {
         "job": JOB,
-        "batches": batches,
-        "records": records,
-        "quarantined": dict(sorted(quarantined.items())),
-        "tables": sorted(silver),
+        "batches": totals.batches,
+        "records": totals.records,
+        "quarantined": dict(sorted(totals.quarantined.items())),
+        "tables": sorted(totals.tables),
         "silver_root": Layout(cfg.lakehouse_path).silver,
         "bronze_tables": len(result.batches),
         "bronze_root": Layout(cfg.lakehouse_path).bronze,

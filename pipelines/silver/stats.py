@@ -1,12 +1,13 @@
 """What one silver micro-batch did: its counts per table and per quarantine reason, and the
-time of each of its steps (:class:`BatchStats`, kept by ``SilverBatch.history`` and passed
-to the metrics hook)."""
+time of each of its steps (:class:`BatchStats`, the newest kept by ``SilverBatch.history``
+and passed to the metrics hook); and what a query's batches did together (:class:`RunTotals`,
+``SilverBatch.totals``: a long-running stream keeps its sums, not every batch)."""
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -59,3 +60,34 @@ class BatchStats:
             keys = [r.schema_key for r in plan.versions] + [c.schema_key for c, _ in plan.conflicts]
             arrived = sum(per_key.get(key, 0) for key in keys)
             self.silver[plan.table] = arrived - lost.get(plan.message_type, 0)
+
+
+#: how many of its newest batches a query keeps (``SilverBatch.history``)
+HISTORY_KEPT = 1000
+
+
+@dataclass
+class RunTotals:
+    """What all the batches of one query did, summed as each batch ends."""
+
+    batches: int = 0
+    records: int = 0
+    quarantined: dict[str, int] = field(default_factory=dict)
+    tables: set[str] = field(default_factory=set)
+
+    def add(self, stats: BatchStats) -> None:
+        """Count one more batch."""
+        self._sum(1, stats.records, stats.quarantined, stats.silver)
+
+    def merge(self, other: RunTotals) -> None:
+        """Count another query's batches too."""
+        self._sum(other.batches, other.records, other.quarantined, other.tables)
+
+    def _sum(
+        self, batches: int, records: int, quarantined: dict[str, int], tables: Iterable[str]
+    ) -> None:
+        self.batches += batches
+        self.records += records
+        for reason, n in quarantined.items():
+            self.quarantined[reason] = self.quarantined.get(reason, 0) + n
+        self.tables.update(tables)
