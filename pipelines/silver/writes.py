@@ -50,6 +50,11 @@ Rows: TypeAlias = DataFrame | pa.Table
 Rejects: TypeAlias = DataFrame | pa.Table
 
 
+# the message columns of each silver table (by path) as a query of this driver last wrote
+# it: one table, one schema, whichever query wrote it (dict operations are atomic)
+_WRITTEN_SCHEMAS: dict[str, T.StructType] = {}
+
+
 class BatchWrites:
     """The writes of one silver query's batches (see the module docstring).
 
@@ -84,9 +89,10 @@ class BatchWrites:
         self.registration = registration
         self.checker = checker
         self.quarantine_writer = quarantine_writer
-        # message columns of each table as this query last wrote it: saves reading the Delta
-        # log every batch; forgotten when a batch fails (another writer may have changed it)
-        self.schemas: dict[str, T.StructType] = {}
+        # message columns of each table as this driver's queries last wrote it: saves reading
+        # the Delta log every batch; forgotten when a batch fails (another writer may have
+        # changed it)
+        self.schemas = _WRITTEN_SCHEMAS
         self._quarantine_table = False  # the quarantine table is known to exist
 
     def __call__(
@@ -211,13 +217,15 @@ class BatchWrites:
         return [p for p in parts if isinstance(p, pa.Table)]
 
     def known_schema(self, path: str) -> T.StructType | None:
-        """The message columns of the table at ``path`` as this query last wrote it (None:
-        not written by this query since its last failed batch)."""
+        """The message columns of the table at ``path`` as a query of this driver last wrote
+        it (None: not written since a batch failed). Shared by the driver's queries: two of
+        them writing one table (a message type on two topics) each plan against what the
+        other added."""
         return self.schemas.get(path)
 
     def forget_schemas(self) -> None:
-        """Forget what this query wrote (a batch failed: another writer may have changed the
-        tables)."""
+        """Forget what this driver's queries wrote (a batch failed: another writer may have
+        changed the tables)."""
         self.schemas.clear()
 
     def _table(self, plan: TablePlan, df: Rows, batch_id: int, counts: KeyCounts) -> None:
