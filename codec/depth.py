@@ -39,8 +39,9 @@ _PREFIX = b"\x0b" * PROBE_LEVELS  # field 1, start group
 _SUFFIX = b"\x0c" * PROBE_LEVELS  # field 1, end group
 
 
-def may_nest_deep(descriptor: Descriptor) -> bool:
-    """True when messages of this type can nest more than DISCARD_DEPTH levels deep."""
+def may_nest_deep(descriptor: Descriptor, levels_above: int = 0) -> bool:
+    """True when messages of this type can nest more than DISCARD_DEPTH levels deep, counted
+    from ``levels_above`` levels above them (1: inside a wrapper message)."""
     depth: dict[str, int] = {}  # longest chain of levels below each type
     on_path: set[str] = set()
 
@@ -60,7 +61,7 @@ def may_nest_deep(descriptor: Descriptor) -> bool:
         return below
 
     try:
-        return longest(descriptor) > DISCARD_DEPTH
+        return longest(descriptor) + levels_above > DISCARD_DEPTH
     except RecursionError:
         return True
 

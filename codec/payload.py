@@ -64,13 +64,20 @@ class _TypeFacts:
     `has_required`: a proto2 ``required`` field at any depth, extensions included.
     `has_any`: a ``google.protobuf.Any`` at any depth (or the type itself).
     `may_nest_deep`: messages can nest deeper than protobuf's discard reaches
-    (`codec.depth`).
+    (`codec.depth`); `wrapped_may_nest_deep`: the same inside the batch path's wrapper, one
+    level more.
     `equality_pays`: the equality test has not yet met this type's input that was valid but
     not canonical (protobuf re-encodes map entries in its own order, for one); after that,
     the size test is used.
     """
 
-    __slots__ = ("equality_pays", "has_any", "has_required", "may_nest_deep")
+    __slots__ = (
+        "equality_pays",
+        "has_any",
+        "has_required",
+        "may_nest_deep",
+        "wrapped_may_nest_deep",
+    )
 
     def __init__(self, descriptor: Descriptor) -> None:
         types = reachable_types(descriptor)
@@ -78,6 +85,7 @@ class _TypeFacts:
         self.has_any = any(desc.full_name == _ANY for desc in types)
         self.equality_pays = True
         self.may_nest_deep = may_nest_deep(descriptor)
+        self.wrapped_may_nest_deep = may_nest_deep(descriptor, levels_above=1)
 
 
 _facts: dict[type[Message], _TypeFacts] = {}
@@ -317,7 +325,7 @@ def _decode_chunk(
     parts[1::2] = map(itemgetter(slice(offset, None)), buffers) if offset else buffers
     data = b"".join(parts)
     facts = _facts_of(message_class)
-    if facts.may_nest_deep and not allow_unknown_fields:
+    if facts.wrapped_may_nest_deep and not allow_unknown_fields:
         # None also when a payload nests deeper than the discard reaches: one by one then
         wrapper = parse_shallow(batch_class, data)
     else:

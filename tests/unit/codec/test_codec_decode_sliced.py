@@ -290,3 +290,23 @@ def test_unknown_fields_are_found_at_any_depth_protobuf_parses(depth):
         assert kept.has_unknown_fields and has_unknown_fields(kept.message)
         assert kept.message.SerializeToString() == bad  # kept, and re-encoded as it came
     assert not keeping.decode(write_frame(1, [0], clean)).has_unknown_fields
+
+
+def test_unknown_fields_at_the_bottom_of_a_62_level_chain_are_found_in_a_batch():
+    # no recursion: M0 -> M1 -> ... -> M62, exactly as deep as DiscardUnknownFields reaches
+    # alone; the batch path's wrapper adds a level, which the discard then does not reach
+    from codec.varint import write_uvarint64
+
+    chain = " ".join(f"message M{i} {{ M{i + 1} c = 1; }}" for i in range(62))
+    strict, _ = _registry_with(f'syntax = "proto3"; package chain62; {chain} message M62 {{}}')
+    top = strict.resolver.resolve_id(1).message_class_for((0,))
+    payload = b"\xa2\x06\x01x"  # field 100, in M62
+    for _ in range(62):
+        payload = b"\x0a" + write_uvarint64(len(payload)) + payload
+    with pytest.raises(CodecError) as info:
+        decode_payload(top, payload)
+    assert info.value.code == "UNKNOWN_FIELDS"
+    got = decode_payloads(top, [payload, payload])
+    assert [type(r).__name__ for r in got] == ["UnknownFields", "UnknownFields"]
+    sliced = decode_sliced(top, [HEAD + payload] * 2, len(HEAD), False)[0]
+    assert [type(r).__name__ for r in sliced] == ["UnknownFields", "UnknownFields"]
