@@ -90,7 +90,9 @@ def _writing_node(plan: Any, command: Any) -> str | None:
     kind = str(plan.getClass().getSimpleName())
     if bool(command.isInstance(plan)):
         return None if kind.startswith(_READING_COMMANDS) else kind
-    if kind.endswith("Statement") or "ExecuteImmediate" in kind:  # INSERT, RESTORE; EXECUTE
+    # INSERT, RESTORE; INSERT OVERWRITE [LOCAL] DIRECTORY (InsertIntoDir: no Command);
+    # EXECUTE IMMEDIATE
+    if kind.endswith("Statement") or kind.startswith("Insert") or "ExecuteImmediate" in kind:
         return kind
     children = plan.children()
     for i in range(children.size()):

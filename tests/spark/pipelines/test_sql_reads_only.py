@@ -44,6 +44,8 @@ WRITES = [
     "WITH c AS (SELECT 1) DELETE FROM t WHERE id = 1",
     "FROM t INSERT INTO t SELECT * INSERT INTO t SELECT *",
     "EXECUTE IMMEDIATE 'DELETE FROM t WHERE id = 1'",
+    "INSERT OVERWRITE DIRECTORY '/tmp/protolake-never' USING parquet SELECT 1",
+    "INSERT OVERWRITE LOCAL DIRECTORY '/tmp/protolake-never' USING parquet SELECT 1",
 ]
 
 
