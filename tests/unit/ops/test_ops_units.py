@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -319,3 +320,22 @@ def test_terminated_event_logs_outcome_and_first_error_line(caplog, exception, o
         "outcome": outcome,
         "error": error,
     }
+
+
+@pytest.mark.parametrize("sample", [0, 1, 20])
+def test_an_audit_counts_every_unverifiable_gap_whatever_it_samples(sample: int) -> None:
+    from rich.console import Console
+
+    from pipelines.ops.audit import AuditReport, Gap, GapCheck, render
+    from pipelines.quarantine import InvariantReport
+
+    gaps = GapCheck(gaps=3, gap_offsets=3, unverified=[Gap("t", p, 5, 5) for p in range(3)])
+    report = AuditReport(InvariantReport(bronze_records=4, silver_records=4), gaps, True)
+    data = report.to_dict(sample) | {"holds": report.holds}
+    assert data["kafka"]["unverified_count"] == 3
+    assert len(data["kafka"]["unverified"]) == min(sample, 3)
+    console = Console(record=True, width=120)
+    render(console, data)
+    shown = console.export_text()
+    assert "audit FAILED" in shown
+    assert re.search(r"gaps not verifiable against Kafka\s*│?\s*3\b", shown), shown
