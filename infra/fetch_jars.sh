@@ -3,6 +3,8 @@
 # infra/.cache/jars/{spark,kafka,s3,postgres,apicurio-VERSION} (SeaweedFS, the stack's object
 # store, is infra/fetch_seaweedfs.sh's).
 # Safe to repeat: a folder with its .complete marker is not fetched again (works offline after).
+# Maven runs with strict checksums (-C): a download that does not match its .sha1 fails the
+# fetch instead of being kept for every clone on the machine.
 #
 # Each folder is kept once per machine, in $PROTOLAKE_SHARED_CACHE/jars (default
 # ${XDG_CACHE_HOME:-~/.cache}/protolake/jars), under a name that digests what it is fetched
@@ -45,7 +47,7 @@ digest() {  # digest FILE [words...]: 16 hex digits of the file and the words
 copy_dependencies() {  # copy_dependencies NAME [maven args...] OUT
   local name="$1"; shift
   local out="${*: -1}"
-  mvn -q -B -s "$settings" -f "$here/maven/$name/pom.xml" dependency:copy-dependencies \
+  mvn -q -B -C -s "$settings" -f "$here/maven/$name/pom.xml" dependency:copy-dependencies \
       -DincludeScope=runtime -DoutputDirectory="$out" "${@:1:$#-1}"
 }
 
@@ -73,7 +75,7 @@ APICURIO_VERSION="${PROTOLAKE_APICURIO_VERSION:-2.6.13.Final}"
 fetch_apicurio() {  # fetch_apicurio OUT
   local out="$1" archive="apicurio-registry-app-$APICURIO_VERSION-all.tar.gz"
   # dependency:copy, then tar: `unpack` would keep a marker file and skip a second unpack.
-  mvn -q -B -s "$settings" -f "$here/maven/kafka/pom.xml" dependency:copy \
+  mvn -q -B -C -s "$settings" -f "$here/maven/kafka/pom.xml" dependency:copy \
       -Dartifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" \
       -DoutputDirectory="$out" || return 1
   tar -xzf "$out/$archive" -C "$out" || return 1

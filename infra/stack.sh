@@ -251,10 +251,14 @@ kafka_up() {
   if [ ! -f "$run/kafka-data/meta.properties" ]; then
     # Never an id starting with "-", which the storage tool would read as an option (Kafka's
     # own Uuid.randomUuid draws again for the same reason): 1 draw in 64 would fail the start.
-    [ -f "$run/kafka-cluster-id" ] || "$python" -c \
-      'import base64, uuid
+    # Written whole or not at all: an empty file (an interrupted draw) would be read as the id.
+    if [ ! -s "$run/kafka-cluster-id" ]; then
+      "$python" -c 'import base64, uuid
 while (i := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"): pass
-print(i)' > "$run/kafka-cluster-id"
+print(i)' > "$run/kafka-cluster-id.tmp" && [ -s "$run/kafka-cluster-id.tmp" ] \
+        || die "could not draw a Kafka cluster id with $python"
+      mv "$run/kafka-cluster-id.tmp" "$run/kafka-cluster-id"
+    fi
     echo "formatting Kafka storage in $run/kafka-data (cluster id $(cat "$run/kafka-cluster-id"))"
     kafka_java_args
     "${java_args[@]}" kafka.tools.StorageTool format --ignore-formatted \

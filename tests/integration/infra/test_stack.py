@@ -115,9 +115,12 @@ def test_private_stack_lifecycle(tmp_path):
             [str(STACK), *args], env=env, capture_output=True, text=True, timeout=180, check=False
         )
 
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "kafka-cluster-id").write_text("")  # an id drawn only in part: drawn again
     try:
         up = stack("up")
         assert up.returncode == 0, up.stdout + up.stderr
+        assert (tmp_path / "run" / "kafka-cluster-id").read_text().strip()
         assert f"PROTOLAKE_KAFKA_BOOTSTRAP={bootstrap}" in up.stdout
         assert f"PROTOLAKE_REGISTRY_URL={registry}" in up.stdout
         status = stack("status")
