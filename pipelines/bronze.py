@@ -218,7 +218,7 @@ def run(
         prepare_session(spark, cfg)
     from pipelines.metrics import install_metrics
 
-    install_metrics(spark, cfg)
+    install_metrics(spark, cfg, JOB)
     # One driver writes the bronze tables of an object-store lakehouse (lakehouse.lease),
     # their catalog comments included; a lease of queries left running is renewed until this
     # process ends.

@@ -2,8 +2,10 @@
 
 :func:`install_metrics` (called by ``pipelines.bronze.run`` and ``pipelines.silver.run``)
 registers one :class:`MetricsListener` (a ``StreamingQueryListener``) per Spark session and,
-when ``metrics.prometheus_port`` > 0, serves :data:`REGISTRY` on that port
-(``http://<host>:<port>/metrics``) once per process. Every query progress is also logged as
+when ``metrics.prometheus_port`` > 0, serves :data:`REGISTRY` (``http://<host>:<port>/metrics``)
+on the job's own port (:func:`serve_metrics`): bronze on ``prometheus_port``, silver on
+``prometheus_port + 1``, so the two drivers of the streaming deployment, on one worker with one
+configuration, each have an endpoint. Every query progress is also logged as
 one JSON line on the ``pipelines.metrics`` logger (INFO), e.g.::
 
     {"event": "batch", "query": "silver_shop_orders", "batch_id": 3, "records_in": 120,
@@ -374,18 +376,51 @@ class MetricsListener(_listener_base()):  # type: ignore[misc]
         )
 
 
-def install_metrics(spark: Any, cfg: ProtolakeConfig) -> MetricsListener | None:
-    """Register the listener on ``spark`` (once per session) and start the HTTP endpoint.
+#: each job's endpoint: ``metrics.prometheus_port`` plus its offset
+JOB_PORT_OFFSETS = {"bronze": 0, "silver": 1}
+
+
+class MetricsPortError(RuntimeError):
+    """The port of a job's metrics endpoint is taken; the message names it and the setting."""
+
+
+def metrics_port(cfg: ProtolakeConfig, job: str) -> int:
+    """The port of ``job``'s endpoint (0: none): ``metrics.prometheus_port`` plus the job's
+    offset (:data:`JOB_PORT_OFFSETS`)."""
+    base = cfg.metrics.prometheus_port
+    return base + JOB_PORT_OFFSETS[job] if base > 0 else 0
+
+
+def serve_metrics(cfg: ProtolakeConfig, job: str) -> int:
+    """Serve :data:`REGISTRY` on ``job``'s port (:func:`metrics_port`), once per process and
+    port; returns the port (0: no endpoint configured).
+
+    Raises:
+        MetricsPortError: the port is taken (by another process, or not ours to bind).
+    """
+    port = metrics_port(cfg, job)
+    with _lock:
+        if port > 0 and port not in _servers:
+            addr = cfg.metrics.prometheus_address
+            try:
+                _servers[port] = start_http_server(port, addr=addr, registry=REGISTRY)
+            except OSError as exc:
+                raise MetricsPortError(
+                    f"metrics: {job}'s Prometheus endpoint cannot listen on {addr}:{port} "
+                    f"(metrics.prometheus_port + {JOB_PORT_OFFSETS[job]}): {exc.strerror or exc}"
+                ) from None
+            log.info("metrics: %s's Prometheus endpoint on %s:%d", job, addr, port)
+    return port
+
+
+def install_metrics(spark: Any, cfg: ProtolakeConfig, job: str) -> MetricsListener | None:
+    """Register the listener on ``spark`` (once per session) and serve ``job``'s endpoint
+    (:func:`serve_metrics`).
 
     Returns the new listener, or None when this session already has one.
     """
-    port = cfg.metrics.prometheus_port
+    serve_metrics(cfg, job)
     with _lock:
-        if port > 0 and port not in _servers:
-            # one endpoint per process: bronze and silver in one driver share it
-            addr = cfg.metrics.prometheus_address
-            _servers[port] = start_http_server(port, addr=addr, registry=REGISTRY)
-            log.info("metrics: Prometheus endpoint on %s:%d", addr, port)
         key = id(spark._jsparkSession)
         if key in _installed:
             return None

@@ -226,7 +226,7 @@ def run(
     resolver = resolver or open_resolver(cfg)
     from pipelines.metrics import install_metrics
 
-    install_metrics(spark, cfg)
+    install_metrics(spark, cfg, JOB)
     # One driver writes silver, quarantine and quality results of an object-store lakehouse
     # (lakehouse.lease); a lease of queries left running is renewed until this process ends.
     lease = writer_lease(spark, cfg, JOB, on_lost=stop_streams_on_loss(spark))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from registry_server import start_registry_server
 
-from tests.support.stack import BOOTSTRAP, free_port
+from tests.support.stack import BOOTSTRAP, free_port_pair
 
 if TYPE_CHECKING:
     from pipelines.demo.stream import StreamPart
@@ -158,7 +158,7 @@ def build_lakehouse(spark: Any, tmp: Path) -> Lakehouse:
     late_id = registry.store.next_id
     late_values = _produce_late(late_topic, late_id)
     tx_committed = _produce_transactions(tx_topic)
-    port = free_port()
+    port = free_port_pair()  # bronze's metrics port, and silver's (the next)
     lake = tmp / "lakehouse"
     cfg_file = write_config(
         tmp / "protolake.toml", lake, [*demo.topics, late_topic, tx_topic], registry.url, port

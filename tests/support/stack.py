@@ -58,6 +58,21 @@ def free_port() -> int:
     raise RuntimeError(f"no free port in {TEST_PORTS} after {tries} tries")
 
 
+def free_port_pair() -> int:
+    """A port of :func:`free_port` whose next one is free too (the streaming jobs' metrics
+    endpoints: bronze's port and silver's, the next)."""
+    for _ in range(50):
+        port = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        _handed_out.add(port + 1)
+        return port
+    raise RuntimeError("no two free ports in a row")
+
+
 def check_kafka(bootstrap: str = BOOTSTRAP) -> str:
     """``bootstrap`` when the broker answers; fails the test otherwise."""
     from confluent_kafka import KafkaException
