@@ -330,7 +330,12 @@ def s3a_hadoop_conf(cfg: ProtolakeConfig) -> dict[str, str]:
             conf["aws.credentials.provider"] = _TEMPORARY_KEYS
     else:
         conf["aws.credentials.provider"] = _DEFAULT_CHAIN
-    return {f"fs.s3a.bucket.{bucket}.{key}": value for key, value in conf.items()}
+    settings = {f"fs.s3a.bucket.{bucket}.{key}": value for key, value in conf.items()}
+    if cfg.lakehouse.path.split("://", 1)[0].lower() == "s3":
+        # Hadoop has no file system for s3:// of its own: S3A serves it, with the same settings
+        settings["fs.s3.impl"] = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+        settings["fs.AbstractFileSystem.s3.impl"] = "org.apache.hadoop.fs.s3a.S3A"
+    return settings
 
 
 def delta_storage_options(cfg: ProtolakeConfig) -> dict[str, str]:

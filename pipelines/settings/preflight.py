@@ -167,7 +167,7 @@ def describe_failure(exc: BaseException, bucket: str, endpoint: str) -> str:
     if any(word in text for word in _UNREACHABLE):
         return f"s3 endpoint unreachable: {endpoint}"
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
-    return f"s3 lakehouse s3a://{bucket} unusable at {endpoint}: {first[:300]}"
+    return f"s3 lakehouse bucket {bucket!r} unusable at {endpoint}: {first[:300]}"
 
 
 def _list_prefix(spark: SparkSession, root: str) -> None:

@@ -50,3 +50,15 @@ def test_an_unreachable_endpoint_is_named_at_once(spark, s3_store):
     endpoint = f"http://127.0.0.1:{free_port()}"
     cfg = config("s3a://protolake-unreachable/lh", s3_store.section(endpoint=endpoint))
     assert fails_with(spark, cfg).startswith(f"s3 endpoint unreachable: {endpoint}")
+
+
+def test_an_s3_scheme_lakehouse_is_served_by_s3a(spark, s3_store, bucket):
+    # Hadoop has no file system of its own for s3://; the session is given S3A for it
+    from pipelines.settings.clients import prepare_session
+
+    cfg = config(f"s3://{bucket}/plain", s3_store.section())
+    prepare_session(spark, cfg)  # checks the store through s3:// too
+    path = f"s3://{bucket}/plain/t"
+    spark.range(3).write.format("delta").save(path)
+    assert sorted(r.id for r in spark.read.format("delta").load(path).collect()) == [0, 1, 2]
+    assert any(k.startswith(f"{bucket}/plain/t/_delta_log/") for k in s3_store.keys(bucket))
