@@ -259,6 +259,9 @@ sqlserver_store_conf() {
   endpoint="${endpoint%/}"
   echo --conf
   echo "spark.hadoop.fs.s3a.aws.credentials.provider=software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"
+  # tables registered at s3:// (a lakehouse.path spelled so): S3A serves that scheme too
+  printf '%s\n' --conf spark.hadoop.fs.s3.impl=org.apache.hadoop.fs.s3a.S3AFileSystem \
+    --conf spark.hadoop.fs.AbstractFileSystem.s3.impl=org.apache.hadoop.fs.s3a.S3A
   if [ -n "$endpoint" ]; then
     # an S3-compatible store: its endpoint, path-style requests, TLS as its URL says; any
     # region signs

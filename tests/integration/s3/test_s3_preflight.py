@@ -62,3 +62,14 @@ def test_an_s3_scheme_lakehouse_is_served_by_s3a(spark, s3_store, bucket):
     spark.range(3).write.format("delta").save(path)
     assert sorted(r.id for r in spark.read.format("delta").load(path).collect()) == [0, 1, 2]
     assert any(k.startswith(f"{bucket}/plain/t/_delta_log/") for k in s3_store.keys(bucket))
+    # the stack's SQL endpoint reads a table registered at s3:// too
+    from tests.support.sql_endpoint import hive
+
+    name = f"default.s3scheme_{bucket.replace('-', '_')}"
+    with hive() as cur:
+        cur.execute(f"CREATE TABLE {name} USING delta LOCATION '{path}'")
+        try:
+            cur.execute(f"SELECT count(*) FROM {name}")
+            assert cur.fetchall() == [(3,)]
+        finally:
+            cur.execute(f"DROP TABLE {name}")
