@@ -30,11 +30,43 @@ if [ "${PROTOLAKE_SKIP_SEAWEEDFS:-0}" != "1" ]; then
   weed_pid=$!
 fi
 
+# Debian's packages for what the machine lacks: the package index is read once, before the
+# first install; another user than root installs through `sudo -n` (never a password prompt).
+# Returns non-zero when apt-get is missing or fails.
+apt_updated=0
+apt_get() {
+  if [ "$(id -u)" = 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get "$@"
+  elif command -v sudo >/dev/null; then
+    sudo -n env DEBIAN_FRONTEND=noninteractive apt-get "$@"
+  else
+    return 1
+  fi
+}
+apt_install() {  # apt_install PACKAGE...
+  command -v apt-get >/dev/null || return 1
+  if [ "$apt_updated" = 0 ]; then
+    apt_get update -qq || return 1
+    apt_updated=1
+  fi
+  apt_get install -y -qq "$@" >/dev/null
+}
+
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
   # Also when an interrupted earlier attempt left a virtualenv without pip.
   echo "creating virtualenv $venv"
   rm -rf "$venv"
-  "$python" -m venv "$venv"
+  if ! "$python" -m venv "$venv"; then
+    # Debian's python3 comes without ensurepip: its pythonX.Y-venv package has it
+    rm -rf "$venv"
+    version="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+    echo "installing python$version-venv (Debian): $python cannot make a virtualenv"
+    apt_install "python$version-venv" || apt_install python3-venv || {
+      echo "setup: could not install python$version-venv (Debian); install it, then retry" >&2
+      exit 1
+    }
+    "$python" -m venv "$venv"
+  fi
 fi
 # Reinstall only when pyproject.toml changed since the last install.
 stamp="$venv/.protolake-installed"
@@ -76,18 +108,6 @@ fi
   echo "setup: could not write the project's bytecode; running from source" >&2
 
 command -v java >/dev/null || { echo "java (JDK 17+) is required: apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
-
-# Debian's packages for what the machine lacks: the package index is read once, before the
-# first install. Returns non-zero when apt-get is missing or fails.
-apt_updated=0
-apt_install() {  # apt_install PACKAGE...
-  command -v apt-get >/dev/null || return 1
-  if [ "$apt_updated" = 0 ]; then
-    apt-get update -qq || return 1
-    apt_updated=1
-  fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
-}
 
 if ! command -v mvn >/dev/null; then
   echo "installing maven (Debian)"
