@@ -127,13 +127,15 @@ fail_start() {
 # await_start NAME KIND TARGET TIMEOUT MESSAGE FILE:OFFSET...: wait until infra/healthcheck.py
 # KIND TARGET answers (at most TIMEOUT seconds; it gives up early when the process that spawn
 # recorded in run/pids/NAME.pid dies) and print "NAME ready (pid PID)". Otherwise stop that
-# process, remove its pid file and fail_start MESSAGE with the given logs (exit 1).
+# process (stop_pid: it is gone after), remove its pid file and fail_start MESSAGE with the
+# given logs (exit 1).
 await_start() {
   local name="$1" kind="$2" target="$3" limit="$4" message="$5" pid; shift 5
   pid="$(cat "$pids/$name.pid")"
   if ! "$python" "$root/infra/healthcheck.py" "$kind" "$target" --timeout "$limit" --pid "$pid"; then
-    kill -TERM "$pid" 2>/dev/null || true
-    rm -f "$pids/$name.pid"
+    # stopped for good (SIGKILL after 30 s), so that the next `up` finds no process of it
+    # still shutting down, which it would take for a running one
+    stop_pid "$name" "$pid" >&2
     fail_start "$message" "$@"
   fi
   echo "$name ready (pid $pid)"
