@@ -213,7 +213,7 @@ sqlserver_up() {
       --name protolake-sqlserver --master "${PROTOLAKE_SQL_MASTER:-local[2]}" \
       --driver-memory "$sql_heap" --jars "$jars" \
       --driver-class-path "$hive_classes:$spark_jars/*:$s3_jars/*" \
-      --conf "spark.driver.extraJavaOptions=$sqlserver_marker -Djava.io.tmpdir=$run/sqlserver/tmp $sqlserver_jvm" \
+      --conf "spark.driver.extraJavaOptions=\"$sqlserver_marker\" \"-Djava.io.tmpdir=$run/sqlserver/tmp\" $sqlserver_jvm" \
       --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension \
       --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog \
       --conf spark.sql.catalogImplementation=hive \

@@ -95,9 +95,10 @@ def _port_open(port: int) -> bool:
 
 def test_private_stack_lifecycle(tmp_path):
     kafka_port, controller_port, registry_port = free_port(), free_port(), free_port()
+    run = tmp_path / "run dir"  # a path with a space: every service's options keep it whole
     env = {
         **os.environ,
-        "PROTOLAKE_RUN_DIR": str(tmp_path / "run"),
+        "PROTOLAKE_RUN_DIR": str(run),
         "PROTOLAKE_KAFKA_BOOTSTRAP": f"127.0.0.1:{kafka_port}",
         "PROTOLAKE_KAFKA_CONTROLLER_PORT": str(controller_port),
         "PROTOLAKE_KAFKA_SASL_PORT": str(free_port()),
@@ -115,19 +116,19 @@ def test_private_stack_lifecycle(tmp_path):
             [str(STACK), *args], env=env, capture_output=True, text=True, timeout=180, check=False
         )
 
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "kafka-cluster-id").write_text("")  # an id drawn only in part: drawn again
+    run.mkdir()
+    (run / "kafka-cluster-id").write_text("")  # an id drawn only in part: drawn again
     try:
         up = stack("up")
         assert up.returncode == 0, up.stdout + up.stderr
-        assert (tmp_path / "run" / "kafka-cluster-id").read_text().strip()
+        assert (run / "kafka-cluster-id").read_text().strip()
         assert f"PROTOLAKE_KAFKA_BOOTSTRAP={bootstrap}" in up.stdout
         assert f"PROTOLAKE_REGISTRY_URL={registry}" in up.stdout
         status = stack("status")
         assert status.returncode == 0
         assert "kafka     running" in status.stdout and "registry  running" in status.stdout
-        kafka_pid = (tmp_path / "run" / "pids" / "kafka.pid").read_text().strip()
-        assert (tmp_path / "run" / "logs" / "kafka.log").stat().st_size > 0
+        kafka_pid = (run / "pids" / "kafka.pid").read_text().strip()
+        assert (run / "logs" / "kafka.log").stat().st_size > 0
 
         again = stack("up")  # a no-op while running: same process
         assert again.returncode == 0
@@ -142,10 +143,10 @@ def test_private_stack_lifecycle(tmp_path):
         ).json()["id"]
 
         # A lost pid folder does not orphan the processes: they are found by command line.
-        for pid_file in (tmp_path / "run" / "pids").iterdir():
+        for pid_file in (run / "pids").iterdir():
             pid_file.unlink()
         assert stack("status").returncode == 0
-        assert (tmp_path / "run" / "pids" / "kafka.pid").read_text().strip() == kafka_pid
+        assert (run / "pids" / "kafka.pid").read_text().strip() == kafka_pid
 
         down = stack("down")
         assert down.returncode == 0, down.stdout + down.stderr
