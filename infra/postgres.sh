@@ -113,7 +113,10 @@ postgres_up() {
   bin="$(pg_bin)"
   command -v psql >/dev/null || die "psql is missing: run infra/setup.sh (Debian's postgresql)"
   port_busy "$pg_port" && die "port $pg_port is in use by another process (not this stack's PostgreSQL); set PROTOLAKE_POSTGRES_PORT to a free port"
-  if [ ! -f "$pg_data/PG_VERSION" ] || [ -z "$(pg_env_get PGPASSWORD)" ]; then pg_init "$bin"
+  if [ ! -f "$pg_data/PG_VERSION" ]; then pg_init "$bin"
+  elif [ -z "$(pg_env_get PGPASSWORD)" ]; then
+    # the cluster holds the metastore's tables: never replaced for a lost password file
+    die "$pg_env is missing or has no PGPASSWORD, and $pg_data holds a cluster made with it: restore that file, or remove $pg_data for a new, empty cluster"
   else pg_write_env "$(pg_env_get PGPASSWORD)"; fi
   echo "starting postgres on 127.0.0.1:$pg_port (data in $pg_data)"
   local log_mark; log_mark="$(size_of "$logs/postgres.log")"

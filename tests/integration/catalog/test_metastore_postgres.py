@@ -276,3 +276,21 @@ def test_the_stream_and_the_endpoint_continue_across_a_metastore_restart(
         except subprocess.TimeoutExpired:
             stream.kill()
         registry.stop()
+
+
+def test_a_lost_password_file_never_replaces_the_metastores_cluster(services: Services) -> None:
+    tables_before = services.psql('SELECT count(*) FROM "TBLS"')
+    env_file, kept = services.run / "postgres.env", services.run / "postgres.env.kept"
+    services.stack("down", "postgres")
+    env_file.rename(kept)
+    try:
+        done = subprocess.run(
+            [STACK, "up", "postgres"], env=services.env, capture_output=True, text=True
+        )
+        assert done.returncode != 0
+        assert "restore that file, or remove" in done.stderr
+        assert (services.run / "postgres" / "data" / "PG_VERSION").is_file()
+    finally:
+        kept.rename(env_file)
+    services.stack("up", "postgres")
+    assert services.psql('SELECT count(*) FROM "TBLS"') == tables_before
