@@ -106,6 +106,13 @@ def _stream_lines(report: DemoReport) -> list[str]:
             f"Stream: the topics already hold {report.records_on_topics} records; nothing "
             "produced (--append adds more)"
         ]
+        exp = report.expected
+        if exp is None or exp["records"] != report.records_on_topics:
+            lines.append(
+                "  no demo stream recorded in this lakehouse accounts for them (a produce "
+                "interrupted?): the counts per type and reason are not checked; `make clean` "
+                "(or another --topic-prefix) starts afresh"
+            )
     else:
         lines = [
             f"Stream: produced {p.records} records ({p.poison} poison) to "

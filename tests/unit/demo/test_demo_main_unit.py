@@ -274,3 +274,15 @@ def test_the_demo_uses_the_stack_metastore_only_for_its_own_lakehouse(tmp_path):
     # another lakehouse must not take the shared names (silver.<table>, ...)
     other = load_demo_config(lakehouse=str(tmp_path / "lh"), env={})
     assert other.catalog.metastore_uri == "" and other.catalog.silver_database == "silver"
+
+
+@pytest.mark.parametrize(("recorded", "warned"), [(None, True), (12, True), (30, False)])
+def test_records_no_recorded_stream_accounts_for_are_said_unchecked(
+    recorded: int | None, warned: bool
+) -> None:
+    report = DemoReport(lakehouse="/lh", topics=["p.orders"], records_on_topics=30)
+    if recorded is not None:
+        report.expected = {"records": recorded, "silver_by_type": {}, "quarantine_by_reason": {}}
+    text = format_report(report)
+    assert "the topics already hold 30 records" in text
+    assert ("no demo stream recorded in this lakehouse accounts for them" in text) is warned
