@@ -160,6 +160,7 @@ class SilverBatch:
         # the newest batches (tests and replay read them); the sums of all: ``totals``
         self.history: deque[BatchStats] = deque(maxlen=HISTORY_KEPT)
         self.totals = RunTotals()
+        self._stamps: dict[str, int] = {}  # the plan's reads of ``writes.known_schema``
         self._lock = _DRIVER_LOCK
         self.evaluation = ExpressionEvaluation.for_session(spark)
         self.arrow_batches = ArrowBatches.for_session(spark)
@@ -307,15 +308,20 @@ class SilverBatch:
         return Resolved(values, keys)
 
     def _plan(self, resolved: Resolved) -> list[TablePlan]:
-        """(3) One plan per message type: the table's schema after this batch, the conflicts."""
-        return plan_tables(
+        """(3) One plan per message type: the table's schema after this batch, the conflicts;
+        each plan stamped with what the driver knew of its table (``written_schemas``)."""
+        self._stamps.clear()
+        plans = plan_tables(
             resolved.values.values(), self.layout.silver_table, self._known_schema, self.max_depth
         )
+        for plan in plans:
+            plan.stamp = self._stamps.get(plan.path, -1)  # -1: none read, none kept after
+        return plans
 
     def _known_schema(self, path: str) -> T.StructType | None:
-        known = self.writes.known_schema(path)
-        if known is not None:
-            return known
+        cached, self._stamps[path] = self.writes.known_schema(path)  # read before the log
+        if cached is not None:
+            return cached
         current = existing_schema(self.spark, path)
         return message_part(current) if current is not None else None
 

@@ -1,8 +1,8 @@
 """Step 3 of a silver micro-batch: plan each table's schema from the resolved versions.
 
 The resolved schema keys of a batch are grouped by message type (one silver table each). A
-table's message columns start from the schema it has (``known``: as the query last wrote it,
-else read from the Delta log; none for a new table); the versions are then merged in schema
+table's message columns start from the schema it has (``known``: as the driver's queries last
+wrote it, ``written_schemas``, else read from the Delta log; none for a new table); the versions are then merged in schema
 order (``schemas_compatible``): a version that cannot be merged is a conflict, its records go
 to quarantine with ``SCHEMA_CONFLICT`` and the table is left as it was (see ``tables``). So is
 a version with a top-level field named like a column silver adds beside the message's
@@ -45,6 +45,8 @@ class TablePlan:
     merged: T.StructType | None  # message columns of the table after this batch
     versions: list[Resolution]
     conflicts: list[tuple[Resolution, str]]
+    # what the driver's cache of the table's columns was when planned (``written_schemas``)
+    stamp: int = 0
 
 
 def plan_tables(

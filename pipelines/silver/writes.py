@@ -3,7 +3,8 @@ committed at the same time (``lakehouse.streaming.run_together``), each its own 
 transaction that Delta skips when it is already committed (``pipelines.silver.batch`` says
 why a retry writes what the first attempt wrote).
 
-A silver table this query has not written yet is created first; with a silver catalog
+A silver table this query has not written yet (since its last failed batch) is created
+first when missing; with a silver catalog
 database, with the comment and properties its catalog entry shows
 (``SilverRegistration.creation_description``) in its creating commit: registering it then
 changes nothing in its Delta log.
@@ -41,6 +42,7 @@ from .registration import SilverRegistration
 from .resolution import KeyCounts
 from .retried import settle, settles
 from .tables import as_frame, ensure_table, union_all, write_partitions
+from .written_schemas import WRITTEN_SCHEMAS, Stamp
 
 log = logging.getLogger("pipelines.silver")
 
@@ -48,11 +50,6 @@ log = logging.getLogger("pipelines.silver")
 Rows: TypeAlias = DataFrame | pa.Table
 #: quarantine rows of a batch: a DataFrame, or Arrow picked in the driver (``arrow_rejects``)
 Rejects: TypeAlias = DataFrame | pa.Table
-
-
-# the message columns of each silver table (by path) as a query of this driver last wrote
-# it: one table, one schema, whichever query wrote it (dict operations are atomic)
-_WRITTEN_SCHEMAS: dict[str, T.StructType] = {}
 
 
 class BatchWrites:
@@ -89,10 +86,9 @@ class BatchWrites:
         self.registration = registration
         self.checker = checker
         self.quarantine_writer = quarantine_writer
-        # message columns of each table as this driver's queries last wrote it: saves reading
-        # the Delta log every batch; forgotten when a batch fails (another writer may have
-        # changed it)
-        self.schemas = _WRITTEN_SCHEMAS
+        # message columns of each table as this driver's queries last wrote it (shared)
+        self.schemas = WRITTEN_SCHEMAS
+        self._ensured: set[str] = set()  # the tables this query created or found
         self._quarantine_table = False  # the quarantine table is known to exist
 
     def __call__(
@@ -216,23 +212,23 @@ class BatchWrites:
             return None
         return [p for p in parts if isinstance(p, pa.Table)]
 
-    def known_schema(self, path: str) -> T.StructType | None:
+    def known_schema(self, path: str) -> tuple[T.StructType | None, Stamp]:
         """The message columns of the table at ``path`` as a query of this driver last wrote
-        it (None: not written since a batch failed). Shared by the driver's queries: two of
-        them writing one table (a message type on two topics) each plan against what the
-        other added."""
-        return self.schemas.get(path)
+        it (None: not known), with the stamp the table's write gives back
+        (``written_schemas``)."""
+        return self.schemas.read(path)
 
     def forget_schemas(self) -> None:
         """Forget what this driver's queries wrote (a batch failed: another writer may have
-        changed the tables)."""
+        changed the tables; the next batch ensures its tables again)."""
         self.schemas.clear()
+        self._ensured.clear()
 
     def _table(self, plan: TablePlan, df: Rows, batch_id: int, counts: KeyCounts) -> None:
         """One silver table's append (the table created first when this query has not)."""
         assert plan.merged is not None
         topics = counts.topics_of(r.schema_key for r in plan.versions)
-        if plan.path not in self.schemas:
+        if plan.path not in self._ensured:
             comment, properties = self.registration.creation_description(plan, topics)
             with self._lock:
                 ensure_table(
@@ -261,7 +257,8 @@ class BatchWrites:
                 merge_schema=True,
                 logger=log,
             )
-        self.schemas[plan.path] = plan.merged
+        self._ensured.add(plan.path)
+        self.schemas.store(plan.path, plan.stamp, plan.merged)
         self.registration.silver_table(plan, topics)
 
     def _has_quarantine_table(self) -> bool:
