@@ -19,7 +19,8 @@ one `FileDescriptorSet` holding the schema and everything it imports, in depende
 
 The result is cached (bounded LRU) by schema id or GUID, which never change meaning, so the
 registry is asked once per schema; permanent failures (`NotProtobuf`, `SchemaInvalid`) are
-cached too so a bad schema is not recompiled per record.
+cached too so a bad schema is not recompiled per record. A missing reference
+(`MissingReference`) is not: it may be registered later.
 
 Message indexes (`ResolvedSchema.message_type_for`): the first index picks a top-level message
 of the schema file, each next index a nested message of the previous one. Only messages are

@@ -3,10 +3,10 @@
 Basic auth is given as "user:pass", as (user, pass) or inside the URL ("http://user:pass@host",
 percent-encoded); `basic_auth` overrides credentials in the URL. A bearer token is the other
 kind (not together with basic auth). Credentials live only in the `Authorization` header the
-`requests.Session` puts on each request (`RegistryAuth.apply`); the URL kept, logged and shown in errors and `repr`
-has them removed (`RegistryAuth.url`), and `RegistryAuth.redact` removes every secret (user,
-password, token, and the header value as sent, base64 and all) from any text a library or a
-server produced.
+`requests.Session` puts on each request (`RegistryAuth.apply`); the URL kept, logged and shown
+in errors and `repr` has them removed (`RegistryAuth.url`), and `RegistryAuth.redact` removes
+every secret (user, password, token, and the header value as sent, base64 and all) from any
+text a library or a server produced.
 
 Raises `ValueError` (one line, never the secret) for a URL that is not http(s) with a host, a
 password that ends the host early, basic auth not written USER:PASS, both kinds at once, and a
@@ -118,6 +118,19 @@ def _authorization(creds: tuple[str, str] | None, bearer_token: str | None) -> s
     if bearer_token is not None:
         return f"Bearer {bearer_token}"
     return None
+
+
+class RegistrySession(requests.Session):
+    """A ``requests.Session`` whose redirects never take credentials of ``~/.netrc``: a
+    redirect to another host drops the ``Authorization`` header (as requests does), one to the
+    same host keeps the configured one (requests put the netrc entry for the host instead)."""
+
+    def rebuild_auth(
+        self, prepared_request: requests.PreparedRequest, response: requests.Response
+    ) -> None:
+        headers, url = prepared_request.headers, prepared_request.url
+        if "Authorization" in headers and self.should_strip_auth(response.request.url, url):
+            del headers["Authorization"]
 
 
 class _Authorization(requests.auth.AuthBase):

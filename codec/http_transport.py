@@ -23,7 +23,7 @@ from typing import Any
 import requests
 
 from . import http_errors
-from .http_auth import RegistryAuth
+from .http_auth import RegistryAuth, RegistrySession
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class HttpTransport:
         tls.check()
         self.url = auth.url
         self._auth = auth
-        self._session = session if session is not None else requests.Session()
+        self._session = session if session is not None else RegistrySession()
         self._session.headers["Accept"] = _ACCEPT
         auth.apply(self._session)
         # Passed on every request, not set on the session: requests lets REQUESTS_CA_BUNDLE

@@ -69,6 +69,9 @@ pg_init() {
   mkdir -p "$pg_dir" "$logs"
   password="$(pg_env_get PGPASSWORD)"
   [ -n "$password" ] || password="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
+  # written before initdb: an initdb cut short leaves a cluster that this password opens, so a
+  # later start is never refused for a cluster whose password was never kept
+  pg_write_env "$password"
   rm -rf "$pg_data"; mkdir -m 700 "$pg_data"
   pwfile="$pg_dir/.initdb-password"
   (umask 077; printf '%s\n' "$password" > "$pwfile")

@@ -60,8 +60,11 @@ def check_config(cfg: ProtolakeConfig) -> None:
         )
     if cfg.registry.max_retries < 0 or cfg.registry.timeout_seconds <= 0:
         raise ConfigError("registry.max_retries / registry.timeout_seconds: must be positive")
-    if not (0 <= cfg.metrics.prometheus_port < 65536):
-        raise ConfigError("metrics.prometheus_port: must be a port number or 0")
+    if not (0 <= cfg.metrics.prometheus_port < 65535):
+        raise ConfigError(
+            "metrics.prometheus_port: must be a port number below 65535 (silver serves on the "
+            "next one) or 0"
+        )
     if not cfg.metrics.prometheus_address.strip():
         raise ConfigError("metrics.prometheus_address: must be an interface address")
     if not cfg.lakehouse.path:

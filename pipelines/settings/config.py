@@ -87,7 +87,7 @@ Example (every key, with its default)::
     quality_database = "quality"             # its one table: quality.results
 
     [metrics]
-    prometheus_port = 0                      # bronze's endpoint, silver's on the next port; 0 = none (metrics still logged)
+    prometheus_port = 0                      # bronze's endpoint (silver's: the next port); 0 = none
     prometheus_address = "0.0.0.0"          # interface the endpoint listens on ("127.0.0.1": this host only)
 
     [spark]

@@ -82,6 +82,13 @@ def test_netrc_credentials_for_the_host_never_replace_the_configured_ones(
     assert sent == "Basic " + base64.b64encode(b"alice:pw").decode()
     HttpSchemaRegistry(server["url"]).get_schema_by_id(3)  # none configured: none sent
     assert "Authorization" not in server["seen"][-1][1]
+    # a redirect to the same host: requests would put the netrc entry there
+    server["answers"] = [(302, {"Location": "/schemas/ids/5"}, b""), (200, {}, SCHEMA_BODY)]
+    HttpSchemaRegistry(server["url"], bearer_token="tok123456").get_schema_by_id(4)
+    assert [(p.split("?")[0], h["Authorization"]) for p, h in server["seen"][-2:]] == [
+        ("/schemas/ids/4", "Bearer tok123456"),
+        ("/schemas/ids/5", "Bearer tok123456"),
+    ]
 
 
 @pytest.mark.parametrize("retry_after", ["nan", "inf", "-inf", "NaN"])

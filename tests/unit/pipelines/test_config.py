@@ -83,6 +83,7 @@ def test_topics_and_pattern_exactly_one(tmp_path: Path) -> None:
         ("bronze", "trigger = 'once'", "bronze.trigger"),
         ("kafka", "max_offsets_per_trigger = -1", "kafka.max_offsets_per_trigger"),
         ("metrics", "prometheus_port = 70000", "metrics.prometheus_port"),
+        ("metrics", "prometheus_port = 65535", "metrics.prometheus_port"),
         ("metrics", "prometheus_address = ' '", "metrics.prometheus_address"),
         ("catalog", "metastore_uri = 'http://h:9083'", "catalog.metastore_uri"),
         ("catalog", "silver_database = 'my-silver'", "catalog.silver_database"),
