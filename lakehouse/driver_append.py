@@ -290,6 +290,10 @@ def append_arrow(
             (logger or log).info("%s: delta-rs refused the append (%s); Spark appends", path, exc)
             refused = True
         except DeltaError as exc:
+            if _UNSUPPORTED_FEATURES in str(exc):  # refused before any commit, not a race
+                (logger or log).info("%s: delta-rs cannot write it (%s); Spark appends", path, exc)
+                refused = True
+                return
             marker = batch_marker(app_id, batch_id)
             if not merging or is_delta_conflict(exc) or _landed_since(table, before, marker):
                 raise
@@ -299,6 +303,11 @@ def append_arrow(
 
     commit_once(spark, path, app_id, batch_id, write, replays, attempts, logger)
     return not refused
+
+
+# delta-rs' refusal of a table whose protocol needs a writer feature it does not have (row
+# tracking, domain metadata, clustering, ...): a CommitFailedError, which is otherwise a race
+_UNSUPPORTED_FEATURES = "Unsupported table features"
 
 
 def _landed_since(table: Any, version: int, marker: str) -> bool:

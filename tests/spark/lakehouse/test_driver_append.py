@@ -222,3 +222,19 @@ def test_a_merge_keeps_the_tables_nullability_and_takes_new_comments(
     assert [(f.name, f.nullable) for f in merged] == [("id", False), ("note", True)]
     assert merged["note"].metadata == {"comment": "A note."}
     assert spark.read.format("delta").load(path).collect() == [("a", "n")]
+
+
+def test_a_table_feature_delta_rs_cannot_write_leaves_the_append_to_spark(
+    spark: Any, tmp_path: Path, caplog: Any
+) -> None:
+    path = str(tmp_path / "tracked")
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (offset BIGINT, text STRING) USING delta "
+        "TBLPROPERTIES ('delta.enableRowTracking' = 'true')"
+    )
+    rows = pa.table({"offset": pa.array([1], pa.int64()), "text": pa.array(["a"])})
+    with caplog.at_level("INFO"):
+        assert not append_arrow(spark, rows, path, "app", 0, replays=FRESH)
+    assert "delta-rs cannot write it" in caplog.text
+    assert "retrying" not in caplog.text  # a refusal, not a lost race retried with backoff
+    assert DeltaTable.forPath(spark, path).history().count() == 1  # only the creation
