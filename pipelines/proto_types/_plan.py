@@ -17,7 +17,6 @@ from itertools import accumulate, chain, repeat
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 from google.protobuf.message import Message
@@ -39,6 +38,12 @@ from pyspark.sql.types import (
 )
 
 from pipelines.proto_types._json import to_json_text
+from pipelines.proto_types._time import (
+    ARROW_TIMESTAMP,
+    build_duration,
+    build_timestamp,
+    null_mask,
+)
 
 FD = FieldDescriptor
 
@@ -51,7 +56,6 @@ Extract = Callable[[list[Message]], pa.Array]
 
 UINT64_DECIMAL = DecimalType(20, 0)
 ARROW_UINT64_DECIMAL = pa.decimal128(20, 0)
-ARROW_TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
 @dataclass(frozen=True)
@@ -73,20 +77,16 @@ class Column:
     extract: Extract
 
 
-def _null_mask(present: list[bool] | None) -> pa.BooleanArray | None:
-    return None if present is None else pc.invert(pa.array(present, pa.bool_()))
-
-
 def _plain(arrow_type: pa.DataType) -> Build:
     def build(values: list[Any], present: list[bool] | None) -> pa.Array:
-        return pa.array(values, type=arrow_type, mask=_null_mask(present))
+        return pa.array(values, type=arrow_type, mask=null_mask(present))
 
     return build
 
 
 def _build_uint64(values: list[Any], present: list[bool] | None) -> pa.Array:
     # Arrow's cast from uint64 is exact; going through int64 would wrap 2**64-1 to -1.
-    return pa.array(values, type=pa.uint64(), mask=_null_mask(present)).cast(ARROW_UINT64_DECIMAL)
+    return pa.array(values, type=pa.uint64(), mask=null_mask(present)).cast(ARROW_UINT64_DECIMAL)
 
 
 _INT = Kind(IntegerType(), pa.int32(), _plain(pa.int32()))
@@ -134,31 +134,12 @@ def _enum_kind(enum: EnumDescriptor) -> Kind:
     lookup = names.__getitem__
 
     def build(values: list[Any], present: list[bool] | None) -> pa.Array:
-        return pa.array(list(map(lookup, values)), type=pa.string(), mask=_null_mask(present))
+        return pa.array(list(map(lookup, values)), type=pa.string(), mask=null_mask(present))
 
     return Kind(StringType(), pa.string(), build)
 
 
-_SECONDS = operator.attrgetter("seconds")
-_NANOS = operator.attrgetter("nanos")
 _VALUE = operator.attrgetter("value")
-
-
-def _build_timestamp(values: list[Any], present: list[bool] | None) -> pa.Array:
-    # Microseconds since the epoch, UTC; nanos (0..999,999,999 in a valid Timestamp) are
-    # truncated to whole microseconds, Spark's precision.
-    seconds = pa.array(list(map(_SECONDS, values)), pa.int64())
-    micros = pc.divide(pa.array(list(map(_NANOS, values)), pa.int64()), 1000)
-    total = pc.add_checked(pc.multiply_checked(seconds, 1_000_000), micros)
-    if present is not None:
-        total = pc.if_else(pa.array(present, pa.bool_()), total, None)
-    return total.cast(ARROW_TIMESTAMP)
-
-
-def _build_duration(values: list[Any], present: list[bool] | None) -> pa.Array:
-    # seconds and nanos share their sign (Duration's rule); int / int is correctly rounded.
-    floats = [(d.seconds * 1_000_000_000 + d.nanos) / 1_000_000_000 for d in values]
-    return pa.array(floats, type=pa.float64(), mask=_null_mask(present))
 
 
 def _build_json(values: list[Any], present: list[bool] | None) -> pa.Array:
@@ -180,11 +161,11 @@ def _wrapper(inner: Kind) -> Kind:
 JSON_KIND = Kind(StringType(), pa.string(), _build_json)
 
 WELL_KNOWN_KINDS: dict[str, Kind] = {
-    "google.protobuf.Timestamp": Kind(TimestampType(), ARROW_TIMESTAMP, _build_timestamp),
+    "google.protobuf.Timestamp": Kind(TimestampType(), ARROW_TIMESTAMP, build_timestamp),
     # Spark's DayTimeIntervalType arrives through mapInArrow (pa.duration("us")), but Delta
     # rejects interval columns (UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE) and the Delta protocol
     # has no interval type, so a Duration is a double of seconds.
-    "google.protobuf.Duration": Kind(DoubleType(), pa.float64(), _build_duration),
+    "google.protobuf.Duration": Kind(DoubleType(), pa.float64(), build_duration),
     "google.protobuf.DoubleValue": _wrapper(_DOUBLE),
     "google.protobuf.FloatValue": _wrapper(_FLOAT),
     "google.protobuf.Int64Value": _wrapper(_LONG),
@@ -208,7 +189,7 @@ def _struct_kind(columns: list[Column]) -> Kind:
 
     def build(values: list[Any], present: list[bool] | None) -> pa.Array:
         children = [extract(values) for extract in extracts]
-        return pa.StructArray.from_arrays(children, fields=fields, mask=_null_mask(present))
+        return pa.StructArray.from_arrays(children, fields=fields, mask=null_mask(present))
 
     return Kind(spark, pa.struct(fields), build)
 

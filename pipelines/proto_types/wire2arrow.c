@@ -287,6 +287,8 @@ static int append_timestamp(Builder *b, const uint8_t *p, size_t n, uint8_t vali
   int64_t seconds, nanos;
   if (read_seconds_nanos(p, n, &seconds, &nanos)) return GIVE_BACK;
   if (nanos < 0 || nanos > 999999999) return GIVE_BACK;
+  /* years 1 to 9999, Timestamp's range: the upb path refuses the others */
+  if (seconds < -62135596800LL || seconds > 253402300799LL) return GIVE_BACK;
   int64_t micros;
   if (__builtin_mul_overflow(seconds, (int64_t)1000000, &micros)) return GIVE_BACK;
   if (__builtin_add_overflow(micros, nanos / 1000, &micros)) return GIVE_BACK;
@@ -300,6 +302,10 @@ static int append_timestamp(Builder *b, const uint8_t *p, size_t n, uint8_t vali
 static int append_duration(Builder *b, const uint8_t *p, size_t n, uint8_t valid) {
   int64_t seconds, nanos;
   if (read_seconds_nanos(p, n, &seconds, &nanos)) return GIVE_BACK;
+  /* nanos within a second and of the seconds' sign (Duration's rule): the upb path refuses
+   * the others */
+  if (nanos < -999999999 || nanos > 999999999) return GIVE_BACK;
+  if ((seconds > 0 && nanos < 0) || (seconds < 0 && nanos > 0)) return GIVE_BACK;
   int64_t total;
   if (__builtin_mul_overflow(seconds, (int64_t)1000000000, &total)) return GIVE_BACK;
   if (__builtin_add_overflow(total, nanos, &total)) return GIVE_BACK;

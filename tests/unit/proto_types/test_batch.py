@@ -100,13 +100,18 @@ def test_converter_for_caches_per_descriptor_and_depth(protos):
     assert converter_for(descriptor, 2).spark_schema == spark_schema_for(descriptor, 2)
 
 
-def test_a_timestamp_beyond_int64_microseconds_names_the_record(protos):
+@pytest.mark.parametrize(
+    ("seconds", "nanos"),
+    [(2**62, 0), (253_402_300_800, 0), (-62_135_596_801, 0), (0, -1), (0, 10**9)],
+)
+def test_a_timestamp_out_of_range_names_the_record(protos, seconds, nanos):
+    # 2**62 s would overflow int64 microseconds; the others are outside Timestamp's range
     cls = protos.v3("WellKnown")
     fine = cls()
     fine.ts.seconds = 1
     broken = cls()
-    broken.ts.seconds = 2**62  # a valid int64, but not as microseconds (and not a valid Timestamp)
+    broken.ts.seconds, broken.ts.nanos = seconds, nanos
     with pytest.raises(RowConversionError) as info:
         RowConverter(cls.DESCRIPTOR).to_record_batch([fine, broken])
     assert (info.value.index, info.value.column) == (1, "ts")
-    assert "overflow" in str(info.value).lower()
+    assert "Timestamp out of range" in str(info.value)

@@ -579,3 +579,34 @@ def test_wrappers_are_null_unset_and_their_value_when_set(protos: Any, lib: Any)
     assert picked[0] == (None, None, None, None, None, None, [])
     assert picked[1][:3] == (0, "x", 2**64 - 1)
     assert picked[2][3:] == (True, 0, "max_count", [0, 7])
+
+
+def test_timestamps_and_durations_outside_their_range_are_no_rows(protos: Any, lib: Any) -> None:
+    # protobuf's JSON mapping refuses them; so does the row mapping (quarantined: BAD_PAYLOAD)
+    maps = protos.descriptor("protolake.test.v3.Maps")
+    timing = protos.descriptor("protolake.test.native.Timing")
+
+    def ts_entry(seconds: int, nanos: int) -> bytes:
+        ts = _tag(1, 0) + _varint(seconds % 2**64) + _tag(2, 0) + _varint(nanos % 2**64)
+        return _ld(7, _ld(1, b"t") + _ld(2, ts))
+
+    def took(seconds: int, nanos: int) -> bytes:
+        return _ld(1, _tag(1, 0) + _varint(seconds % 2**64) + _tag(2, 0) + _varint(nanos % 2**64))
+
+    stamps = [
+        ts_entry(253_402_300_799, 999_999_999),  # 9999-12-31T23:59:59.999999999Z
+        ts_entry(-62_135_596_800, 0),  # 0001-01-01T00:00:00Z
+        ts_entry(253_402_300_800, 0),  # year 10000
+        ts_entry(-62_135_596_801, 0),
+        ts_entry(0, 1_500_000_000),
+    ]
+    durations = [
+        took(-2, -5),
+        took(1, -5),  # signs that differ
+        took(-1, 5),
+        took(0, 1_000_000_000),
+    ]
+    assert [_oracle(protos, maps, p) is None for p in stamps] == [False, False, True, True, True]
+    assert [_oracle(protos, timing, p) is None for p in durations] == [False, True, True, True]
+    assert _check_against_oracle(protos, maps, stamps) == [2, 3, 4]
+    assert _check_against_oracle(protos, timing, durations) == [1, 2, 3]
