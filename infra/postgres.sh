@@ -64,31 +64,31 @@ EOF
 }
 
 # pg_init BIN: a new cluster in run/postgres/data, owned by the user that runs the server.
+# initdb fills a folder beside it, renamed into place when done: a PG_VERSION in
+# run/postgres/data is always a whole cluster. The password is kept first (run/postgres.env).
 pg_init() {
-  local bin="$1" password pwfile
+  local bin="$1" password pwfile new="$pg_data.new"
   mkdir -p "$pg_dir" "$logs"
   password="$(pg_env_get PGPASSWORD)"
   [ -n "$password" ] || password="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
-  # written before initdb: an initdb cut short leaves a cluster that this password opens, so a
-  # later start is never refused for a cluster whose password was never kept
   pg_write_env "$password"
-  rm -rf "$pg_data"; mkdir -m 700 "$pg_data"
+  rm -rf "$pg_data" "$new"; mkdir -m 700 "$new"
   pwfile="$pg_dir/.initdb-password"
   (umask 077; printf '%s\n' "$password" > "$pwfile")
   if [ "$(id -u)" = 0 ]; then
-    chown postgres:postgres "$pg_data" "$pwfile"
-    pg_as test -w "$pg_data" || {
+    chown postgres:postgres "$new" "$pwfile"
+    pg_as test -w "$new" || {
       rm -f "$pwfile"
-      die "PostgreSQL runs as the user postgres, which cannot reach $pg_data: use a run folder every user can traverse (PROTOLAKE_RUN_DIR)"
+      die "PostgreSQL runs as the user postgres, which cannot reach $pg_dir: use a run folder every user can traverse (PROTOLAKE_RUN_DIR)"
     }
   fi
   echo "initialising PostgreSQL in $pg_data"
-  if ! pg_as "$bin/initdb" -D "$pg_data" -U protolake --pwfile="$pwfile" --auth=scram-sha-256 \
+  if ! pg_as "$bin/initdb" -D "$new" -U protolake --pwfile="$pwfile" --auth=scram-sha-256 \
       -E UTF8 --no-locale >> "$logs/postgres.log" 2>&1; then
     rm -f "$pwfile"; die "initdb failed (log in $logs/postgres.log)"
   fi
   rm -f "$pwfile"
-  pg_write_env "$password"
+  mv "$new" "$pg_data"
 }
 
 # pg_psql SQL...: run SQL against the server's `postgres` database as the role of run/postgres.env.

@@ -290,7 +290,7 @@ def append_arrow(
             (logger or log).info("%s: delta-rs refused the append (%s); Spark appends", path, exc)
             refused = True
         except DeltaError as exc:
-            if _UNSUPPORTED_FEATURES in str(exc):  # refused before any commit, not a race
+            if _unsupported_features(exc):  # refused before any commit, not a race
                 (logger or log).info("%s: delta-rs cannot write it (%s); Spark appends", path, exc)
                 refused = True
                 return
@@ -305,9 +305,12 @@ def append_arrow(
     return not refused
 
 
-# delta-rs' refusal of a table whose protocol needs a writer feature it does not have (row
-# tracking, domain metadata, clustering, ...): a CommitFailedError, which is otherwise a race
-_UNSUPPORTED_FEATURES = "Unsupported table features"
+def _unsupported_features(exc: Exception) -> bool:
+    """Whether delta-rs refused a table whose protocol needs a feature it does not have (row
+    tracking, domain metadata, clustering, ...): a ``CommitFailedError``, otherwise a race
+    ("Unsupported table features required: [...]", or "writer features" in older wordings)."""
+    text = str(exc)
+    return "Unsupported" in text and "features" in text
 
 
 def _landed_since(table: Any, version: int, marker: str) -> bool:

@@ -6,8 +6,8 @@ When the mapping cannot be produced, nothing is lost: the message is written as
 ``{"@type": "type.googleapis.com/<full name>", "value": "<base64 of its bytes>"}``, the shape
 of an ``Any`` (for an ``Any`` its own type URL and value bytes). That happens for an ``Any``
 whose type is not in the descriptor pool (or anywhere inside a message being written) or whose
-bytes do not parse as that type, and for a ``Value`` holding NaN or an infinity, which JSON
-cannot represent.
+bytes do not parse as that type, for a ``Value`` holding NaN or an infinity, which JSON
+cannot represent, and for a Timestamp or Duration outside its range.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Timestamp and Duration columns (``pipelines.proto_types``' mapping of the two
 well-known types): a Timestamp as microseconds since the epoch (UTC), a Duration as seconds
 (a double). A value outside the type's range, as protobuf's JSON mapping checks it, makes no
-row: the converter raises, and the record goes to quarantine (``BAD_PAYLOAD``)."""
+row: the converter raises, and the record goes to quarantine (``BAD_PAYLOAD``). (Inside a
+message kept as JSON text, ``_json`` writes its fallback text instead.)"""
 
 from __future__ import annotations
 
@@ -57,16 +58,20 @@ def build_duration(values: list[Any], present: list[bool] | None) -> pa.Array:
     Raises:
         ValueError: one is out of range, or its seconds and nanos differ in sign.
     """
-    for d in values:
-        if not _valid_duration(d.seconds, d.nanos):
-            raise ValueError(
-                "a Duration out of range (+-315,576,000,000 s, nanos within +-999,999,999 "
-                "and of the seconds' sign)"
-            )
-    floats = [(d.seconds * 1_000_000_000 + d.nanos) / 1_000_000_000 for d in values]
+    seconds = list(map(_SECONDS, values))
+    nanos = list(map(_NANOS, values))
+    if not _valid_durations(pa.array(seconds, pa.int64()), pa.array(nanos, pa.int64())):
+        raise ValueError(
+            "a Duration out of range (+-315,576,000,000 s, nanos within +-999,999,999 and of "
+            "the seconds' sign)"
+        )
+    floats = [(s * 1_000_000_000 + n) / 1_000_000_000 for s, n in zip(seconds, nanos, strict=True)]
     return pa.array(floats, type=pa.float64(), mask=null_mask(present))
 
 
-def _valid_duration(seconds: int, nanos: int) -> bool:
-    signs_agree = (seconds >= 0 and nanos >= 0) or (seconds <= 0 and nanos <= 0)
-    return abs(seconds) <= DURATION_SECONDS and abs(nanos) <= NANOS and signs_agree
+def _valid_durations(seconds: pa.Array, nanos: pa.Array) -> bool:
+    in_range = _within(seconds, -DURATION_SECONDS, DURATION_SECONDS) and _within(
+        nanos, -NANOS, NANOS
+    )
+    opposite = pc.less(pc.multiply(pc.sign(seconds), pc.sign(nanos)), 0)
+    return in_range and not pc.any(opposite).as_py()

@@ -46,7 +46,7 @@ class TablePlan:
     versions: list[Resolution]
     conflicts: list[tuple[Resolution, str]]
     # what the driver's cache of the table's columns was when planned (``written_schemas``)
-    stamp: int = 0
+    stamp: int = -1  # -1: none read (what the plan wrote is then not kept)
 
 
 def plan_tables(
