@@ -137,6 +137,19 @@ def write_bronze(spark: Any, path: str, rows: Iterable[tuple[Any, ...]]) -> None
     spark.createDataFrame(list(rows), BRONZE_DDL).write.format("delta").mode("append").save(path)
 
 
+def run_ping_batch(
+    spark: Any, lake: str, batch: Any, topic: str, schema_id: int, batch_id: int
+) -> None:
+    """Run silver batch ``batch`` (a ``SilverBatch``) on one framed Ping of ``topic``, its
+    bronze rows written alone under ``<lake>/bronze/<topic>.<batch_id>``."""
+    from tests.support.ops_itkit import framed, ping_payload
+
+    bronze = f"{lake}/bronze/{topic}.{batch_id}"
+    rows = [bronze_row(framed(schema_id, ping_payload("p", batch_id)), topic, batch_id)]
+    write_bronze(spark, bronze, rows)
+    batch(spark.read.format("delta").load(bronze), batch_id)
+
+
 def poison_values(payload: bytes) -> dict[str, bytes | None]:
     """Poison record values by the reason code each must get (schema id 999999 is unknown)."""
     return {

@@ -13,8 +13,7 @@ from lakehouse.tables import table_properties
 from pipelines.naming import KAFKA_TOPICS_PROPERTY, table_name_for
 from pipelines.silver import SilverBatch
 from pipelines.silver.tables import SCHEMA_VERSIONS_PROPERTY
-from tests.support.ops_itkit import framed, ping_payload
-from tests.support.silver_testkit import bronze_row, write_bronze
+from tests.support.silver_testkit import run_ping_batch
 from tests.support.stack import register_proto_schema
 
 V1 = 'syntax = "proto3";\npackage regmerge.v1;\nmessage Ping {\n  string id = 1;\n  int64 n = 2;\n}\n'
@@ -33,10 +32,7 @@ def test_a_query_registering_later_keeps_what_another_registered(
     databases = CatalogDatabases(bronze="", silver=database, quarantine="", quality="")
 
     def run_batch(batch: SilverBatch, topic: str, schema_id: int, batch_id: int) -> None:
-        bronze = f"{lake}/bronze/{topic}.{batch_id}"  # the batch's bronze rows alone
-        rows = [bronze_row(framed(schema_id, ping_payload("p", batch_id)), topic, batch_id)]
-        write_bronze(spark, bronze, rows)
-        batch(spark.read.format("delta").load(bronze), batch_id)
+        run_ping_batch(spark, lake, batch, topic, schema_id, batch_id)
 
     query_a, query_b = (
         SilverBatch(spark, lake, str(uuid.uuid4()), resolver, databases=databases) for _ in range(2)

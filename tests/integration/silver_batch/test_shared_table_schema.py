@@ -10,8 +10,7 @@ from typing import Any
 from codec import SchemaResolver, open_registry
 from pipelines.naming import table_name_for
 from pipelines.silver import SilverBatch
-from tests.support.ops_itkit import framed, ping_payload
-from tests.support.silver_testkit import bronze_row, write_bronze
+from tests.support.silver_testkit import run_ping_batch
 from tests.support.stack import register_proto_schema
 
 V1 = 'syntax = "proto3";\npackage shared.v1;\nmessage Ping {\n  string id = 1;\n  int64 n = 2;\n}\n'
@@ -31,10 +30,7 @@ def test_a_version_conflicting_with_what_another_query_added_is_quarantined(
     resolver = SchemaResolver(open_registry(registry.url))
 
     def run_batch(batch: SilverBatch, topic: str, schema_id: int, batch_id: int) -> None:
-        bronze = f"{lake}/bronze/{topic}.{batch_id}"  # the batch's bronze rows alone
-        rows = [bronze_row(framed(schema_id, ping_payload("p", batch_id)), topic, batch_id)]
-        write_bronze(spark, bronze, rows)
-        batch(spark.read.format("delta").load(bronze), batch_id)
+        run_ping_batch(spark, lake, batch, topic, schema_id, batch_id)
 
     query_a, query_b = (SilverBatch(spark, lake, str(uuid.uuid4()), resolver) for _ in range(2))
     run_batch(query_b, topic_b, v1, 0)  # creates the table: id, n
