@@ -137,7 +137,8 @@ write_metastore_config() {
 metastore_up() {
   local pid
   if pid="$(pid_of metastore "$metastore_marker")"; then
-    echo "metastore already running (pid $pid) on thrift://127.0.0.1:$metastore_port"
+    already_running metastore "$pid" tcp "127.0.0.1:$metastore_port" "$timeout" \
+      "thrift://127.0.0.1:$metastore_port"
     return 0
   fi
   command -v java >/dev/null || die "java (JDK 17+) is required"
@@ -174,7 +175,8 @@ sqlserver_jvm="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 sqlserver_up() {
   local pid auth=() jars
   if pid="$(pid_of sqlserver "$sqlserver_marker")"; then
-    echo "sqlserver already running (pid $pid) on jdbc:hive2://$sql_host:$sql_port/"
+    already_running sqlserver "$pid" tcp "$sql_host:$sql_port" "$((timeout * 2))" \
+      "jdbc:hive2://$sql_host:$sql_port/"
     return 0
   fi
   [ -f "$spark_jars/.complete" ] || [ -n "$(ls "$spark_jars"/delta-spark_*.jar 2>/dev/null)" ] \

@@ -110,7 +110,7 @@ pg_await_ready() {
 postgres_up() {
   local pid bin db
   if pid="$(pid_of postgres "$pg_marker")"; then
-    echo "postgres already running (pid $pid) on 127.0.0.1:$pg_port"
+    already_running postgres "$pid" tcp "127.0.0.1:$pg_port" "$timeout" "127.0.0.1:$pg_port"
     return 0
   fi
   bin="$(pg_bin)"

@@ -77,7 +77,7 @@ s3_create_buckets() {
 s3_up() {
   local pid p
   if pid="$(pid_of s3 "$s3_marker")"; then
-    echo "s3 already running (pid $pid) on http://127.0.0.1:$s3_port"
+    already_running s3 "$pid" s3 "http://127.0.0.1:$s3_port" "$timeout" "http://127.0.0.1:$s3_port"
     return 0
   fi
   [ -x "$weed" ] || die "SeaweedFS missing at $weed: run infra/setup.sh (or make setup)"

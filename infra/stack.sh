@@ -141,6 +141,18 @@ await_start() {
   echo "$name ready (pid $pid)"
 }
 
+# already_running NAME PID KIND TARGET TIMEOUT WHERE: a process of NAME found running (pid
+# PID) is taken once infra/healthcheck.py KIND TARGET answers (at most TIMEOUT seconds: it may
+# still be starting, from another `up`), and "NAME already running (pid PID) on WHERE" is
+# printed; one that does not answer fails the start, saying how to replace it (exit 1).
+already_running() {
+  local name="$1" pid="$2" kind="$3" target="$4" limit="$5" where="$6"
+  if ! "$python" "$root/infra/healthcheck.py" "$kind" "$target" --timeout "$limit" --pid "$pid"; then
+    die "$name runs (pid $pid) but does not answer at $target: infra/stack.sh down $name, then up again"
+  fi
+  echo "$name already running (pid $pid) on $where"
+}
+
 # ---------------------------------------------------------------- Kafka (KRaft, one node)
 kafka_marker="kafka.Kafka $run/kafka/server.properties"
 
@@ -240,7 +252,7 @@ spawn() {
 kafka_up() {
   local pid
   if pid="$(pid_of kafka "$kafka_marker")"; then
-    echo "kafka already running (pid $pid) on 127.0.0.1:$kafka_port"
+    already_running kafka "$pid" kafka "127.0.0.1:$kafka_port" "$timeout" "127.0.0.1:$kafka_port"
     return 0
   fi
   [ -f "$jars/.complete" ] || die "Kafka jars missing in $jars: run infra/fetch_jars.sh (or make setup)"
@@ -287,7 +299,8 @@ registry_marker="--port $registry_port --data $run/registry.json"
 registry_up() {
   local pid
   if pid="$(pid_of registry "$registry_marker")"; then
-    echo "registry already running (pid $pid) on http://127.0.0.1:$registry_port"
+    already_running registry "$pid" registry "http://127.0.0.1:$registry_port" "$timeout" \
+      "http://127.0.0.1:$registry_port"
     return 0
   fi
   port_busy "$registry_port" && die "port $registry_port is in use by another process (not this stack's registry); set PROTOLAKE_REGISTRY_URL to a free port"
@@ -311,7 +324,8 @@ apicurio_marker="-Dprotolake.run=$run/apicurio"
 apicurio_up() {
   local pid jar
   if pid="$(pid_of apicurio "$apicurio_marker")"; then
-    echo "apicurio already running (pid $pid) on http://127.0.0.1:$apicurio_port/apis/ccompat/v7"
+    already_running apicurio "$pid" registry "http://127.0.0.1:$apicurio_port/apis/ccompat/v7" \
+      "$timeout" "http://127.0.0.1:$apicurio_port/apis/ccompat/v7"
     return 0
   fi
   [ -f "$apicurio_dir/.complete" ] || die "Apicurio Registry missing in $apicurio_dir: run infra/fetch_jars.sh (or make setup)"

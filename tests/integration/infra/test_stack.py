@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -220,3 +221,28 @@ def test_private_apicurio_lifecycle(tmp_path):
     finally:
         stack("down", "apicurio")
     assert not _port_open(port)
+
+
+def test_a_running_process_that_does_not_answer_is_not_taken_for_the_service(tmp_path):
+    # e.g. a broker still shutting down after a start that failed: `up` must not say it runs
+    run, port = tmp_path / "run", free_port()
+    marker = f"--port {port} --data {run}/registry.json"  # as the stack's registry is started
+    silent = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", *marker.split()]
+    )
+    env = {
+        **os.environ,
+        "PROTOLAKE_RUN_DIR": str(run),
+        "PROTOLAKE_REGISTRY_URL": f"http://127.0.0.1:{port}",
+        "PROTOLAKE_START_TIMEOUT": "3",  # how long a running one is given to answer
+    }
+    try:
+        result = subprocess.run(
+            [str(STACK), "up", "registry"], env=env, capture_output=True, text=True, timeout=90
+        )
+        assert result.returncode != 0, result.stdout
+        assert f"registry runs (pid {silent.pid}) but does not answer" in result.stderr
+        assert "already running" not in result.stdout
+    finally:
+        silent.kill()
+        silent.wait()
