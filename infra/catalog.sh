@@ -138,8 +138,7 @@ metastore_up() {
   local pid
   if pid="$(pid_of metastore "$metastore_marker")"; then
     already_running metastore "$pid" tcp "127.0.0.1:$metastore_port" "$timeout" \
-      "thrift://127.0.0.1:$metastore_port"
-    return 0
+      "thrift://127.0.0.1:$metastore_port" && return 0
   fi
   command -v java >/dev/null || die "java (JDK 17+) is required"
   compile_hive_classes
@@ -176,8 +175,7 @@ sqlserver_up() {
   local pid auth=() jars
   if pid="$(pid_of sqlserver "$sqlserver_marker")"; then
     already_running sqlserver "$pid" tcp "$sql_host:$sql_port" "$((timeout * 2))" \
-      "jdbc:hive2://$sql_host:$sql_port/"
-    return 0
+      "jdbc:hive2://$sql_host:$sql_port/" && return 0
   fi
   [ -f "$spark_jars/.complete" ] || [ -n "$(ls "$spark_jars"/delta-spark_*.jar 2>/dev/null)" ] \
     || die "Delta jars missing in $spark_jars: run infra/fetch_jars.sh (or make setup)"

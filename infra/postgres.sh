@@ -110,8 +110,10 @@ pg_await_ready() {
 postgres_up() {
   local pid bin db
   if pid="$(pid_of postgres "$pg_marker")"; then
-    already_running postgres "$pid" tcp "127.0.0.1:$pg_port" "$timeout" "127.0.0.1:$pg_port"
-    return 0
+    if already_running postgres "$pid" tcp "127.0.0.1:$pg_port" "$timeout" "127.0.0.1:$pg_port"; then
+      pg_await_ready || die "postgres (pid $pid) does not accept logins"
+      return 0
+    fi
   fi
   bin="$(pg_bin)"
   command -v psql >/dev/null || die "psql is missing: run infra/setup.sh (Debian's postgresql)"

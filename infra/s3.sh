@@ -77,8 +77,8 @@ s3_create_buckets() {
 s3_up() {
   local pid p
   if pid="$(pid_of s3 "$s3_marker")"; then
-    already_running s3 "$pid" s3 "http://127.0.0.1:$s3_port" "$timeout" "http://127.0.0.1:$s3_port"
-    return 0
+    already_running s3 "$pid" s3 "http://127.0.0.1:$s3_port" "$timeout" "http://127.0.0.1:$s3_port" \
+      && return 0
   fi
   [ -x "$weed" ] || die "SeaweedFS missing at $weed: run infra/setup.sh (or make setup)"
   for p in "$s3_port" "$s3_master_port" "$s3_volume_port" "$s3_filer_port"; do

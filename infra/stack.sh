@@ -142,12 +142,20 @@ await_start() {
 }
 
 # already_running NAME PID KIND TARGET TIMEOUT WHERE: a process of NAME found running (pid
-# PID) is taken once infra/healthcheck.py KIND TARGET answers (at most TIMEOUT seconds: it may
-# still be starting, from another `up`), and "NAME already running (pid PID) on WHERE" is
-# printed; one that does not answer fails the start, saying how to replace it (exit 1).
+# PID) is taken once infra/healthcheck.py KIND TARGET answers: "NAME already running (pid PID)
+# on WHERE" is printed. A process younger than TIMEOUT seconds (still starting, from another
+# `up`) is given that long, an older one 5 s. Returns 1 when the process ended meanwhile (the
+# caller starts the service); one that runs but does not answer fails the start, saying how
+# to replace it (exit 1).
 already_running() {
-  local name="$1" pid="$2" kind="$3" target="$4" limit="$5" where="$6"
+  local name="$1" pid="$2" kind="$3" target="$4" limit="$5" where="$6" age
+  age="$(ps -o etimes= -p "$pid" 2>/dev/null | tr -d ' ' || true)"
+  [ "${age:-0}" -lt "$limit" ] || limit=5
   if ! "$python" "$root/infra/healthcheck.py" "$kind" "$target" --timeout "$limit" --pid "$pid"; then
+    if ! kill -0 "$pid" 2>/dev/null; then
+      rm -f "$pids/$name.pid"
+      return 1
+    fi
     die "$name runs (pid $pid) but does not answer at $target: infra/stack.sh down $name, then up again"
   fi
   echo "$name already running (pid $pid) on $where"
@@ -252,8 +260,7 @@ spawn() {
 kafka_up() {
   local pid
   if pid="$(pid_of kafka "$kafka_marker")"; then
-    already_running kafka "$pid" kafka "127.0.0.1:$kafka_port" "$timeout" "127.0.0.1:$kafka_port"
-    return 0
+    already_running kafka "$pid" kafka "127.0.0.1:$kafka_port" "$timeout" "127.0.0.1:$kafka_port" && return 0
   fi
   [ -f "$jars/.complete" ] || die "Kafka jars missing in $jars: run infra/fetch_jars.sh (or make setup)"
   command -v java >/dev/null || die "java (JDK 17+) is required"
@@ -300,8 +307,7 @@ registry_up() {
   local pid
   if pid="$(pid_of registry "$registry_marker")"; then
     already_running registry "$pid" registry "http://127.0.0.1:$registry_port" "$timeout" \
-      "http://127.0.0.1:$registry_port"
-    return 0
+      "http://127.0.0.1:$registry_port" && return 0
   fi
   port_busy "$registry_port" && die "port $registry_port is in use by another process (not this stack's registry); set PROTOLAKE_REGISTRY_URL to a free port"
   echo "starting schema registry on http://127.0.0.1:$registry_port"
@@ -325,8 +331,7 @@ apicurio_up() {
   local pid jar
   if pid="$(pid_of apicurio "$apicurio_marker")"; then
     already_running apicurio "$pid" registry "http://127.0.0.1:$apicurio_port/apis/ccompat/v7" \
-      "$timeout" "http://127.0.0.1:$apicurio_port/apis/ccompat/v7"
-    return 0
+      "$timeout" "http://127.0.0.1:$apicurio_port/apis/ccompat/v7" && return 0
   fi
   [ -f "$apicurio_dir/.complete" ] || die "Apicurio Registry missing in $apicurio_dir: run infra/fetch_jars.sh (or make setup)"
   jar="$(ls "$apicurio_dir"/apicurio-registry-app-*-runner.jar)"
