@@ -6,7 +6,7 @@ needs for the same lakehouse; callers keep naming paths as :class:`lakehouse.lay
 spells them (a local folder, ``file:...``, ``s3a://bucket/key``) and the store translates them
 into its file system's form (``bucket/key`` for S3). :meth:`Store.local` reads local folders;
 an object-store one is built from the configuration by
-``pipelines.settings.clients.lakehouse_store`` (the one translation of ``[s3]``).
+``pipelines.settings.object_store.lakehouse_store`` (the one translation of ``[s3]``).
 
 Listing a folder that does not exist gives nothing; other failures of the file system (a
 refused credential, ...) are raised as pyarrow raised them (``OSError``), for the caller to

@@ -5,7 +5,7 @@ under a folder, a table's version, comment and properties.
 :func:`silver_versions` answer with Spark when a session is given (any Hadoop file system:
 ``s3a://``, ``abfss://``, local), and with ``deltalake`` (delta-rs) when none is, so callers
 without a JVM (Airflow) read the same tables (on an object store, through a
-:class:`lakehouse.store.Store`: ``pipelines.settings.clients.lakehouse_store``). Callers name a
+:class:`lakehouse.store.Store`: ``pipelines.settings.object_store.lakehouse_store``). Callers name a
 table; none reads its log.
 
 pyspark and delta-spark are imported by the functions that use them, never at import time:

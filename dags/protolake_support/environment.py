@@ -157,7 +157,7 @@ def open_lakehouse(cfg: Any) -> tuple[Layout, Store] | None:
 
     A local root is made absolute (relative paths resolve against the task's working
     directory, as the jobs resolve them); an ``s3a://`` root is read with ``[s3]``
-    (:func:`pipelines.settings.clients.lakehouse_store`) once its bucket answers. None, logged,
+    (:func:`pipelines.settings.object_store.lakehouse_store`) once its bucket answers. None, logged,
     for a lakehouse on another file system.
 
     Raises:
@@ -165,7 +165,7 @@ def open_lakehouse(cfg: Any) -> tuple[Layout, Store] | None:
             its bucket missing or the credentials refused (one line naming which).
     """
     from lakehouse.layout import Layout
-    from pipelines.settings.clients import lakehouse_store
+    from pipelines.settings.object_store import lakehouse_store
     from pipelines.settings.preflight import check_store
 
     layout = Layout(cfg.lakehouse_path)

@@ -24,7 +24,7 @@ from pipelines.demo.produce import first_line
 from pipelines.demo.report import DemoReport, evaluate_checks
 from pipelines.naming import bronze_table_of_topic, table_name_for
 from pipelines.settings import ProtolakeConfig
-from pipelines.settings.clients import lakehouse_store
+from pipelines.settings.object_store import lakehouse_store
 
 
 def collect_report(spark: Any, cfg: ProtolakeConfig, report: DemoReport) -> None:

@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 from lakehouse.hadoop import hadoop_path
 from lakehouse.layout import has_scheme
 from lakehouse.store import Store
-from pipelines.settings.clients import CONNECT_TIMEOUT, lakehouse_bucket
 from pipelines.settings.config import ProtolakeConfig
+from pipelines.settings.object_store import CONNECT_TIMEOUT, lakehouse_bucket
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -112,7 +112,7 @@ def check_local_root(spark: SparkSession, cfg: ProtolakeConfig) -> None:
 
 def check_store(cfg: ProtolakeConfig, store: Store) -> None:
     """Check that the ``s3a://`` lakehouse of ``cfg`` can be listed through ``store`` (its
-    :func:`pipelines.settings.clients.lakehouse_store`). Nothing for another lakehouse.
+    :func:`pipelines.settings.object_store.lakehouse_store`). Nothing for another lakehouse.
 
     Raises:
         StoreError: the endpoint is unreachable, the bucket is missing, or the credentials

@@ -24,7 +24,8 @@ from pipelines.demo.produce import produce_demo_stream
 from pipelines.jobs import submit_command
 from pipelines.quarantine import check_invariant
 from pipelines.settings import parse_config
-from pipelines.settings.clients import delta_storage_options, prepare_session
+from pipelines.settings.clients import prepare_session
+from pipelines.settings.object_store import delta_storage_options
 from tests.support.stack import BOOTSTRAP, free_port
 
 pytestmark = pytest.mark.integration

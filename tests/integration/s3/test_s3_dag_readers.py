@@ -23,7 +23,7 @@ from lakehouse.row_counts import delta_row_count
 from lakehouse.tables import silver_versions
 from pipelines.quarantine_state import OUTCOME_COLUMN, REPLAYED
 from pipelines.settings import parse_config
-from pipelines.settings.clients import delta_storage_options
+from pipelines.settings.object_store import delta_storage_options
 from pipelines.settings.preflight import StoreError
 from tests.support.airflow_kit import make_airflow
 from tests.support.checkpoints import checkpoint_batch_files, delta_source_offset

@@ -23,7 +23,7 @@ from pipelines import bronze, silver
 from pipelines.demo.config import load_demo_config
 from pipelines.demo.produce import produce_demo_stream
 from pipelines.quarantine import check_invariant
-from pipelines.settings.clients import delta_storage_options
+from pipelines.settings.object_store import delta_storage_options
 from tests.support.sql_endpoint import hive
 
 pytestmark = pytest.mark.integration

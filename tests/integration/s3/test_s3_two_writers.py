@@ -11,7 +11,8 @@ import pytest
 
 from lakehouse.delta import append_idempotent
 from pipelines.settings import parse_config
-from pipelines.settings.clients import delta_storage_options, prepare_session
+from pipelines.settings.clients import prepare_session
+from pipelines.settings.object_store import delta_storage_options
 from tests.support.stack import BOOTSTRAP
 
 pytestmark = pytest.mark.integration

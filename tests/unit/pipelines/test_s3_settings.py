@@ -7,11 +7,11 @@ import json
 import pytest
 
 from pipelines.settings import ConfigError, parse_config
-from pipelines.settings.clients import (
+from pipelines.settings.clients import loggable_config
+from pipelines.settings.object_store import (
     delta_storage_options,
     lakehouse_bucket,
     lakehouse_store,
-    loggable_config,
     s3a_hadoop_conf,
 )
 from pipelines.settings.preflight import describe_failure
