@@ -92,6 +92,33 @@ def _forget_catalog_tables() -> Iterator[None]:
             session.sql(f"DROP DATABASE IF EXISTS `{name}` CASCADE")
 
 
+# The loggers a command configures (pipelines.cli sets their levels and the progress logger's
+# handler): a test that runs a command in this process must not change what the next test logs.
+_CONFIGURED_LOGGERS = (
+    "pipelines",
+    "codec",
+    "lakehouse",
+    "quality",
+    "pipelines.progress",
+    "pipelines.kafka_client",
+)
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """Give back each configured logger's level, handlers and propagation after each test
+    (the root logger's handlers are pytest's: they are left to it)."""
+    import logging
+
+    loggers = [logging.getLogger(name) for name in _CONFIGURED_LOGGERS]
+    saved = [(lg.level, list(lg.handlers), lg.propagate) for lg in loggers]
+    yield
+    for lg, (level, handlers, propagate) in zip(loggers, saved, strict=True):
+        lg.setLevel(level)
+        lg.handlers[:] = handlers
+        lg.propagate = propagate
+
+
 @pytest.fixture(scope="session")
 def bootstrap() -> str:
     """The local stack's Kafka bootstrap address (fails when the broker does not answer)."""

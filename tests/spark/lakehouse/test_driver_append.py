@@ -233,7 +233,7 @@ def test_a_table_feature_delta_rs_cannot_write_leaves_the_append_to_spark(
         "TBLPROPERTIES ('delta.enableRowTracking' = 'true')"
     )
     rows = pa.table({"offset": pa.array([1], pa.int64()), "text": pa.array(["a"])})
-    with caplog.at_level("INFO"):
+    with caplog.at_level("INFO", logger="lakehouse"):
         assert not append_arrow(spark, rows, path, "app", 0, replays=FRESH)
     assert "delta-rs cannot write it" in caplog.text
     assert "retrying" not in caplog.text  # a refusal, not a lost race retried with backoff
