@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import re
+import types
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import requests
@@ -94,9 +95,16 @@ class RegistryAuth:
         """Make `session` send these credentials (and no others) on every request: none when
         none are configured. Set as the session's `auth`, they also keep requests from taking
         credentials of `~/.netrc` (`NETRC`) for the registry's host, which it does for a
-        session without one, replacing the `Authorization` header."""
+        session without one, replacing the `Authorization` header.
+
+        A caller's own session (not a :class:`RegistrySession`) gets the same redirect rule:
+        its redirects never take the netrc entry either."""
         session.headers.pop("Authorization", None)
         session.auth = _Authorization(self._authorization)
+        if not isinstance(session, RegistrySession):
+            session.rebuild_auth = types.MethodType(  # type: ignore[method-assign]
+                _keep_configured_auth, session
+            )
 
     def redact(self, text: str) -> str:
         """`text` with every secret replaced by "***"."""
@@ -128,9 +136,19 @@ class RegistrySession(requests.Session):
     def rebuild_auth(
         self, prepared_request: requests.PreparedRequest, response: requests.Response
     ) -> None:
-        headers, url = prepared_request.headers, prepared_request.url
-        if "Authorization" in headers and self.should_strip_auth(response.request.url, url):
-            del headers["Authorization"]
+        _keep_configured_auth(self, prepared_request, response)
+
+
+def _keep_configured_auth(
+    session: requests.Session,
+    prepared_request: requests.PreparedRequest,
+    response: requests.Response,
+) -> None:
+    """A redirect's ``rebuild_auth`` without netrc: drop the header on another host, keep it
+    on the same one."""
+    headers, url = prepared_request.headers, prepared_request.url
+    if "Authorization" in headers and session.should_strip_auth(response.request.url, url):
+        del headers["Authorization"]
 
 
 class _Authorization(requests.auth.AuthBase):

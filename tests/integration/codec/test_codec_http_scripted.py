@@ -89,6 +89,16 @@ def test_netrc_credentials_for_the_host_never_replace_the_configured_ones(
         ("/schemas/ids/4", "Bearer tok123456"),
         ("/schemas/ids/5", "Bearer tok123456"),
     ]
+    # the same with a session of the caller's own
+    import requests
+
+    server["answers"] = [(302, {"Location": "/schemas/ids/7"}, b""), (200, {}, SCHEMA_BODY)]
+    reg = HttpSchemaRegistry(server["url"], bearer_token="tok123456", session=requests.Session())
+    reg.get_schema_by_id(6)
+    assert [(p.split("?")[0], h["Authorization"]) for p, h in server["seen"][-2:]] == [
+        ("/schemas/ids/6", "Bearer tok123456"),
+        ("/schemas/ids/7", "Bearer tok123456"),
+    ]
 
 
 @pytest.mark.parametrize("retry_after", ["nan", "inf", "-inf", "NaN"])
