@@ -220,11 +220,13 @@ def _register_table(
     qualified = f"{quote(database)}.{quote(name)}"
     if not spark.catalog.databaseExists(database):
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(database)}")
-    if spark.catalog.tableExists(qualified):
-        current = registered_location(spark, qualified)
-        if current is None or not same_location(current, path):
+    current = registered_location(spark, database, name)
+    if current is not None:
+        if not current or not same_location(current, path):
+            gone = bool(current) and not is_delta_table(current, spark)
             raise CatalogLocationError(
-                f"{database}.{name} is registered at {current or 'an unknown location'}, not at "
+                f"{database}.{name} is registered at {current or 'an unknown location'}"
+                f"{' (no Delta table there any more)' if gone else ''}, not at "
                 f"{path}: drop that entry (DROP TABLE {database}.{name}; external, no data is "
                 "deleted) or configure another database for this lakehouse"
             )
@@ -254,12 +256,21 @@ def describe_table(
         spark.sql(f"ALTER TABLE {qualified} SET TBLPROPERTIES ({pairs})")
 
 
-def registered_location(spark: SparkSession, qualified: str) -> str | None:
-    """The location the catalog records for ``qualified``, or None when it records none."""
-    for row in spark.sql(f"DESCRIBE TABLE EXTENDED {qualified}").collect():
-        if (row["col_name"] or "").strip() == "Location":
-            return str(row["data_type"]).strip() or None
-    return None
+def registered_location(spark: SparkSession, database: str, name: str) -> str | None:
+    """The location the catalog records for ``database.name`` ("" when it records none), or
+    None when no such table is registered.
+
+    Read from the session catalog's own record, without loading the table: Spark's
+    ``tableExists`` and ``DESCRIBE`` load a Delta table, and fail on an entry whose location
+    holds no table any more (a lakehouse moved or deleted), which is a conflict to name.
+    """
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    catalog = spark._jsparkSession.sessionState().catalog()  # type: ignore[attr-defined]
+    ident = jvm.org.apache.spark.sql.catalyst.TableIdentifier.apply(name, jvm.scala.Some(database))
+    if not catalog.tableExists(ident):
+        return None
+    location = catalog.getTableMetadata(ident).storage().locationUri()
+    return str(location.get().toString()) if location.isDefined() else ""
 
 
 def same_location(a: str, b: str) -> bool:
