@@ -34,7 +34,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakehouse.driver_tables import set_description
 from lakehouse.layout import BRONZE, QUALITY, QUARANTINE, SILVER, Layout, location_key, table_name
@@ -264,7 +264,7 @@ def registered_location(spark: SparkSession, database: str, name: str) -> str | 
     ``tableExists`` and ``DESCRIBE`` load a Delta table, and fail on an entry whose location
     holds no table any more (a lakehouse moved or deleted), which is a conflict to name.
     """
-    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm: Any = spark._jvm  # type: ignore[attr-defined]
     catalog = spark._jsparkSession.sessionState().catalog()  # type: ignore[attr-defined]
     ident = jvm.org.apache.spark.sql.catalyst.TableIdentifier.apply(name, jvm.scala.Some(database))
     if not catalog.tableExists(ident):
