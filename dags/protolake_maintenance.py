@@ -18,6 +18,10 @@ quarantined records whose reason a fix upstream can cure: ``PROTOLAKE_REPLAY_REA
 changes are published like protolake_ingest's); the others stay with their new reason (shown
 by ``protolake status``; the task only fails when replay itself fails). It runs last and is
 not retried, so it never holds up the maintenance.
+
+A group whose maintenance failed does not keep the next ones from theirs (each task runs once
+the one before it ended); the run still fails when any task failed
+(:func:`protolake_support.run_state.fail_run_when_a_task_failed`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import DAG, AssetAlias, chain
 from protolake_support.environment import env_int
+from protolake_support.run_state import fail_run_when_a_task_failed
 from protolake_support.spark_submit import SILVER_ALIAS, ProtolakeSparkSubmitOperator
 
 SCHEDULE = os.environ.get("PROTOLAKE_MAINTENANCE_SCHEDULE", "@daily")
@@ -68,6 +73,7 @@ with DAG(
                     "--retention-hours",
                     str(RETENTION_HOURS),
                 ],
+                trigger_rule="all_done",  # a group that failed does not hold up the next
             )
             for group in TABLE_GROUPS
         ),
@@ -81,3 +87,4 @@ with DAG(
             trigger_rule="all_done",  # a failed maintenance of one group does not block it
         ),
     )
+    fail_run_when_a_task_failed(dag)

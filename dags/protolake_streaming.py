@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import DAG, task
 from protolake_support.environment import env_int
+from protolake_support.run_state import fail_run_when_a_task_failed
 from protolake_support.supervision import STREAM_JOBS
 
 SCHEDULE = os.environ.get("PROTOLAKE_STREAMING_SCHEDULE", "*/5 * * * *")
@@ -55,8 +56,9 @@ with DAG(
 ) as dag:
     previous = None
     for job in STREAM_JOBS:
-
-        @task(task_id=f"ensure_{job}")
+        # silver is judged and restarted even when bronze's check failed: it has bronze's
+        # backlog to take; the run still fails (fail_run_when_a_task_failed)
+        @task(task_id=f"ensure_{job}", trigger_rule="all_done")
         def ensure(job: str = job) -> dict[str, object]:
             """Judge the stream; start it when dead, restart it when stale."""
             from protolake_support.supervision import ensure_stream
@@ -67,3 +69,4 @@ with DAG(
         if previous is not None:
             previous >> current  # silver reads the bronze tables bronze creates
         previous = current
+    fail_run_when_a_task_failed(dag)

@@ -42,6 +42,7 @@ for dag_id, dag in bag.dags.items():
             t.task_id: {{
                 "type": type(t).__name__,
                 "upstream": sorted(t.upstream_task_ids),
+                "trigger_rule": str(t.trigger_rule.value if hasattr(t.trigger_rule, "value") else t.trigger_rule),
                 "retries": t.retries,
                 "retry_delay": t.retry_delay.total_seconds(),
                 "timeout": t.execution_timeout.total_seconds() if t.execution_timeout else None,
@@ -95,7 +96,10 @@ def test_the_dagbag_has_the_three_dags_and_no_import_errors(run_python):
             # replay fails on purpose when records still fail; a stream's check is retried by
             # the next check (a retry would find the stream it restarted alive: a crash loop
             # would end green)
-            if task_id == "replay" or dag_id == "protolake_streaming":
+            # and the watcher of a run's failures only reports them
+            if task_id in ("replay", "fail_run_when_a_task_failed") or (
+                dag_id == "protolake_streaming"
+            ):
                 assert t["retries"] == 0, (dag_id, task_id)
                 assert t["timeout"], (dag_id, task_id)
                 continue
@@ -150,12 +154,20 @@ def test_maintenance_maintains_each_table_group_in_turn_with_the_retention(run_p
     )["dags"]["protolake_maintenance"]
     assert dag["timetable"] == "0 0 * * *"
     tasks = dag["tasks"]
+    groups = ("bronze", "silver", "quarantine", "quality")
     assert {k: v["upstream"] for k, v in tasks.items()} == {
         "maintain_bronze": [],
         "maintain_silver": ["maintain_bronze"],
         "maintain_quarantine": ["maintain_silver"],
         "maintain_quality": ["maintain_quarantine"],
         "replay": ["maintain_quality"],
+        "fail_run_when_a_task_failed": sorted([*(f"maintain_{g}" for g in groups), "replay"]),
+    }
+    # each group and the replay run after the one before ended, failed or not; the run fails
+    # when any of them failed (tests/unit/dags/test_run_state.py)
+    assert {k: v["trigger_rule"] for k, v in tasks.items()} == {
+        **{k: "all_done" for k in tasks},
+        "fail_run_when_a_task_failed": "one_failed",
     }
     assert tasks["replay"]["subcommand"] == "replay"
     assert tasks["replay"]["args"] == ["--reason", "UNKNOWN_SCHEMA"]
@@ -178,7 +190,11 @@ def test_streaming_checks_bronze_then_silver_every_five_minutes_paused_at_first(
     assert {k: v["upstream"] for k, v in dag["tasks"].items()} == {
         "ensure_bronze": [],
         "ensure_silver": ["ensure_bronze"],
+        "fail_run_when_a_task_failed": ["ensure_bronze", "ensure_silver"],
     }
+    # silver is judged even when bronze's check failed; the run fails then all the same
+    assert dag["tasks"]["ensure_silver"]["trigger_rule"] == "all_done"
+    assert dag["tasks"]["fail_run_when_a_task_failed"]["trigger_rule"] == "one_failed"
 
 
 def test_replay_reasons_come_from_the_environment(run_python):
