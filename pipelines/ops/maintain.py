@@ -232,30 +232,16 @@ def maintain(
         lakehouse.lease.WriterLeaseError: from ``still_writer``; the tables after it are not
             maintained.
     """
-    if vacuum and retention_hours < SAFE_RETENTION_HOURS:
-        if not force_retention:
-            raise RetentionRefusedError(
-                f"--retention-hours {retention_hours:g} is below Delta's safety minimum of "
-                f"{SAFE_RETENTION_HOURS} h: running streams and readers may lose files they "
-                "still need. Add --force-retention if you really mean it."
-            )
-        log.warning(
-            "maintain: VACUUM with %g h retention, below the %d h safety minimum: %s = false",
-            retention_hours,
-            SAFE_RETENTION_HOURS,
-            RETENTION_CHECK_CONF,
-        )
-        print(
-            f"WARNING: vacuuming with {retention_hours:g} h retention (< {SAFE_RETENTION_HOURS} h); "
-            f"Delta's safety check is OFF ({RETENTION_CHECK_CONF}=false) for this run",
-            file=sys.stderr,
-        )
-        spark.conf.set(RETENTION_CHECK_CONF, "false")
+    forced = _forced_retention(retention_hours, force_retention) if vacuum else False
     t0 = time.monotonic()
     paths = tables_of(spark, lakehouse_path, group)
     results: list[dict[str, Any]] = []
     failed: list[dict[str, str]] = []
-    with progress(show_progress) as steps, listing_parallelism(spark):
+    with (
+        progress(show_progress) as steps,
+        listing_parallelism(spark),
+        _retention_check_off(spark, forced),
+    ):
         for path in steps.track(paths, f"maintaining {len(paths)} tables"):
             still_writer()  # not one table's failure: every table after it is another driver's
             try:
@@ -276,11 +262,53 @@ def maintain(
         "group": group,
         "dry_run": dry_run,
         "retention_hours": retention_hours,
-        "forced_retention": bool(force_retention and retention_hours < SAFE_RETENTION_HOURS),
+        "forced_retention": forced,
         "tables": results,
         "failed": failed,
         "seconds": round(time.monotonic() - t0, 3),
     }
+
+
+def _forced_retention(retention_hours: float, force_retention: bool) -> bool:
+    """Whether VACUUM goes below the safety minimum (forced, with a warning); refused unless
+    ``force_retention``."""
+    if retention_hours >= SAFE_RETENTION_HOURS:
+        return False
+    if not force_retention:
+        raise RetentionRefusedError(
+            f"--retention-hours {retention_hours:g} is below Delta's safety minimum of "
+            f"{SAFE_RETENTION_HOURS} h: running streams and readers may lose files they "
+            "still need. Add --force-retention if you really mean it."
+        )
+    log.warning(
+        "maintain: VACUUM with %g h retention, below the %d h safety minimum: %s = false",
+        retention_hours,
+        SAFE_RETENTION_HOURS,
+        RETENTION_CHECK_CONF,
+    )
+    print(
+        f"WARNING: vacuuming with {retention_hours:g} h retention (< {SAFE_RETENTION_HOURS} h); "
+        f"Delta's safety check is OFF ({RETENTION_CHECK_CONF}=false) for this run",
+        file=sys.stderr,
+    )
+    return True
+
+
+@contextmanager
+def _retention_check_off(spark: Any, off: bool) -> Iterator[None]:
+    """Delta's retention check off while maintaining (``off``), as the session had it after."""
+    if not off:
+        yield
+        return
+    previous = spark.conf.get(RETENTION_CHECK_CONF, None)
+    spark.conf.set(RETENTION_CHECK_CONF, "false")
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(RETENTION_CHECK_CONF)
+        else:
+            spark.conf.set(RETENTION_CHECK_CONF, previous)
 
 
 def add_parser(subparsers: Any) -> None:

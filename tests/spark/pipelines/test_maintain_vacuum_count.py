@@ -192,3 +192,29 @@ def test_a_retention_window_setting_the_job_made_is_kept(spark: Any, tmp_path: P
     finally:
         spark.conf.unset(maintain_mod.RETENTION_WINDOW_CONF)
     assert [r["vacuum"]["files_to_delete"] for r in out["tables"]] == [3]
+
+
+@pytest.mark.parametrize("session_had", [None, "true"])
+def test_a_forced_maintenance_gives_the_session_its_retention_check_back(
+    spark: Any, tmp_path: Path, session_had: str | None
+) -> None:
+    key = maintain_mod.RETENTION_CHECK_CONF
+    table = tmp_path / "lake" / "bronze" / "t"
+    _three_overwrites(spark, table)
+    if session_had is not None:
+        spark.conf.set(key, session_had)
+    try:
+        out = maintain_mod.maintain(
+            spark,
+            str(tmp_path / "lake"),
+            group="bronze",
+            retention_hours=0,
+            force_retention=True,
+            optimize=False,
+            show_progress=False,
+        )
+        assert out["forced_retention"] is True and out["failed"] == []
+        assert out["tables"][0]["vacuum"]["files_deleted"] > 0  # the check was off meanwhile
+        assert spark.conf.get(key, None) == session_had
+    finally:
+        spark.conf.unset(key)
