@@ -92,6 +92,28 @@ def _forget_catalog_tables() -> Iterator[None]:
             session.sql(f"DROP DATABASE IF EXISTS `{name}` CASCADE")
 
 
+# What a job's own session settings (pipelines.spark.LOCAL_CONF) would change in the shared
+# session: a job run in this process (protolake status, maintain) builds its session with
+# getOrCreate, which applies them to the running one. Given back after each test.
+_RUNTIME_TEST_CONF = ("spark.sql.shuffle.partitions", "spark.databricks.delta.snapshotPartitions")
+
+
+@pytest.fixture(autouse=True)
+def _restore_session_conf() -> Iterator[None]:
+    """Set the shared session's test settings again where a test's job changed them."""
+    yield
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is None:
+        return
+    for key in _RUNTIME_TEST_CONF:
+        if session.conf.get(key, None) != SPARK_TEST_CONF[key]:
+            session.conf.set(key, SPARK_TEST_CONF[key])
+
+
 # The loggers a command configures (pipelines.cli sets their levels and the progress logger's
 # handler): a test that runs a command in this process must not change what the next test logs.
 _CONFIGURED_LOGGERS = (

@@ -83,7 +83,7 @@ def make_config(lake: Path, topics: list[str], registry_url: str, **silver: Any)
         {
             "lakehouse": {"path": str(lake)},
             "kafka": {"bootstrap_servers": BOOTSTRAP, "topics": topics},
-            "registry": {"url": registry_url, "max_retries": 1, "timeout_seconds": 2.0},
+            "registry": {"url": registry_url, "max_retries": 2, "timeout_seconds": 15.0},
             "silver": silver,
         }
     )
@@ -101,8 +101,8 @@ def write_config_file(
         "topics = [" + ", ".join(f'"{t}"' for t in topics) + "]",
         "[registry]",
         f'url = "{registry_url}"',
-        "max_retries = 1",
-        "timeout_seconds = 2.0",
+        "max_retries = 2",
+        "timeout_seconds = 15.0",
         "[silver]",
     ]
     for k, v in silver.items():

@@ -114,7 +114,7 @@ def test_private_stack_lifecycle(tmp_path):
 
     def stack(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(STACK), *args], env=env, capture_output=True, text=True, timeout=180, check=False
+            [str(STACK), *args], env=env, capture_output=True, text=True, timeout=420, check=False
         )
 
     run.mkdir()
@@ -195,7 +195,7 @@ def test_private_apicurio_lifecycle(tmp_path):
 
     def stack(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(STACK), *args], env=env, capture_output=True, text=True, timeout=180, check=False
+            [str(STACK), *args], env=env, capture_output=True, text=True, timeout=420, check=False
         )
 
     try:
