@@ -51,6 +51,7 @@ from great_expectations.expectations.expectation_configuration import Expectatio
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import (
+    BooleanType,
     DataType,
     DateType,
     NumericType,
@@ -87,6 +88,9 @@ _BETWEEN = frozenset(
         "expect_column_min_to_be_between",
         "expect_column_max_to_be_between",
     }
+)
+_SETS = frozenset(
+    {"expect_column_values_to_be_in_set", "expect_column_values_to_not_be_in_set"}
 )
 # aggregate expectations: the metric each reads
 _AGGREGATES: dict[str, str] = {
@@ -334,6 +338,24 @@ def _types_fit(expectation: str, kwargs: dict[str, Any], types: dict[str, DataTy
                 b is None or isinstance(b, date) for b in bounds
             )
         return False
+    if expectation in _SETS and kind is not None:
+        return _set_fits(kwargs.get("value_set"), kind)
+    return True
+
+
+def _set_fits(values: Any, kind: DataType) -> bool:
+    """Whether a value set compares with a column as it is: strings with a string column,
+    numbers with a numeric one, booleans with a boolean one. Any other mix Spark casts, and
+    may fail to (``'PAID'`` as a number, in ANSI mode): GE runs such a rule and its error
+    names the rule (``QualityConfigError``) instead of failing every rule of the table."""
+    if not values:
+        return True
+    if isinstance(kind, StringType):
+        return all(isinstance(v, str) for v in values)
+    if isinstance(kind, NumericType):
+        return all(_is_number(v) for v in values)
+    if isinstance(kind, BooleanType):
+        return all(isinstance(v, bool) for v in values)
     return True
 
 

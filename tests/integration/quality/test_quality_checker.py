@@ -318,6 +318,32 @@ def test_error_inside_great_expectations_is_a_config_error(spark, tmp_path):
         )
 
 
+def test_a_value_set_spark_cannot_compare_with_the_column_names_its_rule(spark, tmp_path):
+    # 'PAID' and 1 against a string column: Spark casts the column to a number (ANSI mode
+    # fails on 'PAID'); the rule runs through GE, whose error names it, and the table's
+    # other rules are not taken down with it
+    mixed = in_set("status", ["PAID", 1], "warn")
+    checker = checker_for(spark, tmp_path, not_null("order_id", "warn"), mixed)
+    with pytest.raises(
+        QualityConfigError, match=r"quality.expectations\[1\].*expect_column_values_to_be_in_set"
+    ):
+        checker.validate(
+            make_batch(spark, [order_row(0)]), message_type=ORDER, table=TABLE, batch_id=0
+        )
+    # strings against a string column, numbers against a numeric one: judged as before
+    plain = checker_for(
+        spark, tmp_path, in_set("status", ["NEW"], "warn"), in_set("qty", [1, 2.5], "warn")
+    )
+    rows = [order_row(0), order_row(1, status="NEW"), order_row(3)]  # qty 1, 2, 4
+    outcome = plain.validate(make_batch(spark, rows), message_type=ORDER, table=TABLE, batch_id=0)
+    verdicts = {
+        r.expectation: (r.success, r.unexpected_count)
+        for r in outcome.results
+        if r.expectation.startswith("expect_column_values_to_be_in_set")
+    }
+    assert sorted(verdicts.values()) == [(False, 2), (False, 2)], verdicts
+
+
 def test_suites_per_message_type_and_lazy_defaults(spark, tmp_path):
     checker = checker_for(
         spark, tmp_path, not_null("order_id", "warn"), not_null("id", "warn", "shop.v1.Refund")
