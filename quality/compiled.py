@@ -89,9 +89,7 @@ _BETWEEN = frozenset(
         "expect_column_max_to_be_between",
     }
 )
-_SETS = frozenset(
-    {"expect_column_values_to_be_in_set", "expect_column_values_to_not_be_in_set"}
-)
+_SETS = frozenset({"expect_column_values_to_be_in_set", "expect_column_values_to_not_be_in_set"})
 # aggregate expectations: the metric each reads
 _AGGREGATES: dict[str, str] = {
     "expect_table_row_count_to_be_between": ROW_COUNT,

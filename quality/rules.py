@@ -225,6 +225,24 @@ def _suite_fields(expectation: Expectation) -> dict[str, Any]:
     return expectation.dict(exclude=_NOT_COMPARED)
 
 
+def _check_parameters(value: Any, where: str) -> None:
+    """Refuse a ``{"$PARAMETER": name}`` argument (at any depth) with another name than the
+    one every validation sets (:data:`TIMESTAMP_MAX_PARAMETER`): each batch would fail."""
+    if isinstance(value, Mapping):
+        name = value.get("$PARAMETER")
+        if name is not None and name != TIMESTAMP_MAX_PARAMETER:
+            raise QualityConfigError(
+                f"{where}: unknown suite parameter {{'$PARAMETER': {name!r}}}: the only "
+                f"parameter set on each validation is {TIMESTAMP_MAX_PARAMETER!r} (the batch's "
+                "newest Kafka timestamp plus the allowed skew); write the value itself"
+            )
+        for item in value.values():
+            _check_parameters(item, where)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_parameters(item, where)
+
+
 def _parse_rule(index: int, table: Any) -> ExpectationRule:
     where = f"quality.expectations[{index}]"
     if not isinstance(table, Mapping):
@@ -255,6 +273,7 @@ def _parse_rule(index: int, table: Any) -> ExpectationRule:
         raise QualityConfigError(f"{where}: {exc}") from None
     rule = ExpectationRule(message_type, expectation, _plain(dict(kwargs)), policy, index)
     rule.to_expectation()  # raises QualityConfigError on bad arguments
+    _check_parameters(rule.kwargs, where)
     _check_bounds(rule, where)
     nested = [c for c in rule.columns() if "." in c]
     if nested:

@@ -7,6 +7,7 @@ import pytest
 from great_expectations.core import ExpectationSuite
 
 from quality.rules import (
+    TIMESTAMP_MAX_PARAMETER,
     ExpectationRule,
     QualityConfigError,
     default_rules,
@@ -326,9 +327,22 @@ def test_a_min_above_the_max_is_refused(expectation, kwargs):
 
 
 def test_bounds_given_as_a_parameter_are_left_to_validation():
-    kwargs = {"column": "qty", "min_value": {"$PARAMETER": "low"}, "max_value": 5}
+    bound = {"$PARAMETER": TIMESTAMP_MAX_PARAMETER}
+    kwargs = {"column": "qty", "min_value": 5, "max_value": bound}
     (parsed,) = parse_rules([rule(expectation="expect_column_values_to_be_between", kwargs=kwargs)])
-    assert parsed.kwargs["min_value"] == {"$PARAMETER": "low"}
+    assert parsed.kwargs["max_value"] == bound
+
+
+def test_a_parameter_no_validation_sets_is_refused():
+    kwargs = {"column": "qty", "min_value": {"$PARAMETER": "min_qty"}, "max_value": 5}
+    with pytest.raises(QualityConfigError) as info:
+        parse_rules([rule(expectation="expect_column_values_to_be_between", kwargs=kwargs)])
+    message = str(info.value)
+    assert "quality.expectations[0]" in message and "'min_qty'" in message
+    assert TIMESTAMP_MAX_PARAMETER in message
+    nested = {"column": "status", "value_set": ["PAID", {"$PARAMETER": "other"}]}
+    with pytest.raises(QualityConfigError, match="'other'"):
+        parse_rules([rule(expectation="expect_column_values_to_be_in_set", kwargs=nested)])
 
 
 @pytest.mark.parametrize(
