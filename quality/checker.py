@@ -102,7 +102,15 @@ from quality.rules import (
 )
 from quality.split import split_batch, split_masks, with_reason
 from quality.suites import Suite, Suites, local_layout, open_context
-from quality.verdicts import Judged, Verdicts, conclude, result_row, rows_failed, warn_skipped
+from quality.verdicts import (
+    Judged,
+    Verdicts,
+    conclude,
+    result_row,
+    rows_failed,
+    skipped_result,
+    warn_skipped,
+)
 
 # the outcomes of validate and validate_arrow, and the error a fail rule raises, named here too
 __all__ = ["ArrowOutcome", "QualityChecker", "QualityFailed", "QualityOutcome"]
@@ -275,7 +283,17 @@ class QualityChecker:
         rows_quarantined: int,
     ) -> list[QualityResult]:
         """Remember the suite result (Data Docs) and return one result row per rule."""
-        self._remember(message_type, table, batch_id, [v for _, v in judged.ran], run.validated_at)
+        batch_name = f"{DATASOURCE}-{table}"
+        shown = [
+            verdicts.by_id.get(rule.expectation_id)
+            or skipped_result(
+                run.entry.expectation_of[rule.expectation_id],
+                run.missing[rule.expectation_id],
+                batch_name,
+            )
+            for rule in run.entry.rules
+        ]
+        self._remember(message_type, table, batch_id, shown, run.validated_at)
         template = QualityResult(
             batch_id=int(batch_id),
             table=table,

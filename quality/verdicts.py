@@ -6,7 +6,8 @@ them in suite order and says what follows: the failed ``quarantine`` rules, ``fa
 ``fail`` rule failed or was skipped) and the rows checked. :func:`rows_failed` reads the rows
 the failed quarantine rules flag from the compiled aggregation when it counted them.
 :func:`result_row` gives a rule's :class:`QualityResult`, "skipped" when the batch lacks the
-rule's columns, and :func:`warn_skipped` logs each such rule.
+rule's columns, :func:`skipped_result` such a rule's failed entry in the suite result (Data
+Docs), and :func:`warn_skipped` logs each such rule.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from great_expectations.core.expectation_validation_result import ExpectationValidationResult
+from great_expectations.expectations.expectation import Expectation
+from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 
 from quality.compiled import CompiledRule, int_or_none
 from quality.results import QualityResult, format_observed
@@ -108,6 +111,32 @@ def result_row(
         element_count=int_or_none(v.result.get("element_count")),
         unexpected_count=int_or_none(v.result.get("unexpected_count")),
         observed_value=format_observed(v.result),
+    )
+
+
+def skipped_result(
+    expectation: Expectation, columns: list[str], batch_id: str
+) -> ExpectationValidationResult:
+    """The suite result's entry for a rule the batch could not run (it lacks ``columns``): a
+    failure, as its result row says, so Data Docs do not show the batch as passed."""
+    config = expectation.configuration
+    why = f"{SKIPPED}: column(s) {', '.join(columns)} not in the batch"
+    return ExpectationValidationResult(
+        success=False,
+        expectation_config=ExpectationConfiguration(
+            type=config.type,
+            kwargs={"batch_id": batch_id, **config.kwargs},
+            meta=config.meta,
+            id=config.id,
+            severity=config.severity,
+        ),
+        result={"observed_value": why},
+        # as GE reports a rule whose column the batch lacks: one that could not run
+        exception_info={
+            "raised_exception": True,
+            "exception_message": why,
+            "exception_traceback": why,  # Data Docs render it (None fails their template)
+        },
     )
 
 

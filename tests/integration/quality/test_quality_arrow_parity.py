@@ -316,6 +316,7 @@ def test_empty_batch_and_skipped_rules(spark, tmp_path_factory):
         _assert_same(spark_outcome, arrow_outcome, full, _ids(checker))
         assert arrow_outcome.fail_batch  # the skipped fail rule
         assert checker._latest[ORDER][2] == 7  # Data Docs show this result  # noqa: SLF001
+        assert not checker._latest[ORDER][0].success  # the skipped rule failed  # noqa: SLF001
 
 
 @pytest.mark.parametrize(

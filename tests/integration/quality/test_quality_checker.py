@@ -261,6 +261,21 @@ def test_a_rule_on_a_missing_column_is_skipped_and_reported(spark, tmp_path, cap
         r.expectation_id for r in checker.rules_for(ORDER)
     ]
     assert "quality.expectations[1]" in caplog.text and "coupon not in the batch" in caplog.text
+    # Data Docs show the skipped rule as the results table does: unsuccessful, and why
+    suite, *_ = checker._latest[ORDER]  # noqa: SLF001
+    assert not suite.success
+    assert [r.expectation_config.type for r in suite.results] == [
+        r.expectation for r in checker.rules_for(ORDER)
+    ]
+    (docs_skipped,) = [
+        r for r in suite.results if r.expectation_config.kwargs.get("column") == "coupon"
+    ]
+    assert not docs_skipped.success
+    assert docs_skipped.result["observed_value"] == "skipped: column(s) coupon not in the batch"
+    index = checker.build_data_docs()
+    pages = [p.read_text() for p in index.parent.rglob("*.html") if "validations" in p.parts]
+    assert any("skipped: column(s) coupon not in the batch" in page for page in pages)
+    assert "data docs rendering" not in caplog.text  # GE logs a page it could not render
     checker.write_results(outcome.results, 0)
     (summary,) = summarize(spark, str(tmp_path / "lakehouse"))
     assert summary["failed_by_expectation"][
