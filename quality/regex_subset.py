@@ -11,7 +11,8 @@ regex rules both ways on drawn strings, and which patterns the subset takes.
 from __future__ import annotations
 
 import re
-import warnings
+
+from quality.regex_syntax import warnings_as
 
 _LINE_TERMINATORS = re.compile("[\n\r\u0085\u2028\u2029]")
 
@@ -81,8 +82,7 @@ def python_regex(pattern: str) -> re.Pattern[str] | None:
     if depth:
         return None
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # e.g. FutureWarning: a set Python may read anew
+        with warnings_as("error"):  # e.g. FutureWarning: a set Python may read anew
             return re.compile(pattern, re.ASCII)
     except (re.error, FutureWarning):
         return None

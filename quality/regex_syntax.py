@@ -11,7 +11,10 @@ it). :func:`java_regex_error` asks Java's own engine, when a session is there.
 from __future__ import annotations
 
 import re
+import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 # Java-only regex constructs, rewritten before the Python pre-check (java.util.regex.Pattern's
@@ -45,15 +48,33 @@ def _python_spelling(token: re.Match[str]) -> str:
     return "x"  # a Java-only construct matching some text
 
 
+_WARNINGS = threading.Lock()
+
+#: Python's message for a look-behind of varying width, which Java takes when its width is
+#: bounded (``(?<=a|bc)``); an unbounded one Java refuses (:func:`java_regex_error`)
+_VARIABLE_LOOK_BEHIND = "look-behind requires fixed-width pattern"
+
+
+@contextmanager
+def warnings_as(action: str) -> Iterator[None]:
+    """Python's warnings handled as ``action`` ("ignore", "error") in the block. The filters
+    are the process's: the block holds a lock, so that two threads compiling patterns at once
+    do not leave one's filter in place for the other."""
+    with _WARNINGS, warnings.catch_warnings():
+        warnings.simplefilter(action)  # type: ignore[arg-type]
+        yield
+
+
 def python_regex_error(pattern: str) -> str | None:
     """Why ``pattern`` cannot be a regular expression (Python's ``re``, Java-only constructs
     allowed: see the module docstring), or None."""
     neutral = _JAVA_TOKENS.sub(_python_spelling, pattern)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # FutureWarning for Java's [a-z&&[^b]] and kin
+        with warnings_as("ignore"):  # FutureWarning for Java's [a-z&&[^b]] and kin
             re.compile(neutral)
     except re.error as exc:
+        if exc.msg == _VARIABLE_LOOK_BEHIND:
+            return None
         # a position in the rewritten text would point at the wrong place of the user's
         return exc.msg if neutral != pattern else str(exc)
     return None

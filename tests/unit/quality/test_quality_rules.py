@@ -217,6 +217,8 @@ def test_an_invalid_regex_is_refused_at_parse_time(expectation):
         r"[a-z&&[^aeiou]]",  # Java's class intersection
         r"\\pX",  # an escaped backslash, then letters
         r"(?<=a)b(?<!c)",  # look-behinds are no named groups
+        r"(?<=a|bc)x(?<!ab?)",  # Java's look-behinds may vary within bounds (Python's may not)
+        r"(?<=a{1,2})x",
     ],
 )
 def test_valid_java_regexes_are_accepted(regex):
