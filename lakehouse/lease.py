@@ -11,9 +11,12 @@ The lease is a small object created with S3's conditional put (``If-None-Match: 
 S3A's ``fs.option.create.conditional.overwrite``): of two drivers creating it at once, exactly
 one succeeds. It names its owner and an expiry; the owner renews it every ``ttl / 4`` seconds
 from a daemon thread and deletes it when done. A driver that died leaves a lease that expires
-after ``ttl`` seconds: the next driver takes it over (deletes it, creates its own, again
-conditionally, and reads it back a moment later: of two drivers taking over one expired lease
-at once, the one whose lease was deleted by the other finds out before it writes).
+after ``ttl`` seconds: the next driver takes it over by putting its own in place of the version
+it read (``If-Match`` on that version's etag, ``fs.option.create.conditional.overwrite.etag``):
+of two drivers taking over one expired lease, however long either stalls, exactly one put
+succeeds, and the other is refused. Renewals put over the driver's own version the same way, so
+a renewal never replaces another driver's lease. (On a store that names no etags, a takeover
+deletes the lease, creates its own conditionally and reads it back a moment later.)
 
 A driver that loses its lease (another driver's lease is in its place, the store refused
 every renewal until the lease was about to expire, or no renewal came back before
@@ -59,6 +62,8 @@ TAKEOVER_SETTLE_SECONDS = 2.0
 #: a lease not renewed this long before its expiry counts as lost (at most ``ttl / 8``)
 EXPIRY_MARGIN_SECONDS = 15.0
 CONDITIONAL_CREATE = "fs.option.create.conditional.overwrite"
+#: S3A's ``If-Match`` put: the object is replaced only while it is the version of this etag
+CONDITIONAL_ETAG = "fs.option.create.conditional.overwrite.etag"
 
 
 class WriterLeaseError(RuntimeError):
@@ -80,6 +85,7 @@ class WriterLease:
     _stop: threading.Event = field(default_factory=threading.Event)
     _renewer: threading.Thread | None = None
     _renewal_error: str = ""  # the store's error of the last renewal that failed
+    _etag: str | None = None  # the store's etag of the lease as this driver last put it
     _losing: threading.Lock = field(default_factory=threading.Lock)
 
     def loss(self) -> str | None:
@@ -153,7 +159,10 @@ class WriterLease:
                 self._lose(f"the writer lease expired before it was renewed{self._why()}")
                 return
             expires = time.time() + self.ttl
-            _write(self._fs, self._path, _content(self.owner, self.ttl, expires), conditional=False)
+            content = _content(self.owner, self.ttl, expires)
+            # replaces our own version only: a lease another driver put since fails the put
+            _write(self._fs, self._path, content, conditional=False, if_match=self._etag)
+            self._etag = _own_etag(self._fs, self._path, self.owner, self._etag)
             if self._stop.is_set():  # released meanwhile: the put must not bring the lease back
                 self._delete_if_mine()
                 return
@@ -250,13 +259,13 @@ def acquire_writer_lease(
     _, path, fs = hadoop_path(spark, location)
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     took_over = False
-    for _ in range(2):
+    for _ in range(3):
         expires = time.time() + ttl
         try:
             _write(fs, path, _content(owner, ttl, expires), conditional=True)
             break
         except Exception as exc:  # noqa: BLE001 - py4j error: the lease exists (412) or worse
-            holder = _read(fs, path)
+            holder, etag = _read_tagged(fs, path)
             if holder is None:
                 raise  # not a lease held by someone: the write itself failed
             if float(holder.get("expires", 0)) > time.time():
@@ -268,15 +277,20 @@ def acquire_writer_lease(
             log.warning(
                 "writer lease %s of %s expired: taking it over", location, holder.get("owner")
             )
+            if etag is not None:  # replace that very version, or fail if another driver did
+                if _replaced(fs, path, _content(owner, ttl, expires), etag, owner):
+                    break
+                continue  # another driver's lease is there now: the next create says whose
             if _read(fs, path) != holder:  # taken over by another driver since it was read
                 continue
-            fs.delete(path, False)
+            fs.delete(path, False)  # a store without etags: delete, create, read back
             took_over = True
     else:
         raise WriterLeaseError(f"{location}: taken over by another driver meanwhile")
     if took_over:
         _confirm_takeover(fs, path, location, owner)
     lease = WriterLease(location, owner, ttl, fs, path, on_lost, expires)
+    lease._etag = _own_etag(fs, path, owner, None)
     if took_over:  # the confirmation took a while of the lease's time: renewed from now on
         lease.renew_once()
         lease.raise_if_lost()
@@ -301,15 +315,69 @@ def _content(owner: str, ttl: float, expires: float) -> str:
     return json.dumps({"owner": owner, "expires": expires, "ttl": ttl})
 
 
-def _write(fs: Any, path: Any, text: str, *, conditional: bool) -> None:
+def _replaced(fs: Any, path: Any, text: str, etag: str, owner: str) -> bool:
+    """Put ``text`` in place of the lease version ``etag``; False when the store refused it
+    (another driver's lease replaced that version first)."""
+    try:
+        _write(fs, path, text, conditional=False, if_match=etag)
+    except Exception as exc:  # noqa: BLE001 - py4j error: 412, or the store failed
+        holder = _read(fs, path)
+        if holder is not None and holder.get("owner") == owner:
+            return True  # the put landed; its answer was lost
+        log.warning("writer lease %s: not taken over (%s)", path, type(exc).__name__)
+        return False
+    return True
+
+
+def _write(
+    fs: Any, path: Any, text: str, *, conditional: bool, if_match: str | None = None
+) -> None:
+    """Put the lease object: ``conditional``, only where none is (``If-None-Match: *``);
+    ``if_match``, only over the version of that etag (``If-Match``)."""
     builder = fs.createFile(path).overwrite(not conditional)
     if conditional:
         builder = builder.must(CONDITIONAL_CREATE, True)
+    if if_match is not None:
+        builder = builder.must(CONDITIONAL_ETAG, if_match)
     out = builder.build()
     try:
         out.write(bytearray(text.encode("utf-8")))
     finally:
         out.close()  # S3A puts the object here: a held lease fails the close (HTTP 412)
+
+
+def _etag(fs: Any, path: Any) -> str | None:
+    """The store's etag of the object at ``path`` (None: the store names none)."""
+    status = fs.getFileStatus(path)
+    try:
+        etag = status.getEtag()
+    except Exception:  # noqa: BLE001 - py4j: a file status without etags
+        return None
+    return str(etag) if etag else None
+
+
+def _read_tagged(fs: Any, path: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """The lease and the etag of the version read (None: no lease, or no etag): the etag is
+    taken before and after the read, and read again when another put came between."""
+    for _ in range(3):
+        if not fs.exists(path):
+            return None, None
+        before = _etag(fs, path)
+        holder = _read(fs, path)
+        if holder is None or before is None:
+            return holder, None
+        if _etag(fs, path) == before:
+            return holder, before
+    return _read(fs, path), None  # replaced on every look: no version to build on
+
+
+def _own_etag(fs: Any, path: Any, owner: str, fallback: str | None) -> str | None:
+    """The etag of the lease this driver just put, if the lease read back is still its own
+    (else ``fallback``: the next renewal finds the other driver's lease and loses)."""
+    holder, etag = _read_tagged(fs, path)
+    if holder is not None and holder.get("owner") == owner and etag is not None:
+        return etag
+    return fallback
 
 
 def _read(fs: Any, path: Any) -> dict[str, Any] | None:

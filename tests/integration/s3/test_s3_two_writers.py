@@ -115,3 +115,31 @@ def test_a_driver_whose_lease_was_taken_stops_writing(spark, s3_store, bucket):
         lease.raise_if_lost()
     lease.release()
     assert read_text_lines(spark, location) == [foreign], "the other driver's lease stays"
+
+
+def test_a_takeover_over_a_version_another_driver_replaced_is_refused_by_the_store(
+    spark, s3_store, bucket
+):
+    # two drivers read one expired lease; the first takes it over; the second, however long it
+    # stalled, puts over the version it read (If-Match on its etag), and the store refuses
+    from lakehouse import lease as lease_module
+    from lakehouse.checkpoints import read_text_lines, write_text
+    from lakehouse.hadoop import hadoop_path
+
+    _on_store(spark, s3_store, bucket)
+    location = f"s3a://{bucket}/lh/_writers/takeover"
+    write_text(spark, location, '{"owner": "gone:1:x", "expires": 0}')
+    _, path, fs = hadoop_path(spark, location)
+    expired, etag = lease_module._read_tagged(fs, path)
+    assert expired == {"owner": "gone:1:x", "expires": 0} and etag
+    first = lease_module.acquire_writer_lease(spark, location)
+    try:
+        late = '{"owner": "late:2:y", "expires": 9999999999}'
+        assert not lease_module._replaced(fs, path, late, etag, "late:2:y")
+        assert first.owner in "".join(read_text_lines(spark, location) or [])
+        first.renew_once()  # its renewals put over its own version
+        assert first.loss() is None
+        assert first.owner in "".join(read_text_lines(spark, location) or [])
+    finally:
+        first.release()
+    assert read_text_lines(spark, location) is None

@@ -69,18 +69,41 @@ def test_a_lease_that_cannot_be_released_is_left_to_expire(
 
 
 class MemoryStore:
-    """A Hadoop FileSystem stand-in holding objects in memory, with S3's conditional put (a
-    held object fails the close of a create that must not overwrite it); ``write_seconds``
-    delays each put, as a store's retries do; ``after_read`` runs after each read (numbered)."""
+    """A Hadoop FileSystem stand-in holding objects in memory, with S3's conditional puts: a
+    create that must not overwrite fails on a held object, a put with an etag fails unless the
+    object is still that version (``etags=False``: a store whose file statuses name no etag).
+    ``write_seconds`` delays each put, as a store's retries do; ``after_read`` runs after each
+    read (numbered), ``before_change`` before each put or delete lands (numbered)."""
 
-    def __init__(self) -> None:
+    def __init__(self, etags: bool = True) -> None:
         self.objects: dict[str, bytes] = {}
+        self.versions: dict[str, int] = {}
+        self.etags = etags
         self.write_seconds = 0.0
         self.after_read: Callable[[int], None] = lambda _n: None
-        self.reads = 0
+        self.before_change: Callable[[int], None] = lambda _n: None
+        self.reads = self.changes = 0
+
+    def put(self, path: str, data: bytes) -> None:
+        self.objects[path] = data
+        self.versions[path] = self.versions.get(path, 0) + 1
+
+    def etag(self, path: str) -> str:
+        return f'"v{self.versions[path]}"'
 
     def exists(self, path: str) -> bool:
         return path in self.objects
+
+    def getFileStatus(self, path: str) -> Any:  # noqa: N802 - Hadoop's name
+        if path not in self.objects:
+            raise FileNotFoundError(path)
+
+        def get_etag() -> str:
+            if not self.etags:
+                raise RuntimeError("py4j: no method getEtag")
+            return self.etag(path)
+
+        return SimpleNamespace(getEtag=get_etag)
 
     def open(self, path: str) -> Any:
         data = self.objects[path]
@@ -89,25 +112,34 @@ class MemoryStore:
         return SimpleNamespace(readAllBytes=lambda: data, close=lambda: None)
 
     def delete(self, path: str, _recursive: bool) -> bool:
+        self.changes += 1
+        self.before_change(self.changes)
         return self.objects.pop(path, None) is not None
 
     def createFile(self, path: str) -> Any:  # noqa: N802 - Hadoop's name
-        store, chunks, options = self, [], {"overwrite": True}
+        store, chunks = self, []
+        options: dict[str, Any] = {"overwrite": True}
 
         class Builder:
             def overwrite(self, value: bool) -> Builder:
                 options["overwrite"] = value
                 return self
 
-            def must(self, _key: str, _value: object) -> Builder:
+            def must(self, key: str, value: object) -> Builder:
+                options[key] = value
                 return self
 
             def build(self) -> Any:
                 def close() -> None:
                     time.sleep(store.write_seconds)
+                    store.changes += 1
+                    store.before_change(store.changes)
                     if not options["overwrite"] and path in store.objects:
                         raise RuntimeError("412 Precondition Failed")
-                    store.objects[path] = b"".join(chunks)
+                    etag = options.get("fs.option.create.conditional.overwrite.etag")
+                    if etag is not None and (path not in store.objects or store.etag(path) != etag):
+                        raise RuntimeError("412 Precondition Failed (If-Match)")
+                    store.put(path, b"".join(chunks))
 
                 return SimpleNamespace(write=lambda b: chunks.append(bytes(b)), close=close)
 
@@ -119,8 +151,10 @@ class MemoryStore:
 
 
 def _held(store: MemoryStore, owner: str, expires: float, ttl: float = 120.0) -> WriterLease:
-    store.objects["lease"] = json.dumps({"owner": owner, "expires": expires}).encode()
-    return WriterLease("s3a://b/lh/_writers/silver", owner, ttl, store, "lease", None, expires)
+    store.put("lease", json.dumps({"owner": owner, "expires": expires}).encode())
+    lease = WriterLease("s3a://b/lh/_writers/silver", owner, ttl, store, "lease", None, expires)
+    lease._etag = store.etag("lease") if store.etags else None
+    return lease
 
 
 def test_a_lease_not_renewed_in_time_is_lost_while_its_renewal_hangs() -> None:
@@ -193,12 +227,13 @@ def test_release_waits_for_a_renewal_under_way() -> None:
     assert "lease" not in store.objects
 
 
+@pytest.mark.parametrize("etags", [True, False])
 def test_a_takeover_leaves_a_lease_taken_over_since_it_was_read(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, etags: bool
 ) -> None:
     """Two drivers find one expired lease; the other takes it over while this one decides:
     this one must not delete the other's fresh lease."""
-    store = MemoryStore()
+    store = MemoryStore(etags)
     _held(store, "dead", time.time() - 10)
 
     def other_takes_over(n: int) -> None:
@@ -211,3 +246,49 @@ def test_a_takeover_leaves_a_lease_taken_over_since_it_was_read(
     with pytest.raises(WriterLeaseError, match=r"held by another driver \(other\)"):
         acquire_writer_lease(None, "s3a://b/lh/_writers/silver")  # type: ignore[arg-type]
     assert store.holder("lease") == "other"
+
+
+def test_of_two_drivers_taking_over_one_expired_lease_the_one_that_stalled_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """This driver read the expired lease, then stalled before its put (a GC pause, the
+    store's retries) while the other took the lease over and began writing: this one's put
+    over the version it read is refused, whatever the stall's length."""
+    store = MemoryStore()
+    _held(store, "dead", time.time() - 10)
+    monkeypatch.setattr(lease_module, "hadoop_path", lambda _spark, _loc: (None, "lease", store))
+    other: list[WriterLease] = []
+
+    monkeypatch.setattr(lease_module, "TAKEOVER_SETTLE_SECONDS", 0.0)
+
+    def the_other_takes_over_first(n: int) -> None:
+        if n == 2:  # this driver's first change after its failed create, held up
+            store.before_change = lambda _n: None
+            other.append(acquire_writer_lease(None, "s3a://b/lh/_writers/silver"))  # type: ignore[arg-type]
+
+    store.before_change = the_other_takes_over_first
+    try:
+        with pytest.raises(WriterLeaseError, match=r"held by another driver"):
+            acquire_writer_lease(None, "s3a://b/lh/_writers/silver")  # type: ignore[arg-type]
+        (theirs,) = other
+        assert store.holder("lease") == theirs.owner and theirs.loss() is None
+        theirs.renew_once()  # its renewals build on its own version
+        assert theirs.loss() is None and store.holder("lease") == theirs.owner
+    finally:
+        for lease in other:
+            lease.release()
+
+
+def test_a_renewal_never_replaces_a_lease_another_driver_put() -> None:
+    store = MemoryStore()
+    lease = _held(store, "me", time.time() + 120)
+
+    def other_puts_its_own(n: int) -> None:
+        if n == 1:  # after the renewal read our lease, before its put
+            store.put("lease", json.dumps({"owner": "other", "expires": 1e12}).encode())
+
+    store.after_read = other_puts_its_own
+    lease.renew_once()  # the put over our version is refused: the other's lease stays
+    assert store.holder("lease") == "other"
+    lease.renew_once()
+    assert lease.loss() is not None and "no longer this driver's (holder: other)" in lease.loss()
