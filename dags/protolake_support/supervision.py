@@ -2,7 +2,7 @@
 
 A stream is ``spark-submit pipelines/jobs/run.py <job> --trigger processing-time``, started
 detached in its own session (:func:`start_stream`) and stopped as a process group
-(:func:`stop_stream`). Its state lives on the worker that started it, in
+(:func:`stop_stream`: its Python driver first). Its state lives on the worker that started it, in
 :func:`stream_state_dir`: ``<job>.pid`` (the live process), ``<job>.log`` (its output,
 appended) and ``<job>.starts`` (one JSON line per start). :func:`ensure_stream` is the DAG's
 check: judge the stream (:mod:`.progress`), start it when dead, restart it when stale, and
@@ -140,11 +140,24 @@ def stream_starts(state_dir: Path, job: str, since: float = 0.0) -> list[dict[st
 
 
 def stop_stream(job: str, pid: int, grace_seconds: float = 60.0) -> None:
-    """SIGTERM the stream's process group (the job stops its queries), SIGKILL after a grace."""
+    """Stop the stream whose process group is ``pid``: SIGTERM to the job's Python driver,
+    which stops its queries and releases its writer lease, then ends; spark-submit's JVM ends
+    with it. SIGKILL to the group after ``grace_seconds``.
+
+    The driver alone is signalled: the JVM (the group's leader) ends at once on SIGTERM, and the
+    driver's calls into it (stopping the queries, releasing the lease on an object store) would
+    fail; a lease left behind refuses the restart until it expires. Without a driver in the
+    group (not started yet, or one of its own), the whole group gets the SIGTERM.
+    """
+    drivers = python_drivers(pid)
     try:
-        os.killpg(pid, signal.SIGTERM)
+        if drivers:
+            for driver in drivers:
+                os.kill(driver, signal.SIGTERM)
+        else:
+            os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
-        return
+        pass
     deadline = time.monotonic() + grace_seconds
     while time.monotonic() < deadline:
         try:
@@ -163,6 +176,27 @@ def stop_stream(job: str, pid: int, grace_seconds: float = 60.0) -> None:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def python_drivers(group: int) -> list[int]:
+    """The processes of process group ``group`` that are a Python interpreter running
+    ``run.py``: the job's driver (spark-submit's JVM starts it as its child; the leader itself
+    when it is one). Spark's Python workers run no ``run.py``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) != group:
+                continue
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+        program = Path(args[0].decode(errors="replace")).name
+        if program.startswith("python") and any(a.endswith(b"run.py") for a in args[1:]):
+            found.append(int(entry.name))
+    return sorted(found)
 
 
 def start_stream(job: str, config: str, state_dir: Path | None = None) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ import pyspark
 import pytest
 from protolake_support.environment import config_path, env_int
 from protolake_support.progress import CheckpointProgress, judge_stream, pending_work
-from protolake_support.supervision import stop_stream, stream_pid
+from protolake_support.supervision import python_drivers, stop_stream, stream_pid
 
 from tests.support.checkpoints import delta_source_offset, write_checkpoint_batch
 
@@ -393,3 +394,52 @@ def test_registry_secrets_in_yarn_or_kubernetes_driver_env_settings_are_redacted
     assert shown.returncode == 0 and "app ran" in out, out[-3000:]
     assert "(spark.yarn.appMasterEnv.PROTOLAKE_REGISTRY_AUTH,*********(redacted))" in out
     assert "pa55-w0rd-xyz" not in out and "t0k3n-abc" not in out
+
+
+DRIVER = """
+import signal, sys, time
+from pathlib import Path
+
+def stop(*_):
+    time.sleep(1.0)  # stopping the queries, releasing the lease: calls into the JVM
+    Path(sys.argv[1]).write_text("released")
+    sys.exit(0)
+
+signal.signal(signal.SIGTERM, stop)
+print("driver up", flush=True)
+while True:
+    time.sleep(0.1)
+"""
+
+
+def test_a_stream_is_stopped_through_its_python_driver_so_it_can_release_its_lease(tmp_path):
+    # spark-submit's JVM leads the group and ends at once on SIGTERM, taking the driver with
+    # it: here a shell that, signalled, kills its child at once
+    driver = tmp_path / "pipelines" / "jobs" / "run.py"
+    driver.parent.mkdir(parents=True)
+    driver.write_text(DRIVER)
+    released = tmp_path / "released"
+    leader = subprocess.Popen(
+        [
+            "/bin/sh",
+            "-c",
+            f"{sys.executable} {driver} {released} & child=$!; "
+            'trap "kill -9 $child; exit 143" TERM; wait $child',
+            "spark-submit",
+        ],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert leader.stdout is not None and leader.stdout.readline() == "driver up\n"
+
+        (child,) = python_drivers(leader.pid)
+        assert child != leader.pid
+        stop_stream("bronze", leader.pid, grace_seconds=30)
+        assert released.read_text() == "released"  # the driver ended its own way
+        assert leader.wait(timeout=10) == 0  # and the leader with it
+    finally:
+        if leader.poll() is None:
+            os.killpg(leader.pid, signal.SIGKILL)
+            leader.wait()
