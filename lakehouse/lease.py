@@ -11,7 +11,9 @@ The lease is a small object created with S3's conditional put (``If-None-Match: 
 S3A's ``fs.option.create.conditional.overwrite``): of two drivers creating it at once, exactly
 one succeeds. It names its owner and an expiry; the owner renews it every ``ttl / 4`` seconds
 from a daemon thread and deletes it when done. A driver that died leaves a lease that expires
-after ``ttl`` seconds: the next driver takes it over by putting its own in place of the version
+after ``ttl`` seconds, or at once for a driver of the same machine once its process has
+ended (:mod:`lakehouse.local_process`: a restart after a crash, where the streaming DAG
+restarts it): the next driver takes it over by putting its own in place of the version
 it read (``If-Match`` on that version's etag, ``fs.option.create.conditional.overwrite.etag``):
 of two drivers taking over one expired lease, however long either stalls, exactly one put
 succeeds, and the other is refused. Renewals put over the driver's own version the same way, so
@@ -51,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.hadoop import hadoop_path
 from lakehouse.layout import Layout
+from lakehouse.local_process import ended_here, this_process
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -268,14 +271,17 @@ def acquire_writer_lease(
             holder, etag = _read_tagged(fs, path)
             if holder is None:
                 raise  # not a lease held by someone: the write itself failed
-            if float(holder.get("expires", 0)) > time.time():
+            if float(holder.get("expires", 0)) > time.time() and not ended_here(holder):
                 raise WriterLeaseError(
                     f"{location}: held by another driver ({holder.get('owner')}) until "
                     f"{time.strftime('%H:%M:%S', time.localtime(float(holder['expires'])))}; "
                     "one driver writes these tables at a time on an object store"
                 ) from exc
             log.warning(
-                "writer lease %s of %s expired: taking it over", location, holder.get("owner")
+                "writer lease %s of %s expired, or its process on this machine ended: taking "
+                "it over",
+                location,
+                holder.get("owner"),
             )
             if etag is not None:  # replace that very version, or fail if another driver did
                 if _replaced(fs, path, _content(owner, ttl, expires), etag, owner):
@@ -312,7 +318,7 @@ def _confirm_takeover(fs: Any, path: Any, location: str, owner: str) -> None:
 
 
 def _content(owner: str, ttl: float, expires: float) -> str:
-    return json.dumps({"owner": owner, "expires": expires, "ttl": ttl})
+    return json.dumps({"owner": owner, "expires": expires, "ttl": ttl, **this_process()})
 
 
 def _replaced(fs: Any, path: Any, text: str, etag: str, owner: str) -> bool:

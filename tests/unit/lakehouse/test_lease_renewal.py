@@ -6,6 +6,7 @@ a takeover never deletes a lease another driver took over meanwhile."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -292,3 +293,38 @@ def test_a_renewal_never_replaces_a_lease_another_driver_put() -> None:
     assert store.holder("lease") == "other"
     lease.renew_once()
     assert lease.loss() is not None and "no longer this driver's (holder: other)" in lease.loss()
+
+
+def test_a_lease_whose_process_on_this_machine_ended_is_taken_over_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A restart after a crash on the same machine: the lease has a minute to go, but its
+    process is gone; a live process's lease, or another machine's, is refused."""
+    import subprocess
+    import sys
+
+    from lakehouse.local_process import this_process
+
+    crashed = subprocess.Popen([sys.executable, "-c", "pass"])
+    crashed.wait()
+    store = MemoryStore()
+    monkeypatch.setattr(lease_module, "hadoop_path", lambda _spark, _loc: (None, "lease", store))
+    location = "s3a://b/lh/_writers/bronze"
+
+    def held_by(**fields: object) -> None:
+        lease = {"owner": "crashed", "expires": time.time() + 60, **this_process(), **fields}
+        store.put("lease", json.dumps(lease).encode())
+
+    held_by(pid=os.getppid())  # alive
+    with pytest.raises(WriterLeaseError, match=r"held by another driver \(crashed\)"):
+        acquire_writer_lease(None, location)  # type: ignore[arg-type]
+    held_by(pid=crashed.pid, host="elsewhere")
+    with pytest.raises(WriterLeaseError, match=r"held by another driver \(crashed\)"):
+        acquire_writer_lease(None, location)  # type: ignore[arg-type]
+    held_by(pid=crashed.pid)
+    lease = acquire_writer_lease(None, location)  # type: ignore[arg-type]
+    try:
+        assert store.holder("lease") == lease.owner and lease.loss() is None
+        assert json.loads(store.objects["lease"])["pid"] == os.getpid()
+    finally:
+        lease.release()

@@ -1,0 +1,38 @@
+"""Whether a record's process ran on this machine and has ended, with real processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from lakehouse.local_process import ended_here, this_process
+
+
+def _ended_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_process_of_this_machine_that_ended_is_known_to_have_ended() -> None:
+    record = {**this_process(), "pid": _ended_pid()}
+    assert ended_here(record)
+
+
+def test_a_live_process_or_one_of_elsewhere_is_not() -> None:
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert not ended_here({**this_process(), "pid": alive.pid})
+    finally:
+        alive.kill()
+        alive.wait()
+    assert not ended_here(this_process())  # this very process
+    gone = _ended_pid()
+    for field, other in (
+        ("host", "another-host"),
+        ("boot_id", "00000000-0000-0000-0000-000000000000"),
+        ("pid_namespace", "pid:[1]"),
+    ):
+        assert not ended_here({**this_process(), "pid": gone, field: other}), field
+    assert not ended_here({"owner": "gone:1:x", "expires": 0})  # a record without the fields
+    assert not ended_here({**this_process(), "pid": "12"})
