@@ -181,6 +181,7 @@ LONG_FILES_FIRST = (
     "tests/integration/quality/test_quality_compiled_parity.py",  # ~95 s
     "tests/integration/dags/test_streaming_dag.py",  # ~85 s
     "tests/unit/dags/test_stream_supervision.py",  # ~50 s: real processes supervised
+    "tests/unit/dags/test_run_state.py",  # ~55 s: an Airflow database, five DAG runs
     "tests/integration/s3/test_s3_store_outage.py",  # ~90 s: a private store stopped
     "tests/integration/s3/test_s3_two_writers.py",  # ~50 s
     "tests/integration/bronze/test_bronze_kill_restart.py",  # ~40 s

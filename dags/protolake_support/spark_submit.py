@@ -21,9 +21,11 @@ from protolake_support.environment import (
     SPARK_CONN_ID,
     ProtolakeSetupError,
     config_path,
+    load_job_config,
     registry_env,
     spark_bin_dir,
 )
+from protolake_support.published import baseline, changed_tables, remember_published
 
 SILVER_ALIAS = "protolake-silver"
 
@@ -51,7 +53,9 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
 
     ``publish_silver`` (silver only): after the job, an asset event
     ``protolake://silver/<table>`` is added to the ``protolake-silver`` asset alias for every
-    silver table whose Delta version changed during the run.
+    silver table whose Delta version changed since the last publication
+    (:mod:`protolake_support.published`: a run that failed after committing some tables has
+    them announced by the next run that succeeds).
     """
 
     ui_color = "#ffd8a8"
@@ -87,9 +91,10 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
         config = config_path()
         if self.refuse_when_streaming:
             self._refuse_when_streaming()
+        lakehouse = load_job_config(config).lakehouse_path if self.publish_silver else ""
         if self.skip_when_caught_up and self._caught_up(config):
-            if self.publish_silver:
-                self._publish(context, {}, {})
+            if self.publish_silver:  # what an earlier run that failed committed
+                self._publish_since(context, lakehouse, config)
             return
         master = str(self._get_hook()._connection["master"])  # the connection's master URL
         local = is_local_master(master)
@@ -117,17 +122,11 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
         self.env_vars = env
         self.application_args = [self.subcommand, "--config", config, *self.subcommand_args]
         self._hook = None  # rebuilt by execute() from the settings above
-        before = silver_versions(config) if self.publish_silver else {}
+        if self.publish_silver:  # the baseline is stored before the job may change a table
+            baseline(lakehouse, lambda: silver_versions(config))
         super().execute(context)
         if self.publish_silver:
-            try:
-                after = silver_versions(config)
-            except Exception as exc:  # noqa: BLE001 - the job has committed: it succeeded
-                # Failing now would make Airflow retry a run that wrote its tables, and the
-                # retry would read the new versions as its "before": no events either way.
-                self.log.warning("silver tables not read after the run, no asset events: %s", exc)
-                return
-            self._publish(context, before, after)
+            self._publish_since(context, lakehouse, config)
 
     @staticmethod
     def _refuse_when_streaming() -> None:
@@ -156,14 +155,26 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
         self.log.info("%s has work (%s): submitting", self.subcommand, pending)
         return False
 
-    def _publish(self, context: Any, before: dict[str, int], after: dict[str, int]) -> None:
+    def _publish_since(self, context: Any, lakehouse: str, config: str) -> None:
+        """An asset event per silver table changed since the last publication
+        (:mod:`protolake_support.published`), which then records the versions published."""
         from airflow.sdk import Asset, AssetAlias
 
-        changed = sorted(t for t, v in after.items() if before.get(t) != v)
+        from protolake_support.tables import silver_versions
+
+        before = baseline(lakehouse, lambda: silver_versions(config))
+        try:
+            after = silver_versions(config)
+        except Exception as exc:  # noqa: BLE001 - the job has committed: it succeeded
+            # the baseline stays: the next run that reads the tables publishes these changes
+            self.log.warning("silver tables not read after the run, no asset events: %s", exc)
+            return
+        changed = changed_tables(before, after)
         events = context["outlet_events"][AssetAlias(SILVER_ALIAS)]
         for table in changed:
             events.add(
                 Asset(f"protolake://silver/{table}"),
                 extra={"table": table, "delta_version": after[table]},
             )
-        self.log.info("silver tables changed in this run: %s", changed or "none")
+        remember_published(lakehouse, after)
+        self.log.info("silver tables changed since the last publication: %s", changed or "none")
