@@ -51,6 +51,7 @@ from lakehouse.layout import LAYERS, Layout
 from lakehouse.lease import holds_no_lease, raise_if_lost
 from lakehouse.tables import list_delta_tables, table_version
 from pipelines.ops.common import emit, loaded_config, progress, table
+from pipelines.ops.unread_bronze import silver_unread_since, vacuum_unsafe
 from pipelines.settings.clients import open_session, writer_lease
 from pipelines.spark import configured
 
@@ -138,8 +139,10 @@ def maintain_table(
     optimize: bool,
     vacuum: bool,
     dry_run: bool,
+    unread_since: float | None = None,
 ) -> dict[str, Any]:
-    """Optimize and/or vacuum one table; return what was (or would be) done."""
+    """Optimize and/or vacuum one table; return what was (or would be) done. VACUUM is
+    skipped when ``unread_since`` (:func:`pipelines.ops.unread_bronze.vacuum_unsafe`) says so."""
     from delta.tables import DeltaTable
 
     detail = spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").first()
@@ -155,7 +158,11 @@ def maintain_table(
             "files_added": int(m["numFilesAdded"]) if m else 0,
             "files_removed": int(m["numFilesRemoved"]) if m else 0,
         }
-    if vacuum:
+    why = vacuum_unsafe(unread_since, retention_hours) if vacuum else None
+    if why is not None:
+        log.warning("maintain: %s: VACUUM skipped: %s", path, why)
+        out["vacuum"] = {"skipped": why}
+    elif vacuum:
         out["vacuum"] = _vacuum(spark, path, retention_hours, dry_run=dry_run)
     if not dry_run:
         after = spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").first()
@@ -235,6 +242,7 @@ def maintain(
     forced = _forced_retention(retention_hours, force_retention) if vacuum else False
     t0 = time.monotonic()
     paths = tables_of(spark, lakehouse_path, group)
+    layout = Layout(lakehouse_path)
     results: list[dict[str, Any]] = []
     failed: list[dict[str, str]] = []
     with (
@@ -253,6 +261,7 @@ def maintain(
                         optimize=optimize,
                         vacuum=vacuum,
                         dry_run=dry_run,
+                        unread_since=silver_unread_since(spark, layout, path) if vacuum else None,
                     )
                 )
             except Exception as exc:  # noqa: BLE001 - one table's failure must not stop the rest
@@ -413,7 +422,9 @@ def render(console: Any, data: dict[str, Any]) -> None:
                 t["files_before"],
                 t.get("files_after"),
                 opt.get("files_removed"),
-                vac.get("files_deleted", vac.get("files_to_delete")),
+                vac.get(
+                    "files_deleted", vac.get("files_to_delete", vac.get("skipped") and "skipped")
+                ),
             ]
         )
     console.print(
@@ -425,6 +436,9 @@ def render(console: Any, data: dict[str, Any]) -> None:
     )
     for f in data["failed"]:
         console.print(f"[red]FAILED[/red] {f['table']}: {f['error']}")
+    for t in data["tables"]:
+        if "skipped" in (t.get("vacuum") or {}):
+            console.print(f"[yellow]VACUUM skipped[/yellow] {t['table']}: {t['vacuum']['skipped']}")
 
 
 def _writers_of(group: str) -> tuple[str, ...]:
