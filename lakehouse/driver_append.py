@@ -23,7 +23,8 @@ An append goes this way only when all of these hold (:func:`appends_in_driver`, 
   merges the same way: the new ones after the table's, their comments from the rows' field
   metadata; any other change of the schema stays Spark's;
 - the rows can be collected (:func:`collect_arrow`: not more bytes than the driver takes) and
-  delta-rs writes the table (no table feature it refuses).
+  delta-rs writes the table (no table feature it refuses; once it refused one, the process
+  leaves that table to Spark).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from lakehouse.delta import (
     is_delta_conflict,
 )
 from lakehouse.driver_tables import has_plain_protocol
-from lakehouse.layout import local_path
+from lakehouse.layout import local_path, location_key
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -52,10 +53,20 @@ log = logging.getLogger(__name__)
 MAX_RECORDS = 50_000
 
 
+#: tables whose protocol needs a writer feature delta-rs lacks, by location key: Spark appends
+#: to them from the first refusal on (a table's features are not dropped while it is written)
+_SPARK_ONLY: set[str] = set()
+
+
 def appends_in_driver(path: str, records: int) -> bool:
     """Whether a batch of ``records`` records to the table at ``path`` may be appended by
-    :func:`append_arrow` (a local table, a small batch)."""
-    return records <= MAX_RECORDS and local_path(path) is not None
+    :func:`append_arrow` (a local table, a small batch, not one delta-rs refused for its
+    features in this process)."""
+    return (
+        records <= MAX_RECORDS
+        and local_path(path) is not None
+        and location_key(path) not in _SPARK_ONLY
+    )
 
 
 def collect_arrow(df: DataFrame, what: str, instead: str = "Spark appends them") -> pa.Table | None:
@@ -292,6 +303,7 @@ def append_arrow(
         except DeltaError as exc:
             if _unsupported_features(exc):  # refused before any commit, not a race
                 (logger or log).info("%s: delta-rs cannot write it (%s); Spark appends", path, exc)
+                _SPARK_ONLY.add(location_key(path))
                 refused = True
                 return
             marker = batch_marker(app_id, batch_id)

@@ -120,7 +120,7 @@ def create_table(
         False, with nothing written, when Spark must create it (see the module docstring);
         True when the table is there, made here or by a concurrent writer.
     """
-    from deltalake import DeltaTable, Schema
+    from deltalake import CommitProperties, DeltaTable, Schema
     from deltalake.exceptions import DeltaError
 
     local = local_path(path)
@@ -140,6 +140,9 @@ def create_table(
             description=description or None,
             configuration={**defaults, **(properties or {})},
             raise_if_key_not_exists=False,  # protolake.* properties are the project's own
+            # a creation that lost the race for version 0 fails: retried, delta-rs would
+            # commit it again as version 1, a second table id over the winner's table
+            commit_properties=CommitProperties(max_commit_retries=0),
         )
     except DeltaError:
         # a concurrent writer's first commit won the race: its table is the table

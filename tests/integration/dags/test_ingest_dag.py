@@ -185,7 +185,7 @@ def test_ingest_dag_lands_the_stream_and_a_second_run_changes_nothing(
     assert delta_versions(lake) == versions1
     assert silver_asset_events(airflow.home) == events1
     assert check_invariant(spark, str(lake)).bronze_records == stream.records
-    assert "silver tables changed in this run: none" in out2
+    assert "silver tables changed since the last publication: none" in out2
     # nothing new: neither job was submitted (the first run was)
     assert out1.count("Spark-Submit cmd") == 2, out1[-6000:]
     assert "Spark-Submit cmd" not in out2, out2[-6000:]

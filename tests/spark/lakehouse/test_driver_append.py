@@ -238,3 +238,6 @@ def test_a_table_feature_delta_rs_cannot_write_leaves_the_append_to_spark(
     assert "delta-rs cannot write it" in caplog.text
     assert "retrying" not in caplog.text  # a refusal, not a lost race retried with backoff
     assert DeltaTable.forPath(spark, path).history().count() == 1  # only the creation
+    # the next batches go to Spark at once, without collecting rows for delta-rs first
+    assert not appends_in_driver(path, 1)
+    assert appends_in_driver(str(tmp_path / "plain"), 1)

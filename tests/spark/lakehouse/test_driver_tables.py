@@ -133,7 +133,7 @@ def test_concurrent_creations_end_with_one_table(spark: Any, tmp_path: Path) -> 
 
     from deltalake import DeltaTable
 
-    for round_ in range(5):
+    for round_ in range(20):
         path = str(tmp_path / f"t{round_}")
         with ThreadPoolExecutor(6) as pool:
             made = list(pool.map(lambda p: create_table(spark, p, SCHEMA), [path] * 6))
