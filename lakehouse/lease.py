@@ -88,7 +88,6 @@ class WriterLease:
     _stop: threading.Event = field(default_factory=threading.Event)
     _renewer: threading.Thread | None = None
     _renewal_error: str = ""  # the store's error of the last renewal that failed
-    _etag: str | None = None  # the store's etag of the lease as this driver last put it
     _losing: threading.Lock = field(default_factory=threading.Lock)
 
     def loss(self) -> str | None:
@@ -153,7 +152,7 @@ class WriterLease:
         """Renew the lease, or declare it lost (taken by another driver, or unrenewable for
         so long that it may expire before the next attempt)."""
         try:
-            holder = _read(self._fs, self._path)
+            holder, etag = _read_tagged(self._fs, self._path)
             if holder is None or holder.get("owner") != self.owner:
                 other = "none" if holder is None else holder.get("owner")
                 self._lose(f"the writer lease is no longer this driver's (holder: {other})")
@@ -163,9 +162,8 @@ class WriterLease:
                 return
             expires = time.time() + self.ttl
             content = _content(self.owner, self.ttl, expires)
-            # replaces our own version only: a lease another driver put since fails the put
-            _write(self._fs, self._path, content, conditional=False, if_match=self._etag)
-            self._etag = _own_etag(self._fs, self._path, self.owner, self._etag)
+            # over the version just read, ours: a lease another driver put since fails the put
+            _write(self._fs, self._path, content, conditional=False, if_match=etag)
             if self._stop.is_set():  # released meanwhile: the put must not bring the lease back
                 self._delete_if_mine()
                 return
@@ -296,7 +294,6 @@ def acquire_writer_lease(
     if took_over:
         _confirm_takeover(fs, path, location, owner)
     lease = WriterLease(location, owner, ttl, fs, path, on_lost, expires)
-    lease._etag = _own_etag(fs, path, owner, None)
     if took_over:  # the confirmation took a while of the lease's time: renewed from now on
         lease.renew_once()
         lease.raise_if_lost()
@@ -366,24 +363,18 @@ def _read_tagged(fs: Any, path: Any) -> tuple[dict[str, Any] | None, str | None]
     """The lease and the etag of the version read (None: no lease, or no etag): the etag is
     taken before and after the read, and read again when another put came between."""
     for _ in range(3):
-        if not fs.exists(path):
-            return None, None
-        before = _etag(fs, path)
+        try:
+            before = _etag(fs, path)
+        except Exception:
+            if not fs.exists(path):  # none, or deleted since (the status call's error)
+                return None, None
+            raise
         holder = _read(fs, path)
         if holder is None or before is None:
             return holder, None
         if _etag(fs, path) == before:
             return holder, before
     return _read(fs, path), None  # replaced on every look: no version to build on
-
-
-def _own_etag(fs: Any, path: Any, owner: str, fallback: str | None) -> str | None:
-    """The etag of the lease this driver just put, if the lease read back is still its own
-    (else ``fallback``: the next renewal finds the other driver's lease and loses)."""
-    holder, etag = _read_tagged(fs, path)
-    if holder is not None and holder.get("owner") == owner and etag is not None:
-        return etag
-    return fallback
 
 
 def _read(fs: Any, path: Any) -> dict[str, Any] | None:

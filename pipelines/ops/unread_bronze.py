@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakehouse.checkpoints import newest_batch, planned_source_offset, read_text_lines
@@ -30,41 +31,51 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def first_unread_version(spark: SparkSession, layout: Layout, bronze_table: str) -> int | None:
-    """The first version of ``bronze_table`` silver's query has yet to read, or None: no
-    query yet (its first batch reads the table as it then is), or an offset not in Delta's
-    form (then VACUUM cannot be judged: the caller treats it as unread from the start)."""
+@dataclass(frozen=True)
+class Unread:
+    """Where silver's query of a bronze table reads on: from ``version`` on; ``snapshot``:
+    every file of that version's snapshot too (a query still reading the table as it was
+    when it began), whatever version added it."""
+
+    version: int
+    snapshot: bool
+
+
+def first_unread(spark: SparkSession, layout: Layout, bronze_table: str) -> Unread | None:
+    """Where silver's query of ``bronze_table`` reads on, or None: no query yet (its first
+    batch reads the table as it then is). A first batch not committed yet, or an offset not
+    in Delta's form, may need any file: from version 0, snapshot and all."""
     checkpoint = layout.checkpoint("silver", table_name(bronze_table))
     committed = newest_batch(spark, Layout.commit_log(checkpoint))
-    planned = newest_batch(spark, Layout.offset_log(checkpoint))
-    if planned is None:
+    if newest_batch(spark, Layout.offset_log(checkpoint)) is None:
         return None
-    # the batch in flight, or the next one, starts where the newest committed batch ended;
-    # with none committed, the first batch reads the snapshot its offset names
-    batch = committed.batch_id if committed is not None else planned.batch_id
-    text = planned_source_offset(spark, checkpoint, batch)
-    if text is None:
-        return 0
+    if committed is None:
+        return Unread(0, snapshot=True)
+    # the batch in flight, or the next one, starts where the newest committed batch ended
+    text = planned_source_offset(spark, checkpoint, committed.batch_id)
     try:
-        return int(json.loads(text)["reservoirVersion"])
+        offset = json.loads(text or "")
+        return Unread(int(offset["reservoirVersion"]), bool(offset["isStartingVersion"]))
     except (ValueError, KeyError, TypeError):
-        return 0
+        return Unread(0, snapshot=True)
 
 
 def first_unread_commit(spark: SparkSession, layout: Layout, bronze_table: str) -> float | None:
-    """When (seconds since the epoch) the first version of ``bronze_table`` that silver has
-    yet to read and that adds data was committed; None when there is none, or silver has no
-    query yet. Versions that only rearrange files (OPTIMIZE: ``dataChange`` false) are not
-    read by a stream. A version whose log entry is gone counts as committed at 0 (long ago)."""
-    version = first_unread_version(spark, layout, bronze_table)
-    if version is None:
+    """When (seconds since the epoch) the first version of ``bronze_table`` whose files silver
+    may still read was committed; None when there is none, or silver has no query yet.
+    Reading on from a version, the first one that adds data counts (a stream does not read
+    the files of versions that only rearrange them, OPTIMIZE's: ``dataChange`` false); reading
+    a snapshot, that version itself (every file of it is needed, wherever it came from). A
+    version whose log entry is gone counts as committed at 0 (long ago)."""
+    unread = first_unread(spark, layout, bronze_table)
+    if unread is None:
         return None
-    for unread in range(version, table_version(bronze_table, spark) + 1):
-        entry = f"{bronze_table}/_delta_log/{unread:020d}.json"
+    for version in range(unread.version, table_version(bronze_table, spark) + 1):
+        entry = f"{bronze_table}/_delta_log/{version:020d}.json"
         lines = read_text_lines(spark, entry)
         if lines is None:
             return 0.0
-        if any(_adds_data(line) for line in lines):
+        if unread.snapshot or any(_adds_data(line) for line in lines):
             _, path, fs = hadoop_path(spark, entry)
             return int(fs.getFileStatus(path).getModificationTime()) / 1000.0
     return None

@@ -13,7 +13,7 @@ import pytest
 
 from lakehouse.layout import Layout
 from pipelines.ops import maintain as maintain_mod
-from pipelines.ops.unread_bronze import first_unread_version, vacuum_unsafe
+from pipelines.ops.unread_bronze import Unread, first_unread, vacuum_unsafe
 from tests.support.checkpoints import delta_source_offset, write_checkpoint_batch
 
 
@@ -50,7 +50,7 @@ def test_a_bronze_table_silver_has_not_read_keeps_its_files(spark: Any, tmp_path
     lake = tmp_path / "lake"
     bronze = _bronze_with_removed_files(spark, lake)
     _silver_read_up_to(lake, 1)  # version 0 read; 1 and 2 (and the files 0 added) to come
-    assert first_unread_version(spark, Layout(str(lake)), str(bronze)) == 1
+    assert first_unread(spark, Layout(str(lake)), str(bronze)) == Unread(1, snapshot=False)
     files = _parquet(bronze)
     out = _maintain_forced(spark, lake)
     by_table = {Path(t["table"]).name: t["vacuum"] for t in out["tables"]}
@@ -85,10 +85,34 @@ def test_versions_that_only_rearrange_files_are_not_waited_for(spark: Any, tmp_p
     rows.repartition(3).write.format("delta").mode("overwrite").option("dataChange", "false").save(
         str(bronze)
     )
-    assert first_unread_version(spark, Layout(str(lake)), str(bronze)) == 3
+    assert first_unread(spark, Layout(str(lake)), str(bronze)) == Unread(3, snapshot=False)
     tables = _maintain_forced(spark, lake)["tables"]
     (orders,) = [t for t in tables if t["table"].endswith("/bronze/orders")]
     assert orders["vacuum"]["files_deleted"] == 6  # the overwritten versions' and the rewrite's
+
+
+@pytest.mark.parametrize("silver", ["first batch in flight", "still reading its snapshot"])
+def test_a_snapshot_silver_is_reading_keeps_its_files(
+    spark: Any, tmp_path: Path, silver: str
+) -> None:
+    # every file of the snapshot is needed, also those a rewrite without data change added
+    lake = tmp_path / "lake"
+    bronze = _bronze_with_removed_files(spark, lake)
+    checkpoint = Path(Layout(str(lake)).checkpoint("silver", "orders"))
+    in_flight = silver == "first batch in flight"
+    offset = delta_source_offset(2, index=0, starting=True)
+    write_checkpoint_batch(checkpoint, 0, offset, committed=not in_flight)
+    rows = spark.read.format("delta").load(str(bronze))
+    rows.repartition(3).write.format("delta").mode("overwrite").option("dataChange", "false").save(
+        str(bronze)
+    )
+    expected = Unread(0, snapshot=True) if in_flight else Unread(2, snapshot=True)
+    assert first_unread(spark, Layout(str(lake)), str(bronze)) == expected
+    files = _parquet(bronze)
+    (orders,) = [
+        t for t in _maintain_forced(spark, lake)["tables"] if t["table"].endswith("/bronze/orders")
+    ]
+    assert "skipped" in orders["vacuum"] and _parquet(bronze) == files
 
 
 def test_vacuum_is_unsafe_only_before_the_retention() -> None:

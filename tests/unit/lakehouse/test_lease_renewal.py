@@ -153,9 +153,7 @@ class MemoryStore:
 
 def _held(store: MemoryStore, owner: str, expires: float, ttl: float = 120.0) -> WriterLease:
     store.put("lease", json.dumps({"owner": owner, "expires": expires}).encode())
-    lease = WriterLease("s3a://b/lh/_writers/silver", owner, ttl, store, "lease", None, expires)
-    lease._etag = store.etag("lease") if store.etags else None
-    return lease
+    return WriterLease("s3a://b/lh/_writers/silver", owner, ttl, store, "lease", None, expires)
 
 
 def test_a_lease_not_renewed_in_time_is_lost_while_its_renewal_hangs() -> None:
@@ -328,3 +326,24 @@ def test_a_lease_whose_process_on_this_machine_ended_is_taken_over_at_once(
         assert json.loads(store.objects["lease"])["pid"] == os.getpid()
     finally:
         lease.release()
+
+
+def test_a_renewal_whose_answer_was_lost_is_followed_by_one_that_succeeds() -> None:
+    """The store took the put but its answer never came (or the read after it failed): the
+    next renewal builds on the version the store holds, ours, and goes through."""
+    store = MemoryStore()
+    lease = _held(store, "me", time.time() + 120)
+    real_put = store.put
+
+    def put_then_fail(path: str, data: bytes) -> None:
+        real_put(path, data)
+        store.put = real_put  # once
+        raise RuntimeError("connection reset: the put's answer was lost")
+
+    store.put = put_then_fail  # type: ignore[method-assign]
+    lease.renew_once()
+    assert lease.loss() is None and "answer was lost" in lease._renewal_error
+    before = lease._expires
+    lease.renew_once()
+    assert lease.loss() is None and lease._renewal_error == "" and lease._expires > before
+    assert store.holder("lease") == "me"
