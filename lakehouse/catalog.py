@@ -270,7 +270,10 @@ def registered_location(spark: SparkSession, database: str, name: str) -> str | 
     if not catalog.tableExists(ident):
         return None
     location = catalog.getTableMetadata(ident).storage().locationUri()
-    return str(location.get().toString()) if location.isDefined() else ""
+    if not location.isDefined():
+        return ""
+    # as Spark shows it (CatalogUtils.URIToString): decoded, "my lake", not "my%20lake"
+    return str(jvm.org.apache.hadoop.fs.Path(location.get()).toString())
 
 
 def same_location(a: str, b: str) -> bool:

@@ -343,7 +343,7 @@ def _types_fit(expectation: str, kwargs: dict[str, Any], types: dict[str, DataTy
 
 def _set_fits(values: Any, kind: DataType) -> bool:
     """Whether a value set compares with a column as it is: strings with a string column,
-    numbers with a numeric one, booleans with a boolean one. Any other mix Spark casts, and
+    numbers with a numeric one, booleans with a boolean one. Anything else Spark casts, and
     may fail to (``'PAID'`` as a number, in ANSI mode): GE runs such a rule and its error
     names the rule (``QualityConfigError``) instead of failing every rule of the table."""
     if not values:
@@ -354,7 +354,7 @@ def _set_fits(values: Any, kind: DataType) -> bool:
         return all(_is_number(v) for v in values)
     if isinstance(kind, BooleanType):
         return all(isinstance(v, bool) for v in values)
-    return True
+    return False  # dates, timestamps, bytes: Spark would cast the values
 
 
 def _is_number(value: Any) -> bool:

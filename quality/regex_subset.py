@@ -11,8 +11,9 @@ regex rules both ways on drawn strings, and which patterns the subset takes.
 from __future__ import annotations
 
 import re
+from functools import cache
 
-from quality.regex_syntax import warnings_as
+from quality.regex_syntax import warnings_caught
 
 _LINE_TERMINATORS = re.compile("[\n\r\u0085\u2028\u2029]")
 
@@ -28,6 +29,7 @@ _CLASS = re.compile(  # ranges, shorthands, escaped ASCII punctuation, plain pri
 )
 
 
+@cache  # the answer once per pattern: re's own cache compiles it again without a warning
 def python_regex(pattern: str) -> re.Pattern[str] | None:
     """Python's ``re`` (ASCII) for a Java regex of a subset both engines read alike, or None.
 
@@ -82,10 +84,12 @@ def python_regex(pattern: str) -> re.Pattern[str] | None:
     if depth:
         return None
     try:
-        with warnings_as("error"):  # e.g. FutureWarning: a set Python may read anew
-            return re.compile(pattern, re.ASCII)
-    except (re.error, FutureWarning):
+        with warnings_caught() as caught:
+            compiled = re.compile(pattern, re.ASCII)
+    except re.error:
         return None
+    # e.g. FutureWarning: a set Python may read anew
+    return None if any(issubclass(w.category, FutureWarning) for w in caught) else compiled
 
 
 def line_sensitive(pattern: str) -> bool:

@@ -51,18 +51,22 @@ def _python_spelling(token: re.Match[str]) -> str:
 _WARNINGS = threading.Lock()
 
 #: Python's message for a look-behind of varying width, which Java takes when its width is
-#: bounded (``(?<=a|bc)``); an unbounded one Java refuses (:func:`java_regex_error`)
+#: bounded (``(?<=a|bc)``)
 _VARIABLE_LOOK_BEHIND = "look-behind requires fixed-width pattern"
+# a quantifier without an upper bound anywhere in the pattern: a look-behind of varying width
+# is then taken only if Java's own check says so (a session without a JVM has none)
+_UNBOUNDED = re.compile(r"(?<!\\)[*+]|\{\d*,\}")
 
 
 @contextmanager
-def warnings_as(action: str) -> Iterator[None]:
-    """Python's warnings handled as ``action`` ("ignore", "error") in the block. The filters
-    are the process's: the block holds a lock, so that two threads compiling patterns at once
-    do not leave one's filter in place for the other."""
-    with _WARNINGS, warnings.catch_warnings():
-        warnings.simplefilter(action)  # type: ignore[arg-type]
-        yield
+def warnings_caught() -> Iterator[list[warnings.WarningMessage]]:
+    """The warnings raised in the block, recorded instead of shown. The filters are the
+    process's: the block holds a lock, so that two threads compiling patterns at once do not
+    leave one's filters in place for the other (another thread's warning meanwhile is
+    recorded here, never turned into an error)."""
+    with _WARNINGS, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield caught
 
 
 def python_regex_error(pattern: str) -> str | None:
@@ -70,11 +74,11 @@ def python_regex_error(pattern: str) -> str | None:
     allowed: see the module docstring), or None."""
     neutral = _JAVA_TOKENS.sub(_python_spelling, pattern)
     try:
-        with warnings_as("ignore"):  # FutureWarning for Java's [a-z&&[^b]] and kin
+        with warnings_caught():  # FutureWarning for Java's [a-z&&[^b]] and kin: ignored
             re.compile(neutral)
     except re.error as exc:
-        if exc.msg == _VARIABLE_LOOK_BEHIND:
-            return None
+        if exc.msg == _VARIABLE_LOOK_BEHIND and not _UNBOUNDED.search(pattern):
+            return None  # bounded: Java takes it
         # a position in the rewritten text would point at the wrong place of the user's
         return exc.msg if neutral != pattern else str(exc)
     return None

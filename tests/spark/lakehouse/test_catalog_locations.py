@@ -28,7 +28,7 @@ def _table(spark: Any, path: Path) -> str:
 
 
 def test_the_same_folder_in_another_spelling_is_taken(spark: Any, tmp_path: Path, database):
-    path = _table(spark, tmp_path / "a" / "orders")
+    path = _table(spark, tmp_path / "my lake" / "orders")  # a space: a URI spells it %20
     assert register_table(spark, database, path) == f"{database}.orders"
     assert register_table(spark, database, f"file://{path}/") == f"{database}.orders"
     assert registered_location(spark, database, "orders") == f"file:{path}"

@@ -225,6 +225,13 @@ def test_valid_java_regexes_are_accepted(regex):
     assert parse_rules([_regex_rule(regex)])[0].regexes() == (regex,)
 
 
+def test_a_look_behind_of_unbounded_width_is_left_refused():
+    # Java may take some; with no bound the pre-check cannot tell, and a session without a
+    # JVM (Spark Connect) checks nothing after it
+    with pytest.raises(QualityConfigError, match="fixed-width"):
+        parse_rules([_regex_rule("(?<=a+)x")])
+
+
 @pytest.mark.parametrize("regex", ["*a", "a)", "(?<name", r"\y", "a{2,1}"])
 def test_regexes_broken_in_both_engines_are_refused(regex):
     with pytest.raises(QualityConfigError, match="invalid regular expression"):
