@@ -7,7 +7,8 @@ operators that publish silver (protolake_ingest's ``silver``, protolake_maintena
 ``replay``) compare against the versions of their last publication, kept in the Airflow
 Variable :func:`variable_key` of the lakehouse (shared by every worker), and store the new ones
 after publishing. Before any publication, the versions at the start of the run are the
-baseline. Two DAGs publishing at once may announce a change twice, never miss one.
+baseline. Two DAGs publishing at once may announce a change twice; a worker lost between
+storing the versions and Airflow recording the task's success misses them.
 
 Importing this module loads only the standard library (the DAG files import its importer).
 """

@@ -303,14 +303,16 @@ def test_a_lease_whose_process_on_this_machine_ended_is_taken_over_at_once(
 
     from lakehouse.local_process import this_process
 
-    crashed = subprocess.Popen([sys.executable, "-c", "pass"])
+    crashed, its_jvm = (subprocess.Popen([sys.executable, "-c", "pass"]) for _ in range(2))
     crashed.wait()
+    its_jvm.wait()
     store = MemoryStore()
     monkeypatch.setattr(lease_module, "hadoop_path", lambda _spark, _loc: (None, "lease", store))
     location = "s3a://b/lh/_writers/bronze"
 
     def held_by(**fields: object) -> None:
-        lease = {"owner": "crashed", "expires": time.time() + 60, **this_process(), **fields}
+        lease = {"owner": "crashed", "expires": time.time() + 60, **this_process()}
+        lease.update(parent_pid=its_jvm.pid, **fields)
         store.put("lease", json.dumps(lease).encode())
 
     held_by(pid=os.getppid())  # alive
