@@ -3,8 +3,10 @@
 # (`make lint`) and then the whole suite.
 # Both install what is missing first (infra/setup.sh), so a fresh clone needs nothing else.
 SHELL := /bin/bash
-VENV ?= .venv
+VENV ?= $(or $(PROTOLAKE_VENV),.venv)
 PY := $(VENV)/bin/python
+# every script (setup, the stack, the tests) uses the same virtualenv
+export PROTOLAKE_VENV := $(abspath $(VENV))
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYTHONUNBUFFERED := 1
 
@@ -57,4 +59,4 @@ bench: setup
 
 clean:
 	@infra/stack.sh down || true
-	rm -rf run
+	rm -rf "$${PROTOLAKE_RUN_DIR:-run}"

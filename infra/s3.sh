@@ -63,9 +63,12 @@ EOF
 s3_create_buckets() {
   local bucket
   for bucket in $s3_buckets; do
-    # `weed shell` reaches the master; an existing bucket is left as it is.
-    if ! printf 's3.bucket.list\n' | "$weed" shell -master="127.0.0.1:$s3_master_port" 2>/dev/null \
-        | grep -qw -- "$bucket"; then
+    # `weed shell` reaches the master; an existing bucket is left as it is. The list is read
+    # whole first (grep -q would end the pipe early and fail it under pipefail), and a line
+    # must name the bucket itself, not one whose name begins with it.
+    local listed
+    listed="$(printf 's3.bucket.list\n' | "$weed" shell -master="127.0.0.1:$s3_master_port" 2>/dev/null || true)"
+    if ! grep -qE -- "^[[:space:]]*${bucket}([[:space:]]|$)" <<< "$listed"; then
       printf 's3.bucket.create -name %s\n' "$bucket" \
         | "$weed" shell -master="127.0.0.1:$s3_master_port" >> "$logs/s3.log" 2>&1 \
         || die "could not create bucket $bucket (log in $logs/s3.log)"

@@ -52,8 +52,12 @@ apt_install() {  # apt_install PACKAGE...
   apt_get install -y -qq "$@" >/dev/null
 }
 
+if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
+  # a virtualenv without pip (made by `uv venv`, or an interrupted attempt): given one
+  "$venv/bin/python" -m ensurepip --upgrade >/dev/null 2>&1 || true
+fi
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
-  # Also when an interrupted earlier attempt left a virtualenv without pip.
+  # none, or one whose pip could not be installed
   echo "creating virtualenv $venv"
   rm -rf "$venv"
   if ! "$python" -m venv "$venv"; then
@@ -108,6 +112,8 @@ fi
   echo "setup: could not write the project's bytecode; running from source" >&2
 
 command -v java >/dev/null || { echo "java (JDK 17+) is required: apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
+# the metastore's and SQL endpoint's own classes are compiled at their first start
+command -v javac >/dev/null || { echo "javac (JDK 17+, not a JRE alone) is required: apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
 
 if ! command -v mvn >/dev/null; then
   echo "installing maven (Debian)"

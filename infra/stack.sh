@@ -44,7 +44,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 run="${PROTOLAKE_RUN_DIR:-$root/run}"
 case "$run" in /*) ;; *) run="$root/$run" ;; esac
 jars="${PROTOLAKE_JAR_CACHE:-$root/infra/.cache/jars}/kafka"
-python="${PROTOLAKE_PYTHON:-$root/.venv/bin/python}"
+python="${PROTOLAKE_PYTHON:-${PROTOLAKE_VENV:-$root/.venv}/bin/python}"
 timeout="${PROTOLAKE_START_TIMEOUT:-60}"
 
 bootstrap="${PROTOLAKE_KAFKA_BOOTSTRAP:-127.0.0.1:9092}"
@@ -87,12 +87,17 @@ pid_of() {
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# stop_pid NAME PID: SIGTERM, wait up to 30 s, then SIGKILL.
+# stop_pid NAME PID: SIGTERM, wait up to 30 s, then SIGKILL; the process counts as gone once
+# its pid has another command line (a pid reused meanwhile is never signalled).
 stop_pid() {
-  local name="$1" pid="$2" i
+  local name="$1" pid="$2" i cmd
+  cmd="$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null || true)"
   kill -TERM "$pid" 2>/dev/null || true
   for i in $(seq 1 60); do
-    kill -0 "$pid" 2>/dev/null || { rm -f "$pids/$name.pid"; echo "$name stopped (pid $pid)"; return 0; }
+    if ! kill -0 "$pid" 2>/dev/null \
+        || [ "$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null || true)" != "$cmd" ]; then
+      rm -f "$pids/$name.pid"; echo "$name stopped (pid $pid)"; return 0
+    fi
     sleep 0.5
   done
   echo "$name did not stop after 30 s: SIGKILL (pid $pid)" >&2
@@ -301,7 +306,7 @@ kafka_down() { service_down kafka "$kafka_marker"; }
 # ---------------------------------------------------------------- schema registry
 # The marker is the arguments naming this run folder's data file: only this stack's registry
 # has them, however the program itself is spelled on its command line.
-registry_marker="--port $registry_port --data $run/registry.json"
+registry_marker="--data $run/registry.json"
 
 registry_up() {
   local pid
