@@ -68,7 +68,7 @@ s3_create_buckets() {
     # must name the bucket itself, not one whose name begins with it.
     local listed
     listed="$(printf 's3.bucket.list\n' | "$weed" shell -master="127.0.0.1:$s3_master_port" 2>/dev/null || true)"
-    if ! grep -qE -- "^[[:space:]]*${bucket}([[:space:]]|$)" <<< "$listed"; then
+    if ! awk -v b="$bucket" '$1 == b { found = 1 } END { exit !found }' <<< "$listed"; then
       printf 's3.bucket.create -name %s\n' "$bucket" \
         | "$weed" shell -master="127.0.0.1:$s3_master_port" >> "$logs/s3.log" 2>&1 \
         || die "could not create bucket $bucket (log in $logs/s3.log)"

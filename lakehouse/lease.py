@@ -360,21 +360,31 @@ def _etag(fs: Any, path: Any) -> str | None:
 
 
 def _read_tagged(fs: Any, path: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """The lease and the etag of the version read (None: no lease, or no etag): the etag is
-    taken before and after the read, and read again when another put came between."""
+    """The lease and the etag of the version read (None: no lease, or a store that names no
+    etags): the etag is taken before and after the read, and read again when another put
+    came between.
+
+    Raises:
+        WriterLeaseError: the lease was replaced on every look (no version to build on).
+    """
     for _ in range(3):
-        try:
-            before = _etag(fs, path)
-        except Exception:
-            if not fs.exists(path):  # none, or deleted since (the status call's error)
-                return None, None
-            raise
+        before = _etag_if_there(fs, path)
         holder = _read(fs, path)
         if holder is None or before is None:
             return holder, None
-        if _etag(fs, path) == before:
+        if _etag_if_there(fs, path) == before:
             return holder, before
-    return _read(fs, path), None  # replaced on every look: no version to build on
+    raise WriterLeaseError(f"{path}: the lease changed on every read (another driver's puts)")
+
+
+def _etag_if_there(fs: Any, path: Any) -> str | None:
+    """:func:`_etag`, None when there is no lease (also deleted since it was looked for)."""
+    try:
+        return _etag(fs, path)
+    except Exception:
+        if not fs.exists(path):  # the status call's error: deleted meanwhile
+            return None
+        raise
 
 
 def _read(fs: Any, path: Any) -> dict[str, Any] | None:

@@ -89,7 +89,9 @@ def python_regex(pattern: str) -> re.Pattern[str] | None:
     except re.error:
         return None
     # e.g. FutureWarning: a set Python may read anew
-    return None if any(issubclass(w.category, FutureWarning) for w in caught) else compiled
+    # (another thread's warnings meanwhile are recorded too: only those of this compile count)
+    mine = [w for w in caught if w.filename == __file__ and issubclass(w.category, FutureWarning)]
+    return None if mine else compiled
 
 
 def line_sensitive(pattern: str) -> bool:

@@ -53,9 +53,7 @@ _WARNINGS = threading.Lock()
 #: Python's message for a look-behind of varying width, which Java takes when its width is
 #: bounded (``(?<=a|bc)``)
 _VARIABLE_LOOK_BEHIND = "look-behind requires fixed-width pattern"
-# a quantifier without an upper bound anywhere in the pattern: a look-behind of varying width
-# is then taken only if Java's own check says so (a session without a JVM has none)
-_UNBOUNDED = re.compile(r"(?<!\\)[*+]|\{\d*,\}")
+_OPEN_BOUND = re.compile(r"\{\d*,\}")  # {n,}: no upper bound
 
 
 @contextmanager
@@ -77,11 +75,63 @@ def python_regex_error(pattern: str) -> str | None:
         with warnings_caught():  # FutureWarning for Java's [a-z&&[^b]] and kin: ignored
             re.compile(neutral)
     except re.error as exc:
-        if exc.msg == _VARIABLE_LOOK_BEHIND and not _UNBOUNDED.search(pattern):
+        if exc.msg == _VARIABLE_LOOK_BEHIND and not any(
+            _unbounded(body) for body in _look_behinds(pattern)
+        ):
             return None  # bounded: Java takes it
         # a position in the rewritten text would point at the wrong place of the user's
         return exc.msg if neutral != pattern else str(exc)
     return None
+
+
+def _skip(pattern: str, i: int) -> int | None:
+    """The index after the escape or character class at ``i``, or None when none starts
+    there (their ``*``, ``+``, ``(`` and ``)`` are no syntax)."""
+    if pattern[i] == "\\":
+        return i + 2
+    if pattern[i] != "[":
+        return None
+    j = i + 1
+    if j < len(pattern) and pattern[j] == "^":
+        j += 1
+    j += 1  # a "]" first in a class is a character
+    while j < len(pattern) and pattern[j] != "]":
+        j += 2 if pattern[j] == "\\" else 1
+    return j + 1
+
+
+def _look_behinds(pattern: str) -> list[str]:
+    """The bodies of the pattern's look-behind groups, ``(?<=...)`` and ``(?<!...)``."""
+    bodies, i = [], 0
+    while i < len(pattern):
+        if (after := _skip(pattern, i)) is not None:
+            i = after
+        elif pattern.startswith(("(?<=", "(?<!"), i):
+            depth, j = 1, i + 4
+            while j < len(pattern) and depth:
+                if (after := _skip(pattern, j)) is not None:
+                    j = after
+                    continue
+                depth += {"(": 1, ")": -1}.get(pattern[j], 0)
+                j += 1
+            bodies.append(pattern[i + 4 : j - 1])
+            i += 4  # a look-behind inside this one is scanned too
+        else:
+            i += 1
+    return bodies
+
+
+def _unbounded(body: str) -> bool:
+    """Whether ``body`` repeats something without an upper bound (``*``, ``+``, ``{n,}``)."""
+    i = 0
+    while i < len(body):
+        if (after := _skip(body, i)) is not None:
+            i = after
+        elif body[i] in "*+" or _OPEN_BOUND.match(body, i):
+            return True
+        else:
+            i += 1
+    return False
 
 
 def java_regex_error(jvm: Any, pattern: str) -> str | None:

@@ -349,3 +349,19 @@ def test_a_renewal_whose_answer_was_lost_is_followed_by_one_that_succeeds() -> N
     lease.renew_once()
     assert lease.loss() is None and lease._renewal_error == "" and lease._expires > before
     assert store.holder("lease") == "me"
+
+
+def test_a_lease_replaced_on_every_look_is_never_put_over_blindly() -> None:
+    """Another driver puts the lease between each look of a renewal: no version to build on,
+    so the renewal fails (and is retried) instead of putting without a condition."""
+    store = MemoryStore()
+    lease = _held(store, "me", time.time() + 120)
+
+    def another_put(_n: int) -> None:
+        store.put("lease", json.dumps({"owner": "me", "expires": 1e12, "n": _n}).encode())
+
+    store.after_read = another_put
+    puts = store.changes
+    lease.renew_once()
+    assert store.changes == puts  # no put of this renewal
+    assert "changed on every read" in lease._renewal_error and lease.loss() is None

@@ -219,17 +219,20 @@ def test_an_invalid_regex_is_refused_at_parse_time(expectation):
         r"(?<=a)b(?<!c)",  # look-behinds are no named groups
         r"(?<=a|bc)x(?<!ab?)",  # Java's look-behinds may vary within bounds (Python's may not)
         r"(?<=a{1,2})x",
+        r"(?<=USD|EU)\d+",  # unbounded outside the look-behind
+        r"[*+](?<=a|bc)x(?<=[*]|ab)",  # in a character class, * and + are characters
     ],
 )
 def test_valid_java_regexes_are_accepted(regex):
     assert parse_rules([_regex_rule(regex)])[0].regexes() == (regex,)
 
 
-def test_a_look_behind_of_unbounded_width_is_left_refused():
+@pytest.mark.parametrize("regex", ["(?<=a+)x", "(?<=a|(b*))x", "(?<=a{2,}|b)x", r"(?<=a|\\+)x"])
+def test_a_look_behind_of_unbounded_width_is_left_refused(regex):
     # Java may take some; with no bound the pre-check cannot tell, and a session without a
     # JVM (Spark Connect) checks nothing after it
     with pytest.raises(QualityConfigError, match="fixed-width"):
-        parse_rules([_regex_rule("(?<=a+)x")])
+        parse_rules([_regex_rule(regex)])
 
 
 @pytest.mark.parametrize("regex", ["*a", "a)", "(?<name", r"\y", "a{2,1}"])
