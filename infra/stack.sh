@@ -100,8 +100,10 @@ stop_pid() {
     fi
     sleep 0.5
   done
-  echo "$name did not stop after 30 s: SIGKILL (pid $pid)" >&2
-  kill -KILL "$pid" 2>/dev/null || true
+  if [ "$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null || true)" = "$cmd" ]; then
+    echo "$name did not stop after 30 s: SIGKILL (pid $pid)" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
   sleep 0.5
   rm -f "$pids/$name.pid"
 }

@@ -21,7 +21,7 @@ BURN = (
     "u = resource.getrusage(resource.RUSAGE_SELF)\n"
     "open(sys.argv[1], 'w').write(str(u.ru_utime + u.ru_stime))\n"
     # then waits for its stdin to close, or lingers a while
-    "time.sleep(1.5) if sys.argv[2:] == ['linger'] else sys.stdin.read()\n"
+    "time.sleep(3.5) if sys.argv[2:] == ['linger'] else sys.stdin.read()\n"
 )
 # A process that starts a burner and ends when it has burnt, without waiting for it: the
 # burner's CPU time never reaches the test process's count of waited-for children (as a
@@ -31,7 +31,7 @@ ORPHAN = (
     "subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2], 'linger'])\n"
     "while not (os.path.exists(sys.argv[2]) and open(sys.argv[2]).read()):\n"
     "    time.sleep(0.05)\n"
-    "time.sleep(1.2)\n"  # the report reads processes every 0.5 s
+    "time.sleep(3.0)\n"  # the report reads processes every 0.5 s (a loaded machine: later)
 )
 
 SMALL_SUITE = f"""
@@ -55,7 +55,7 @@ def finish(proc):
 
 def test_burns_cpu_in_a_subprocess_it_waits_for():
     proc = burner("waited")
-    time.sleep(1.2)  # the report reads processes every 0.5 s: let it see this one's total
+    time.sleep(3.0)  # the report reads processes every 0.5 s: let it see this one's total
     finish(proc)
 
 def test_burns_cpu_in_a_subprocess_of_a_subprocess_it_does_not_wait_for():
