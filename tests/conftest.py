@@ -73,17 +73,23 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
+def _active_session() -> Any:
+    """The process's Spark session, or None (no test of the process built one: pyspark is
+    not even imported by a unit-test process)."""
+    if "pyspark" not in sys.modules:
+        return None
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
+
+
 @pytest.fixture(autouse=True)
 def _forget_catalog_tables() -> Iterator[None]:
     """Drop the default catalog databases of the shared session after each test."""
     yield
     from lakehouse.catalog import CatalogDatabases
 
-    if "pyspark" not in sys.modules:
-        return
-    from pyspark.sql import SparkSession
-
-    session = SparkSession.getActiveSession()
+    session = _active_session()
     if session is None:
         return
     defaults = CatalogDatabases()
@@ -102,11 +108,7 @@ _RUNTIME_TEST_CONF = ("spark.sql.shuffle.partitions", "spark.databricks.delta.sn
 def _restore_session_conf() -> Iterator[None]:
     """Set the shared session's test settings again where a test's job changed them."""
     yield
-    if "pyspark" not in sys.modules:
-        return
-    from pyspark.sql import SparkSession
-
-    session = SparkSession.getActiveSession()
+    session = _active_session()
     if session is None:
         return
     for key in _RUNTIME_TEST_CONF:

@@ -94,7 +94,7 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
         lakehouse = load_job_config(config).lakehouse_path if self.publish_silver else ""
         if self.skip_when_caught_up and self._caught_up(config):
             if self.publish_silver:  # what an earlier run that failed committed
-                self._publish_since(context, lakehouse, config)
+                self._publish_since(context, lakehouse, config, None)
             return
         master = str(self._get_hook()._connection["master"])  # the connection's master URL
         local = is_local_master(master)
@@ -122,11 +122,12 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
         self.env_vars = env
         self.application_args = [self.subcommand, "--config", config, *self.subcommand_args]
         self._hook = None  # rebuilt by execute() from the settings above
+        before = None
         if self.publish_silver:  # the baseline is stored before the job may change a table
-            baseline(lakehouse, lambda: silver_versions(config))
+            before = baseline(lakehouse, lambda: silver_versions(config))
         super().execute(context)
         if self.publish_silver:
-            self._publish_since(context, lakehouse, config)
+            self._publish_since(context, lakehouse, config, before)
 
     @staticmethod
     def _refuse_when_streaming() -> None:
@@ -155,14 +156,17 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
         self.log.info("%s has work (%s): submitting", self.subcommand, pending)
         return False
 
-    def _publish_since(self, context: Any, lakehouse: str, config: str) -> None:
+    def _publish_since(
+        self, context: Any, lakehouse: str, config: str, before: dict[str, int] | None
+    ) -> None:
         """An asset event per silver table changed since the last publication
         (:mod:`protolake_support.published`), which then records the versions published."""
         from airflow.sdk import Asset, AssetAlias
 
         from protolake_support.tables import silver_versions
 
-        before = baseline(lakehouse, lambda: silver_versions(config))
+        if before is None:  # (not read yet by this try)
+            before = baseline(lakehouse, lambda: silver_versions(config))
         try:
             after = silver_versions(config)
         except Exception as exc:  # noqa: BLE001 - the job has committed: it succeeded

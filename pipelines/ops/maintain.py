@@ -51,6 +51,12 @@ from lakehouse.layout import LAYERS, Layout
 from lakehouse.lease import holds_no_lease, raise_if_lost
 from lakehouse.tables import list_delta_tables, table_version
 from pipelines.ops.common import emit, loaded_config, progress, table
+from pipelines.ops.retention import (
+    SAFE_RETENTION_HOURS,
+    forced_retention,
+    retention_as_asked,
+    retention_check_off,
+)
 from pipelines.ops.unread_bronze import silver_unread_since, vacuum_unsafe
 from pipelines.settings.clients import open_session, writer_lease
 from pipelines.spark import configured
@@ -58,11 +64,6 @@ from pipelines.spark import configured
 log = logging.getLogger("pipelines.ops.maintain")
 
 GROUPS = LAYERS
-SAFE_RETENTION_HOURS = 168
-RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
-# on in Delta 4.4: VACUUM's RETAIN n HOURS is ignored for the table's
-# delta.deletedFileRetentionDuration (7 days by default) unless n is 0
-RETENTION_WINDOW_CONF = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
 
 
 LISTING_PARALLELISM_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
@@ -109,10 +110,6 @@ def _unless_configured(spark: Any, key: str, value: str) -> Iterator[None]:
         yield
     finally:
         spark.conf.unset(key)
-
-
-class RetentionRefusedError(ValueError):
-    """A retention below Delta's safety minimum without ``force``."""
 
 
 def tables_of(spark: Any, lakehouse_path: str, group: str) -> list[str]:
@@ -175,7 +172,7 @@ def _vacuum(
 ) -> dict[str, int | None]:
     """One table's VACUUM: ``files_deleted`` (a dry run: ``files_to_delete``)."""
     vacuum = f"VACUUM {_sql_path(path)} RETAIN {retention_hours:g} HOURS"
-    with vacuum_logging(spark) as logged, _retention_as_asked(spark):
+    with vacuum_logging(spark) as logged, retention_as_asked(spark):
         if dry_run or not logged:
             doomed = int(spark.sql(f"{vacuum} DRY RUN").count())
             if not dry_run:
@@ -184,21 +181,6 @@ def _vacuum(
         before = table_version(path, spark)
         spark.sql(vacuum).collect()
         return {"files_deleted": _vacuumed_since(spark, path, before)}
-
-
-@contextmanager
-def _retention_as_asked(spark: Any) -> Iterator[None]:
-    """VACUUM keeps the files of the retention it is given (``RETAIN n HOURS``), not the
-    table's 7-day default in its place (:data:`RETENTION_WINDOW_CONF`), unless the job set that
-    itself; unset again after."""
-    if configured(spark, RETENTION_WINDOW_CONF):  # the job's own choice ([spark.conf])
-        yield
-        return
-    spark.conf.set(RETENTION_WINDOW_CONF, "false")
-    try:
-        yield
-    finally:
-        spark.conf.unset(RETENTION_WINDOW_CONF)
 
 
 def _vacuumed_since(spark: Any, path: str, version: int) -> int | None:
@@ -239,7 +221,7 @@ def maintain(
         lakehouse.lease.WriterLeaseError: from ``still_writer``; the tables after it are not
             maintained.
     """
-    forced = _forced_retention(retention_hours, force_retention) if vacuum else False
+    forced = forced_retention(retention_hours, force_retention) if vacuum else False
     t0 = time.monotonic()
     paths = tables_of(spark, lakehouse_path, group)
     layout = Layout(lakehouse_path)
@@ -248,7 +230,7 @@ def maintain(
     with (
         progress(show_progress) as steps,
         listing_parallelism(spark),
-        _retention_check_off(spark, forced),
+        retention_check_off(spark, forced),
     ):
         for path in steps.track(paths, f"maintaining {len(paths)} tables"):
             still_writer()  # not one table's failure: every table after it is another driver's
@@ -276,48 +258,6 @@ def maintain(
         "failed": failed,
         "seconds": round(time.monotonic() - t0, 3),
     }
-
-
-def _forced_retention(retention_hours: float, force_retention: bool) -> bool:
-    """Whether VACUUM goes below the safety minimum (forced, with a warning); refused unless
-    ``force_retention``."""
-    if retention_hours >= SAFE_RETENTION_HOURS:
-        return False
-    if not force_retention:
-        raise RetentionRefusedError(
-            f"--retention-hours {retention_hours:g} is below Delta's safety minimum of "
-            f"{SAFE_RETENTION_HOURS} h: running streams and readers may lose files they "
-            "still need. Add --force-retention if you really mean it."
-        )
-    log.warning(
-        "maintain: VACUUM with %g h retention, below the %d h safety minimum: %s = false",
-        retention_hours,
-        SAFE_RETENTION_HOURS,
-        RETENTION_CHECK_CONF,
-    )
-    print(
-        f"WARNING: vacuuming with {retention_hours:g} h retention (< {SAFE_RETENTION_HOURS} h); "
-        f"Delta's safety check is OFF ({RETENTION_CHECK_CONF}=false) for this run",
-        file=sys.stderr,
-    )
-    return True
-
-
-@contextmanager
-def _retention_check_off(spark: Any, off: bool) -> Iterator[None]:
-    """Delta's retention check off while maintaining (``off``), as the session had it after."""
-    if not off:
-        yield
-        return
-    previous = spark.conf.get(RETENTION_CHECK_CONF, None)
-    spark.conf.set(RETENTION_CHECK_CONF, "false")
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(RETENTION_CHECK_CONF)
-        else:
-            spark.conf.set(RETENTION_CHECK_CONF, previous)
 
 
 def add_parser(subparsers: Any) -> None:

@@ -25,7 +25,7 @@ from pipelines.naming import bronze_table_of_topic, table_name_for
 from pipelines.ops import audit as audit_mod
 from pipelines.ops import maintain as maintain_mod
 from pipelines.ops import replay as replay_mod
-from pipelines.ops import replay_state
+from pipelines.ops import replay_state, retention
 from pipelines.ops import status as status_mod
 from pipelines.quarantine import RECORD_KEY, check_invariant
 from pipelines.settings import parse_config
@@ -445,7 +445,7 @@ def test_maintain_optimizes_and_vacuums_safely(
     )
     assert split_files >= 3
     before = check_invariant(spark, root)
-    with pytest.raises(maintain_mod.RetentionRefusedError):
+    with pytest.raises(retention.RetentionRefusedError):
         maintain_mod.maintain(spark, root, retention_hours=1, show_progress=False)
     assert cli_main(["maintain", "--config", str(lake.config_file), "--retention-hours", "2"]) == 2
     n_silver = len(maintain_mod.tables_of(spark, root, "silver"))
@@ -494,7 +494,7 @@ def test_maintain_optimizes_and_vacuums_safely(
     )
     assert check_invariant(spark, root).bronze_records == before.bronze_records
     # Delta's check is the session's again (it had none of its own)
-    assert spark.conf.get(maintain_mod.RETENTION_CHECK_CONF, None) is None
+    assert spark.conf.get(retention.RETENTION_CHECK_CONF, None) is None
 
 
 def test_sql_queries_the_tables_by_name(lake: Lakehouse, spark: Any, capsys: Any) -> None:

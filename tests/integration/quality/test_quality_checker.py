@@ -304,31 +304,34 @@ def test_a_regex_java_rejects_is_refused_when_the_checker_starts(spark, tmp_path
         checker_for(spark, tmp_path, rule)
 
 
-def test_regexes_in_java_syntax_run_in_spark(spark, tmp_path):
+def quarantined_by_email_regex(spark, tmp_path, expectation, regex):
+    """The rows a quarantine rule on ``email`` fails, of three plain emails and a.b@..."""
     rule = {
         "message_type": ORDER,
-        "expectation": "expect_column_values_to_match_regex",
-        "kwargs": {"column": "email", "regex": r"^(?<user>\p{Alnum}+)@\Qexample.com\E\z"},
+        "expectation": expectation,
+        "kwargs": {"column": "email", "regex": regex},
         "policy": "quarantine",
     }
     checker = checker_for(spark, tmp_path, rule)
     rows = [order_row(i) for i in range(3)] + [order_row(3, email="a.b@example.com")]
     outcome = checker.validate(make_batch(spark, rows), message_type=ORDER, table=TABLE, batch_id=0)
-    assert keys(outcome.failed) == {("shop.orders", 1, 3)}
+    return keys(outcome.failed)
+
+
+def test_regexes_in_java_syntax_run_in_spark(spark, tmp_path):
+    regex = r"^(?<user>\p{Alnum}+)@\Qexample.com\E\z"
+    failed = quarantined_by_email_regex(
+        spark, tmp_path, "expect_column_values_to_match_regex", regex
+    )
+    assert failed == {("shop.orders", 1, 3)}
 
 
 def test_a_look_behind_of_bounded_width_runs_in_spark(spark, tmp_path):
     # Java takes a look-behind whose width varies within bounds; Python's re does not
-    rule = {
-        "message_type": ORDER,
-        "expectation": "expect_column_values_to_not_match_regex",
-        "kwargs": {"column": "email", "regex": r"(?<=a|\.b)@"},
-        "policy": "quarantine",
-    }
-    checker = checker_for(spark, tmp_path, rule)
-    rows = [order_row(i) for i in range(3)] + [order_row(3, email="a.b@example.com")]
-    outcome = checker.validate(make_batch(spark, rows), message_type=ORDER, table=TABLE, batch_id=0)
-    assert keys(outcome.failed) == {("shop.orders", 1, 3)}
+    failed = quarantined_by_email_regex(
+        spark, tmp_path, "expect_column_values_to_not_match_regex", r"(?<=a|\.b)@"
+    )
+    assert failed == {("shop.orders", 1, 3)}
 
 
 def test_error_inside_great_expectations_is_a_config_error(spark, tmp_path):

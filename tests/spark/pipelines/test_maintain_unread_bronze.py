@@ -42,6 +42,21 @@ def _maintain_forced(spark: Any, lake: Path) -> dict[str, Any]:
     )
 
 
+def _bronze_orders_after_maintain(spark: Any, lake: Path) -> dict[str, Any]:
+    """What the forced maintenance did to bronze/orders."""
+    tables = _maintain_forced(spark, lake)["tables"]
+    (orders,) = [t for t in tables if t["table"].endswith("/bronze/orders")]
+    return orders
+
+
+def _rewrite_without_data_change(spark: Any, table: Path) -> None:
+    """A new version of the same rows in other files, as OPTIMIZE commits (dataChange false)."""
+    rows = spark.read.format("delta").load(str(table))
+    rows.repartition(3).write.format("delta").mode("overwrite").option("dataChange", "false").save(
+        str(table)
+    )
+
+
 def _parquet(table: Path) -> int:
     return len(list(table.glob("*.parquet")))
 
@@ -69,8 +84,7 @@ def test_a_bronze_table_silver_has_read_or_never_started_is_vacuumed(
     if silver == "caught up":
         _silver_read_up_to(lake, 3)
     files = _parquet(bronze)
-    tables = _maintain_forced(spark, lake)["tables"]
-    (orders,) = [t for t in tables if t["table"].endswith("/bronze/orders")]
+    orders = _bronze_orders_after_maintain(spark, lake)
     assert orders["vacuum"]["files_deleted"] == 4  # the two overwritten versions' files
     assert _parquet(bronze) == files - 4
 
@@ -81,13 +95,9 @@ def test_versions_that_only_rearrange_files_are_not_waited_for(spark: Any, tmp_p
     lake = tmp_path / "lake"
     bronze = _bronze_with_removed_files(spark, lake)
     _silver_read_up_to(lake, 3)
-    rows = spark.read.format("delta").load(str(bronze))
-    rows.repartition(3).write.format("delta").mode("overwrite").option("dataChange", "false").save(
-        str(bronze)
-    )
+    _rewrite_without_data_change(spark, bronze)
     assert first_unread(spark, Layout(str(lake)), str(bronze)) == Unread(3, snapshot=False)
-    tables = _maintain_forced(spark, lake)["tables"]
-    (orders,) = [t for t in tables if t["table"].endswith("/bronze/orders")]
+    orders = _bronze_orders_after_maintain(spark, lake)
     assert orders["vacuum"]["files_deleted"] == 6  # the overwritten versions' and the rewrite's
 
 
@@ -102,16 +112,11 @@ def test_a_snapshot_silver_is_reading_keeps_its_files(
     in_flight = silver == "first batch in flight"
     offset = delta_source_offset(2, index=0, starting=True)
     write_checkpoint_batch(checkpoint, 0, offset, committed=not in_flight)
-    rows = spark.read.format("delta").load(str(bronze))
-    rows.repartition(3).write.format("delta").mode("overwrite").option("dataChange", "false").save(
-        str(bronze)
-    )
+    _rewrite_without_data_change(spark, bronze)
     expected = Unread(0, snapshot=True) if in_flight else Unread(2, snapshot=True)
     assert first_unread(spark, Layout(str(lake)), str(bronze)) == expected
     files = _parquet(bronze)
-    (orders,) = [
-        t for t in _maintain_forced(spark, lake)["tables"] if t["table"].endswith("/bronze/orders")
-    ]
+    orders = _bronze_orders_after_maintain(spark, lake)
     assert "skipped" in orders["vacuum"] and _parquet(bronze) == files
 
 

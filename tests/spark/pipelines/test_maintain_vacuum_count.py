@@ -12,6 +12,7 @@ import pytest
 
 from lakehouse.tables import table_version
 from pipelines.ops import maintain as maintain_mod
+from pipelines.ops import retention
 
 
 def _parquet_files(table: Path) -> set[str]:
@@ -40,11 +41,11 @@ def statements(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str
         return real_sql(query, *args, **kwargs)
 
     monkeypatch.setattr(spark, "sql", recording)
-    spark.conf.set(maintain_mod.RETENTION_CHECK_CONF, "false")
+    spark.conf.set(retention.RETENTION_CHECK_CONF, "false")
     try:
         yield seen
     finally:
-        spark.conf.unset(maintain_mod.RETENTION_CHECK_CONF)
+        spark.conf.unset(retention.RETENTION_CHECK_CONF)
 
 
 def _forced_vacuum(spark: Any, table: Path) -> dict[str, Any]:
@@ -177,7 +178,7 @@ def test_a_retention_window_setting_the_job_made_is_kept(spark: Any, tmp_path: P
     spark.range(30).repartition(3).write.format("delta").save(str(table))
     spark.range(40).repartition(2).write.format("delta").mode("overwrite").save(str(table))
     _backdate_removed_files(table, hours=200)
-    spark.conf.set(maintain_mod.RETENTION_WINDOW_CONF, "true")
+    spark.conf.set(retention.RETENTION_WINDOW_CONF, "true")
     try:
         out = maintain_mod.maintain(
             spark,
@@ -188,9 +189,9 @@ def test_a_retention_window_setting_the_job_made_is_kept(spark: Any, tmp_path: P
             dry_run=True,
             show_progress=False,
         )
-        assert spark.conf.get(maintain_mod.RETENTION_WINDOW_CONF) == "true"
+        assert spark.conf.get(retention.RETENTION_WINDOW_CONF) == "true"
     finally:
-        spark.conf.unset(maintain_mod.RETENTION_WINDOW_CONF)
+        spark.conf.unset(retention.RETENTION_WINDOW_CONF)
     assert [r["vacuum"]["files_to_delete"] for r in out["tables"]] == [3]
 
 
@@ -198,7 +199,7 @@ def test_a_retention_window_setting_the_job_made_is_kept(spark: Any, tmp_path: P
 def test_a_forced_maintenance_gives_the_session_its_retention_check_back(
     spark: Any, tmp_path: Path, session_had: str | None
 ) -> None:
-    key = maintain_mod.RETENTION_CHECK_CONF
+    key = retention.RETENTION_CHECK_CONF
     table = tmp_path / "lake" / "bronze" / "t"
     _three_overwrites(spark, table)
     if session_had is not None:
