@@ -186,6 +186,11 @@ class QueryGroup:
         """Whether :meth:`stop` was called."""
         return self._stopping
 
+    @property
+    def error(self) -> BaseException | None:
+        """The failure reported by whatever adds queries (:meth:`fail`), if any."""
+        return self._error
+
     def add(self, query: StreamingQuery) -> bool:
         """Add a started query; a group already stopping stops it instead (returns False)."""
         with self._lock:

@@ -45,6 +45,30 @@ def _config(lake: Path, pattern: str, registry_url: str) -> ProtolakeConfig:
     )
 
 
+def _silver_reached(spark: Any, lake: str, result: Any, expected: dict[str, int]) -> bool:
+    """Whether silver holds ``expected`` rows per message type; a run whose watcher or query
+    failed fails the test at once, with the failure."""
+    failed = [q for q in result.queries if not q.isActive and q.exception() is not None]
+    if failed:
+        raise AssertionError(f"silver's query {failed[0].name} failed: {failed[0].exception()}")
+    if result.group.error is not None:
+        raise AssertionError(f"silver's table watcher failed: {result.group.error!r}")
+    return _silver_counts(spark, lake) == expected
+
+
+def _what_silver_did(spark: Any, lake: str, result: Any) -> str:
+    """Rows per message type, bronze = silver + quarantine and each query's state, for a
+    timeout."""
+    queries = [
+        f"{q.name}: active={q.isActive} status={q.status} batches={len(q.recentProgress)}"
+        for q in result.queries
+    ]
+    return (
+        f"silver {_silver_counts(spark, lake)}; {check_invariant(spark, lake).summary()}; "
+        f"watcher saw {sorted(result.watcher.seen)}, queries {queries}"
+    )
+
+
 def _silver_counts(spark: Any, lake: str) -> dict[str, int]:
     out: Counter[str] = Counter()
     for path in list_delta_tables(Layout(lake).silver, spark):
@@ -75,9 +99,10 @@ def test_silver_started_first_waits_then_takes_each_new_bronze_table(
         ).on_topics([first_topic])
         bronze.run(cfg, trigger="available-now", spark=spark)
         wait_for(
-            lambda: _silver_counts(spark, lake) == first.per_message_type,
+            lambda: _silver_reached(spark, lake, result, first.per_message_type),
             300,
             f"the first topic's rows in silver ({first.per_message_type})",
+            lambda: _what_silver_did(spark, lake, result),
         )
         assert len(result.queries) == len(first.topics)
 
@@ -88,7 +113,12 @@ def test_silver_started_first_waits_then_takes_each_new_bronze_table(
         assert not set(first.per_message_type) & set(second.per_message_type)
         bronze.run(cfg, trigger="available-now", spark=spark)
         both = dict(Counter(first.per_message_type) + Counter(second.per_message_type))
-        wait_for(lambda: _silver_counts(spark, lake) == both, 300, f"the new topic's rows ({both})")
+        wait_for(
+            lambda: _silver_reached(spark, lake, result, both),
+            300,
+            f"the new topic's rows ({both})",
+            lambda: _what_silver_did(spark, lake, result),
+        )
         assert len(result.queries) == len(first.topics) + len(second.topics)
         assert all(q.isActive for q in result.queries)
     finally:
