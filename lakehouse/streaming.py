@@ -113,41 +113,63 @@ def await_queries(queries: Sequence[StreamingQuery], poll_seconds: int = 1) -> N
             raise error
 
 
-def stop_on_signals(
-    queries: Sequence[StreamingQuery] | QueryGroup, job: str = ""
-) -> threading.Event:
+class StopRequest:
+    """What :func:`stop_on_signals` saw: whether a signal asked to stop, and a failure the
+    queries had already met when it came (which the stop must not hide)."""
+
+    def __init__(self) -> None:
+        self._asked = threading.Event()
+        self.failed_before: BaseException | None = None
+
+    def is_set(self) -> bool:
+        """Whether a signal asked to stop."""
+        return self._asked.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until a signal asks to stop (False: ``timeout`` passed first)."""
+        return self._asked.wait(timeout)
+
+    def explains_failure(self) -> bool:
+        """Whether a failure met while awaiting the queries comes from this stop: a signal
+        asked to stop, and nothing had failed before it came."""
+        return self.is_set() and self.failed_before is None
+
+    def _ask(self) -> None:
+        self._asked.set()
+
+
+def stop_on_signals(queries: Sequence[StreamingQuery] | QueryGroup, job: str = "") -> StopRequest:
     """On SIGTERM/SIGINT, stop the queries (an unfinished batch is replayed on restart).
 
-    The handler sets the returned event, then stops the queries from a thread of its own (a
-    signal interrupts the main thread inside its calls to the JVM, whose Py4J connection
-    cannot take another call); awaiting the queries returns once they have stopped.
+    The handler marks the returned request, then stops the queries from a thread of its own
+    (a signal interrupts the main thread inside its calls to the JVM, whose Py4J connection
+    cannot take another call); awaiting the queries returns once they have stopped. That
+    thread first notes a failure already there (a query that ended with an error, a group's
+    :meth:`QueryGroup.fail`): the caller raises it rather than take it for the stop.
 
     Args:
         queries: the queries, or a group (stopping it also stops its growth).
         job: the job's name, for the log.
 
     Returns:
-        An event set once a signal asked to stop (only the main thread can install handlers;
-        elsewhere the event is never set).
+        The request (only the main thread can install handlers; elsewhere it is never set).
     """
-    requested = threading.Event()
+    requested = StopRequest()
     if threading.current_thread() is not threading.main_thread():
         return requested
     who = f"{job}: " if job else ""
 
     def stop() -> None:
+        requested.failed_before = _failure_of(queries)
         if isinstance(queries, QueryGroup):
             queries.stop()
             return
         for query in queries:
-            try:
-                query.stop()
-            except Exception as exc:  # noqa: BLE001 - the JVM may be going down with us
-                log.warning("%sstopping %s: %s", who, query.name, type(exc).__name__)
+            _stop_quietly(query)
 
     def handler(signum: int, frame: FrameType | None) -> None:
         log.warning("%s%s received, stopping", who, signal.Signals(signum).name)
-        requested.set()
+        requested._ask()
         # Not in this thread: the signal interrupts the main thread in the middle of a call to
         # the JVM (awaiting the queries), whose Py4J connection cannot take a second call
         # ("reentrant call"); another thread has a connection of its own.
@@ -156,6 +178,21 @@ def stop_on_signals(
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
     return requested
+
+
+def _failure_of(queries: Sequence[StreamingQuery] | QueryGroup) -> BaseException | None:
+    """The first failure among ``queries`` now: the group's own, or a query's that ended."""
+    group_error = queries.error if isinstance(queries, QueryGroup) else None
+    if group_error is not None:
+        return group_error
+    listed = queries.queries if isinstance(queries, QueryGroup) else queries
+    try:
+        for query in listed:
+            if not query.isActive and query.exception() is not None:
+                return query.exception()  # type: ignore[return-value]
+    except Exception as exc:  # noqa: BLE001 - the JVM may be going down with us
+        log.warning("reading the queries' state before stopping them: %s", type(exc).__name__)
+    return None
 
 
 class QueryGroup:

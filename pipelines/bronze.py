@@ -244,7 +244,7 @@ def _await(queries: list[StreamingQuery], handle_signals: bool) -> None:
     try:
         await_queries(queries)
     except Exception:
-        if stop_requested is None or not stop_requested.is_set():
+        if stop_requested is None or not stop_requested.explains_failure():
             raise
         # Asked to stop (and the JVM may have received the signal too): nothing is lost, the
         # checkpoint replays whatever batch was unfinished.

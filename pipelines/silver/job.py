@@ -341,7 +341,7 @@ def _await_group(group: QueryGroup, handle_signals: bool) -> None:
     try:
         group.await_all()
     except Exception:
-        if stop_requested is None or not stop_requested.is_set():
+        if stop_requested is None or not stop_requested.explains_failure():
             raise
         log.warning("silver: stopped on request; an unfinished batch is replayed on restart")
 

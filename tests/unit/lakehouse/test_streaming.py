@@ -172,6 +172,39 @@ def test_signals_stop_listed_queries_from_another_thread() -> None:
     await_queries(queries)  # returns: every query ended
 
 
+def _signalled(queries: Any, signum: int = signal.SIGTERM) -> Any:
+    """stop_on_signals over ``queries``, then ``signum`` to this process; the request once
+    the stop thread has stopped every query."""
+    previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    listed = queries.queries if isinstance(queries, QueryGroup) else queries
+    try:
+        requested = stop_on_signals(queries, "job")
+        os.kill(os.getpid(), signum)
+        assert requested.wait(5)
+        assert _wait(lambda: all(q.stopped for q in listed))
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+    return requested
+
+
+def test_a_stop_explains_the_failures_it_causes_but_not_one_met_before() -> None:
+    assert _signalled([LiveQuery("a")]).explains_failure()
+    assert _signalled(QueryGroup([LiveQuery("a")], growing=True)).explains_failure()
+
+    failed = LiveQuery("failed")
+    failed.error = RuntimeError("registry down")
+    before = _signalled([LiveQuery("a"), failed])
+    assert before.is_set() and not before.explains_failure()
+    assert before.failed_before is failed.error
+
+    group = QueryGroup([LiveQuery("a")], growing=True)
+    group.fail(OSError("bronze/ unreadable"))
+    in_group = _signalled(group, signal.SIGINT)
+    assert not in_group.explains_failure()
+    assert isinstance(in_group.failed_before, OSError)
+
+
 def _delta_table(path: Path) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
