@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import posixpath
 import threading
 from collections import OrderedDict
@@ -62,6 +63,8 @@ from .errors import (
 from .framing import Frame, SchemaKey
 from .protoc import builtin_file_descriptor_set, is_builtin, run_protoc
 from .registry import RegisteredSchema, SchemaRegistry
+
+log = logging.getLogger(__name__)
 
 #: Bound on the files one schema may pull in through references.
 MAX_REFERENCED_FILES = 500
@@ -371,6 +374,14 @@ class SchemaResolver:
             exc.schema_id, exc.schema_guid = schema_id, schema_guid
             if isinstance(exc, MissingReference):  # asked again: the registry client
                 raise  # remembers its 404 for a while (negative_ttl)
+            # said once per resolver: every record of the schema fails with it from now on
+            log.warning(
+                "schema %s is %s for good (%s): %s",
+                schema_id if schema_id is not None else schema_guid,
+                exc.code,
+                exc.stage,
+                exc.message,
+            )
             return exc.copy()  # permanent for this id: remember it (not its traceback)
         return ResolvedSchema.from_file_descriptor_set(
             fds, root, schema_id=schema_id, schema_guid=schema_guid

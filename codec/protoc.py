@@ -9,13 +9,17 @@ protoc runs as ``python -m grpc_tools.protoc`` in a subprocess, so its diagnosti
 captured and a crash of protoc cannot take the caller down.
 
 Raises (every function): `SchemaInvalid` when protoc rejects the files (its first lines of
-diagnostics are in the message), `SchemaCompilerUnavailable` when protoc could not run
-(grpcio-tools missing, killed, slower than `PROTOC_TIMEOUT_SECONDS`).
+diagnostics are in the message), `SchemaCompilerUnavailable` when protoc could not run or
+failed without judging the files (grpcio-tools missing, killed, slower than
+`PROTOC_TIMEOUT_SECONDS`, a Python exception or no output, a source or its output that could
+not be written). A `SchemaInvalid` is remembered as the schema's for good and sends its
+records to quarantine; a `SchemaCompilerUnavailable` fails the batch, to be tried again.
 """
 
 from __future__ import annotations
 
 import atexit
+import errno
 import importlib.resources
 import importlib.util
 import os
@@ -33,6 +37,12 @@ from google.protobuf import descriptor_pb2
 from .errors import SchemaCompilerUnavailable, SchemaInvalid
 
 PROTOC_TIMEOUT_SECONDS = 120
+#: how a Python process that failed with an exception begins its last words
+_PYTHON_CRASH = "Traceback (most recent call last):"
+#: errors of writing a file that come from the machine, whatever the file's name
+_MACHINE_ERRORS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EIO, errno.EROFS}
+)
 
 
 @cache
@@ -158,8 +168,8 @@ def compile_descriptor_set(
         if source_info:
             flags.append("--include_source_info")
         _invoke(Path(proto_dir), [*extra_args, *flags], targets)
-        if not out.exists():
-            raise SchemaInvalid("schema does not compile: protoc wrote no descriptor set")
+        if not out.exists():  # protoc said yes: what it wrote went missing
+            raise SchemaCompilerUnavailable("protoc succeeded but wrote no descriptor set")
         return out.read_bytes()
 
 
@@ -174,15 +184,20 @@ def _write_sources(src: Path, sources: dict[str, str]) -> None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
-        except OSError:  # "a" and "a/b.proto": one name is the other's folder
+        except OSError as exc:  # "a" and "a/b.proto": one name is the other's folder
             others = sorted(
                 n
                 for n in sources
                 if n != name and (n.startswith(name + "/") or name.startswith(n + "/"))
             )
+            if exc.errno in _MACHINE_ERRORS:  # a full disk, ...: not the schema's fault
+                raise SchemaCompilerUnavailable(
+                    f"protoc's sources could not be written: {exc.strerror}"
+                ) from None
+            if not others:
+                raise SchemaInvalid(f"{name!r} cannot be a file name: {exc.strerror}") from None
             raise SchemaInvalid(
-                f"file names clash: {name!r} and {others[0] if others else 'another file'!r}"
-                " (one would be the other's folder)"
+                f"file names clash: {name!r} and {others[0]!r} (one would be the other's folder)"
             ) from None
 
 
@@ -203,5 +218,10 @@ def _invoke(proto_dir: Path, flags: Sequence[str], targets: Iterable[str]) -> No
         raise SchemaCompilerUnavailable(f"protoc was killed by signal {-done.returncode}")
     if done.returncode != 0:
         diagnostics = (done.stderr or done.stdout).replace(str(proto_dir) + os.sep, "").strip()
-        lines = diagnostics.splitlines()[:8]
-        raise SchemaInvalid("schema does not compile: " + " | ".join(lines))
+        lines = diagnostics.splitlines()
+        if not lines or _PYTHON_CRASH in diagnostics:
+            # no word from protoc on the files: the process failed around it (out of memory,
+            # out of file handles, a broken install), which says nothing of the schema
+            last = lines[-1] if lines else f"exit code {done.returncode}, no output"
+            raise SchemaCompilerUnavailable(f"protoc failed before judging the files: {last}")
+        raise SchemaInvalid("schema does not compile: " + " | ".join(lines[:8]))

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import functions as F  # noqa: N812
 
 from lakehouse.layout import Layout
-from lakehouse.tables import list_delta_tables
+from lakehouse.tables import is_delta_table, list_delta_tables
 from pipelines import bronze, silver
 from pipelines.demo.produce import produce_demo_stream
 from pipelines.quarantine import check_invariant
@@ -53,7 +54,19 @@ def _silver_reached(spark: Any, lake: str, result: Any, expected: dict[str, int]
         raise AssertionError(f"silver's query {failed[0].name} failed: {failed[0].exception()}")
     if result.group.error is not None:
         raise AssertionError(f"silver's table watcher failed: {result.group.error!r}")
+    quarantined = _quarantined(spark, lake)
+    if quarantined:  # the stream has no poison records
+        raise AssertionError(f"records quarantined: {quarantined}")
     return _silver_counts(spark, lake) == expected
+
+
+def _quarantined(spark: Any, lake: str) -> dict[str, str]:
+    """Each reason code in quarantine, with one of its reasons."""
+    path = Layout(lake).quarantine
+    if not is_delta_table(path, spark):
+        return {}
+    rows = spark.read.format("delta").load(path).groupBy("reason_code").agg(F.min("reason"))
+    return {r[0]: r[1] for r in rows.collect()}
 
 
 def _what_silver_did(spark: Any, lake: str, result: Any) -> str:

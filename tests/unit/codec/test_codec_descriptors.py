@@ -535,6 +535,76 @@ def test_protoc_killed_by_a_signal_is_not_the_schemas_fault(monkeypatch, tmp_pat
         SchemaResolver(_schema_with_text(22, "message A {}\n")).resolve_id(22)
 
 
+@pytest.mark.parametrize(
+    ("child", "said"),
+    [
+        # the interpreter dies of the machine (out of file handles) before protoc runs
+        (
+            f"exec {sys.executable} -c 'raise OSError(24, \"Too many open files\")'",
+            "OSError: \\[Errno 24\\] Too many open files",
+        ),
+        ("exit 3", "exit code 3, no output"),
+    ],
+    ids=["python-exception", "no-output"],
+)
+def test_protoc_failing_without_a_word_on_the_files_is_not_the_schemas_fault(
+    monkeypatch, tmp_path, child, said
+):
+    from codec import SchemaCompilerUnavailable
+
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\n{child}\n")
+    python.chmod(0o755)
+    reg = _schema_with_text(25, "message A { string s = 1; }\n")
+    resolver = SchemaResolver(reg)
+    real = sys.executable
+    monkeypatch.setattr(sys, "executable", str(python))
+    with pytest.raises(SchemaCompilerUnavailable, match=f"failed before judging the files: {said}"):
+        resolver.resolve_id(25)
+    monkeypatch.setattr(sys, "executable", real)
+    assert resolver.resolve_id(25).message_type_for([0]) == "dsc.env25.A"  # not remembered
+
+
+def test_a_full_disk_is_not_the_schemas_fault_a_name_too_long_is(monkeypatch):
+    import errno
+    from pathlib import Path
+
+    from codec import SchemaCompilerUnavailable
+
+    reg = MemoryRegistry()
+    reg.add_version("long", 1, text('syntax = "proto3"; package dsc.long; message L {}'))
+    long_name = "x" * 300 + ".proto"  # longer than any file name Linux takes
+    reg.add(
+        26,
+        text(
+            'syntax = "proto3"; package dsc.long; message R {}',
+            [SchemaReference(long_name, "long", 1)],
+        ),
+    )
+    with pytest.raises(SchemaInvalid, match="cannot be a file name: File name too long"):
+        SchemaResolver(reg).resolve_id(26)
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(SchemaCompilerUnavailable, match="could not be written: No space left"):
+        SchemaResolver(_schema_with_text(27, "message A {}\n")).resolve_id(27)
+
+
+def test_a_schema_failing_for_good_is_said_once(caplog):
+    reg = MemoryRegistry()
+    reg.add(28, text('syntax = "proto3";\npackage dsc.bad28;\nmessage A { Missing m = 1; }\n'))
+    resolver = SchemaResolver(reg)
+    for _ in range(3):
+        with pytest.raises(SchemaInvalid):
+            resolver.resolve_id(28)
+    said = [r for r in caplog.records if r.name == "codec.descriptors"]
+    assert len(said) == 1 and said[0].levelname == "WARNING"
+    assert "schema 28 is SCHEMA_INVALID for good (schema)" in said[0].getMessage()
+    assert '"Missing" is not defined' in said[0].getMessage()
+
+
 def test_missing_grpc_tools_is_not_the_schemas_fault(monkeypatch):
     import importlib.util
 
