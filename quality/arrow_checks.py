@@ -32,8 +32,8 @@ and one the rule's comparison is modelled for:
 The one difference from Spark: the windowed rules' sample (``m{i}_values``, GE's
 ``partial_unexpected_list``, hence a failed rule's ``observed_value`` text) of
 ``expect_column_values_to_be_unique`` and ``expect_compound_columns_to_be_unique`` is the
-first ``sample_size`` duplicates in row order; Spark's is in the order its shuffle merges
-partitions. With at most ``sample_size``
+first ``sample_size`` duplicates in row order; Spark's is the first its window gives, in the
+order of its shuffle, grouped by value. With at most ``sample_size``
 unexpected rows the two list the same values, maybe in another order; with more, they may list
 other duplicates. Every count, verdict, mask and the other rules' samples are equal.
 """

@@ -26,10 +26,10 @@ from :func:`compile_rule` and runs through Great Expectations.
 The unexpected sample of a rule that found unexpected rows is read after the aggregation, as GE
 reads it: the first ``sample_size`` unexpected values in scan order (a ``limit`` query, which stops
 reading once it has them), one small job per such rule. Collecting it in the aggregation instead
-would gather every unexpected value of the batch to keep five: its cost grows with the batch. The
-uniqueness rules are the exception: their flag is a window over the whole batch, which a second
-query would compute again, so their sample is collected in the aggregation (``collect_list``, cut
-to ``sample_size``; in the order Spark merges partitions, and a duplicate is rare).
+would gather every unexpected value of the batch to keep five: its cost grows with the batch,
+and a batch of nothing but duplicates would hold all its values in one buffer. The uniqueness
+rules too: their flag is a window over the whole batch, which their sample's query computes
+again (a shuffle of the batch, paid only by a batch that has duplicates).
 
 :func:`compile_rule` with ``columns=False`` makes the same decision (compiled or GE-run, by the
 same arguments and column types) without building the Spark columns: for an evaluator of its
@@ -80,8 +80,8 @@ _STRING_ONLY = frozenset(
 )
 WINDOWED = frozenset({"expect_column_values_to_be_unique", "expect_compound_columns_to_be_unique"})
 """Rules whose condition is a window over the batch (uniqueness): GE counts their rows instead
-of summing a flag (0, not None, over no rows), and their sample is collected in the aggregation
-(:func:`sampled_in_aggregation`)."""
+of summing a flag (0, not None, over no rows), and :mod:`quality.arrow_checks` collects their
+sample while it counts (:func:`sampled_in_aggregation`)."""
 _BETWEEN = frozenset(
     {
         "expect_column_values_to_be_between",
@@ -191,15 +191,23 @@ def evaluate(
         mine = [F.col(c.flag) for c in compiled if c.flag and c.rule.policy == policy]
         aggs.append(_count_if(_any(mine)).alias(f"__any_{policy}"))
     for i, c in enumerate(compiled):
-        aggs.extend(_aggregates(i, c, sample_size))
+        aggs.extend(_aggregates(i, c))
     row = flagged.agg(*aggs).first()
     assert row is not None
     found = row.asDict(recursive=False)
     for i, c in enumerate(compiled):
         c.metrics = rule_metrics(i, c, found, sample_size)
-        if sampled_later(c, sample_size) and c.metrics[f"{c.map_metric}.unexpected_count"]:
+        if _sampled_after(c, sample_size) and c.metrics[f"{c.map_metric}.unexpected_count"]:
             c.metrics[f"{c.map_metric}.unexpected_values"] = _sample(flagged, c, sample_size)
     return flagged, found
+
+
+def _sampled_after(c: CompiledRule, sample_size: int) -> bool:
+    """Whether :func:`evaluate` reads the rule's unexpected sample by a query of its own, after
+    the aggregation: every rule that lists one, the windowed ones too (collected in the
+    aggregation, a sample would hold every unexpected value of the batch in one buffer before
+    its first ``sample_size`` were kept)."""
+    return sampled_later(c, sample_size) or sampled_in_aggregation(c, sample_size)
 
 
 def validation_result(
@@ -239,18 +247,13 @@ def validation_result(
     )
 
 
-def _aggregates(i: int, c: CompiledRule, sample_size: int) -> list[Column]:
+def _aggregates(i: int, c: CompiledRule) -> list[Column]:
     if c.metric is not None:
         if c.metric == ROW_COUNT:
             return []
         op = F.min if c.metric == "column.min" else F.max
         return [op(F.col(c.kwargs["column"])).alias(f"m{i}_value")]
-    flag = F.col(c.flag)
-    out = [_count_if(flag).alias(f"m{i}_unexpected")]
-    if sampled_in_aggregation(c, sample_size):
-        assert c.values is not None
-        sample = F.collect_list(F.when(flag, c.values))
-        out.append(F.slice(sample, 1, sample_size).alias(f"m{i}_values"))
+    out = [_count_if(F.col(c.flag)).alias(f"m{i}_unexpected")]
     if c.domain is not None:
         out.append(_count_if(c.domain).alias(f"m{i}_domain"))
     elif c.rule.expectation not in NULL_CHECKS:
@@ -264,8 +267,9 @@ def _has_sample(c: CompiledRule, sample_size: int) -> bool:
 
 
 def sampled_in_aggregation(c: CompiledRule, sample_size: int) -> bool:
-    """Whether the rule's unexpected sample is collected in the aggregation (``m{i}_values``):
-    the windowed rules (:data:`WINDOWED`), when results list samples (``sample_size > 0``)."""
+    """Whether :mod:`quality.arrow_checks` collects the rule's unexpected sample as it counts
+    (``m{i}_values``): the windowed rules (:data:`WINDOWED`), when results list samples
+    (``sample_size > 0``). :func:`evaluate` reads theirs after the aggregation."""
     return _has_sample(c, sample_size) and c.rule.expectation in WINDOWED
 
 
@@ -277,9 +281,12 @@ def sampled_later(c: CompiledRule, sample_size: int) -> bool:
 
 
 def _sample(flagged: DataFrame, c: CompiledRule, sample_size: int) -> list[Any]:
-    """The first ``sample_size`` unexpected values of a rule, in scan order (GE's ``limit``)."""
+    """The first ``sample_size`` unexpected values of a rule, in scan order (GE's ``limit``);
+    a multicolumn rule's are dicts of its columns."""
     assert c.values is not None
     rows = flagged.where(F.col(c.flag)).select(c.values.alias("v")).limit(sample_size).collect()
+    if c.rule.expectation in MULTICOLUMN:
+        return [r["v"].asDict() for r in rows]
     return [r["v"] for r in rows]
 
 

@@ -167,6 +167,8 @@ def test_defaults_fail_on_duplicate_coordinates_and_null_lineage(spark, tmp_path
         r for r in outcome.results if r.expectation_type == "expect_compound_columns_to_be_unique"
     ]
     assert [(r.success, r.unexpected_count, r.policy) for r in unique] == [(False, 2, "fail")]
+    duplicate = '{"_kafka_offset": 2, "_kafka_partition": 0, "_kafka_topic": "shop.orders"}'
+    assert unique[0].observed_value == f"unexpected e.g. [{duplicate}, {duplicate}]"
 
     rows = [order_row(i) for i in range(3)] + [order_row(3, _processed_at=None)]
     outcome = checker.validate(make_batch(spark, rows), message_type=ORDER, table=TABLE, batch_id=1)
