@@ -23,7 +23,12 @@ from pipelines.demo.produce import produce_demo_stream
 from pipelines.quarantine import check_invariant
 from pipelines.settings import ProtolakeConfig, parse_config
 from pipelines.silver.cli import _print_summary
-from tests.support.silver_itkit import unique_prefix, wait_for
+from tests.support.silver_itkit import (
+    bronze_partition_counts,
+    kafka_partition_counts,
+    unique_prefix,
+    wait_for,
+)
 from tests.support.stack import BOOTSTRAP
 
 pytestmark = pytest.mark.integration
@@ -82,6 +87,13 @@ def _what_silver_did(spark: Any, lake: str, result: Any) -> str:
     )
 
 
+def _assert_bronze_holds_kafka(spark: Any, lake: str, topics: list[str]) -> None:
+    """An available-now bronze run took every record its topics held when it started."""
+    in_kafka = kafka_partition_counts(topics)
+    assert sum(in_kafka.values()) > 0
+    assert bronze_partition_counts(spark, lake) == in_kafka
+
+
 def _silver_counts(spark: Any, lake: str) -> dict[str, int]:
     out: Counter[str] = Counter()
     for path in list_delta_tables(Layout(lake).silver, spark):
@@ -111,6 +123,7 @@ def test_silver_started_first_waits_then_takes_each_new_bronze_table(
             bootstrap, registry.url, topic_prefix=f"{root}a.", records=40, poison_every=0
         ).on_topics([first_topic])
         bronze.run(cfg, trigger="available-now", spark=spark)
+        _assert_bronze_holds_kafka(spark, lake, [first_topic])
         wait_for(
             lambda: _silver_reached(spark, lake, result, first.per_message_type),
             300,
@@ -125,6 +138,7 @@ def test_silver_started_first_waits_then_takes_each_new_bronze_table(
         ).on_topics([second_topic])
         assert not set(first.per_message_type) & set(second.per_message_type)
         bronze.run(cfg, trigger="available-now", spark=spark)
+        _assert_bronze_holds_kafka(spark, lake, [first_topic, second_topic])
         both = dict(Counter(first.per_message_type) + Counter(second.per_message_type))
         wait_for(
             lambda: _silver_reached(spark, lake, result, both),
