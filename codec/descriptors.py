@@ -374,7 +374,8 @@ class SchemaResolver:
             exc.schema_id, exc.schema_guid = schema_id, schema_guid
             if isinstance(exc, MissingReference):  # asked again: the registry client
                 raise  # remembers its 404 for a while (negative_ttl)
-            # said once per resolver: every record of the schema fails with it from now on
+            # said when remembered (once per resolver and cache entry): every record of the
+            # schema fails with it from now on
             log.warning(
                 "schema %s is %s for good (%s): %s",
                 schema_id if schema_id is not None else schema_guid,

@@ -149,8 +149,9 @@ class RegistryUnavailable(CodecError):
 
 
 class SchemaCompilerUnavailable(RegistryUnavailable):
-    """The schema compiler (grpcio-tools' protoc) could not run: not installed, killed, or
-    out of time on a loaded machine.
+    """The schema compiler (grpcio-tools' protoc) could not run or failed without judging
+    the schema: not installed, killed, out of time on a loaded machine, a Python exception,
+    a file it could not write (`codec.protoc`).
 
     No answer about the schema, so not the record's fault: like a registry outage, the batch
     fails and is retried, and nothing is remembered (a schema that protoc rejects is

@@ -27,7 +27,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import cache
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -135,7 +136,7 @@ def run_protoc(
         descriptor_set_in: a serialized FileDescriptorSet of already-compiled imports.
         source_info: keep the source info (see `compile_descriptor_set`).
     """
-    with tempfile.TemporaryDirectory(prefix="protolake-protoc-") as tmp:
+    with _scratch() as tmp:
         src = Path(tmp, "src")
         src.mkdir()
         _write_sources(src, sources)
@@ -162,12 +163,12 @@ def compile_descriptor_set(
     compares equal to theirs. `extra_args` go to protoc before the output flags (more ``-I``
     folders, ``--descriptor_set_in``).
     """
-    with tempfile.TemporaryDirectory(prefix="protolake-protoc-") as tmp:
+    with _scratch() as tmp:
         out = Path(tmp, "out.pb")
         flags = ["--include_imports", f"--descriptor_set_out={out}"]
         if source_info:
             flags.append("--include_source_info")
-        _invoke(Path(proto_dir), [*extra_args, *flags], targets)
+        _invoke(Path(proto_dir), [*extra_args, *flags], targets, output=out)
         if not out.exists():  # protoc said yes: what it wrote went missing
             raise SchemaCompilerUnavailable("protoc succeeded but wrote no descriptor set")
         return out.read_bytes()
@@ -175,7 +176,18 @@ def compile_descriptor_set(
 
 def generate_python(proto_dir: Path | str, targets: Iterable[str], out_dir: Path | str) -> None:
     """Generate ``*_pb2.py`` modules for `targets` (relative to `proto_dir`) into `out_dir`."""
-    _invoke(Path(proto_dir), [f"--python_out={out_dir}"], targets)
+    _invoke(Path(proto_dir), [f"--python_out={out_dir}"], targets, output=Path(out_dir))
+
+
+@contextmanager
+def _scratch() -> Iterator[Path]:
+    """A private temporary folder for protoc's files; the machine's failure to make it or to
+    write or read a file in it (an `OSError` in the block) is `SchemaCompilerUnavailable`."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="protolake-protoc-") as tmp:
+            yield Path(tmp)
+    except OSError as exc:
+        raise SchemaCompilerUnavailable(f"protoc's scratch files: {exc}") from None
 
 
 def _write_sources(src: Path, sources: dict[str, str]) -> None:
@@ -184,16 +196,17 @@ def _write_sources(src: Path, sources: dict[str, str]) -> None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
-        except OSError as exc:  # "a" and "a/b.proto": one name is the other's folder
+        except OSError as exc:
+            if exc.errno in _MACHINE_ERRORS:  # a full disk, ...: not the schema's fault
+                raise SchemaCompilerUnavailable(
+                    f"protoc's sources could not be written: {exc.strerror}"
+                ) from None
+            # "a" and "a/b.proto": one name is the other's folder
             others = sorted(
                 n
                 for n in sources
                 if n != name and (n.startswith(name + "/") or name.startswith(n + "/"))
             )
-            if exc.errno in _MACHINE_ERRORS:  # a full disk, ...: not the schema's fault
-                raise SchemaCompilerUnavailable(
-                    f"protoc's sources could not be written: {exc.strerror}"
-                ) from None
             if not others:
                 raise SchemaInvalid(f"{name!r} cannot be a file name: {exc.strerror}") from None
             raise SchemaInvalid(
@@ -201,7 +214,9 @@ def _write_sources(src: Path, sources: dict[str, str]) -> None:
             ) from None
 
 
-def _invoke(proto_dir: Path, flags: Sequence[str], targets: Iterable[str]) -> None:
+def _invoke(proto_dir: Path, flags: Sequence[str], targets: Iterable[str], output: Path) -> None:
+    """Run protoc; raise as the module docstring says. ``output``: the file or folder protoc
+    writes (a diagnostic about it is the machine's, never the schema's)."""
     args = [sys.executable, "-m", "grpc_tools.protoc", f"-I{proto_dir}", *include_args()]
     args += [*flags, *targets]
     try:
@@ -217,11 +232,15 @@ def _invoke(proto_dir: Path, flags: Sequence[str], targets: Iterable[str]) -> No
     if done.returncode < 0:  # killed by a signal (out of memory, ...): no answer
         raise SchemaCompilerUnavailable(f"protoc was killed by signal {-done.returncode}")
     if done.returncode != 0:
-        diagnostics = (done.stderr or done.stdout).replace(str(proto_dir) + os.sep, "").strip()
-        lines = diagnostics.splitlines()
-        if not lines or _PYTHON_CRASH in diagnostics:
-            # no word from protoc on the files: the process failed around it (out of memory,
-            # out of file handles, a broken install), which says nothing of the schema
+        said = (done.stderr or done.stdout).strip()
+        lines = said.replace(str(proto_dir) + os.sep, "").splitlines()
+        # A line of protoc's own begins with a file name: a traceback's first line is Python's
+        # (out of memory, out of file handles, a broken install), a line on the output is
+        # the machine's (a full disk); either, or no output at all, says nothing of the schema.
+        if not lines or _PYTHON_CRASH in lines:
             last = lines[-1] if lines else f"exit code {done.returncode}, no output"
             raise SchemaCompilerUnavailable(f"protoc failed before judging the files: {last}")
+        on_output = [line for line in said.splitlines() if line.startswith(str(output))]
+        if on_output:
+            raise SchemaCompilerUnavailable(f"protoc could not write: {on_output[0]}")
         raise SchemaInvalid("schema does not compile: " + " | ".join(lines[:8]))

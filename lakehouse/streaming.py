@@ -117,8 +117,12 @@ class StopRequest:
     """What :func:`stop_on_signals` saw: whether a signal asked to stop, and a failure the
     queries had already met when it came (which the stop must not hide)."""
 
+    #: how long :meth:`explains_failure` waits for the stop thread to have looked
+    LOOK_SECONDS = 10.0
+
     def __init__(self) -> None:
         self._asked = threading.Event()
+        self._looked = threading.Event()
         self.failed_before: BaseException | None = None
 
     def is_set(self) -> bool:
@@ -131,11 +135,20 @@ class StopRequest:
 
     def explains_failure(self) -> bool:
         """Whether a failure met while awaiting the queries comes from this stop: a signal
-        asked to stop, and nothing had failed before it came."""
-        return self.is_set() and self.failed_before is None
+        asked to stop, and nothing had failed before it came. Waits (at most
+        :data:`LOOK_SECONDS`) until the stop thread has looked: a query that died as the
+        signal came may end the wait before it did. Not known by then: taken as the stop's."""
+        if not self.is_set():
+            return False
+        self._looked.wait(self.LOOK_SECONDS)
+        return self.failed_before is None
 
     def _ask(self) -> None:
         self._asked.set()
+
+    def _note(self, failure: BaseException | None) -> None:
+        self.failed_before = failure
+        self._looked.set()
 
 
 def stop_on_signals(queries: Sequence[StreamingQuery] | QueryGroup, job: str = "") -> StopRequest:
@@ -160,7 +173,7 @@ def stop_on_signals(queries: Sequence[StreamingQuery] | QueryGroup, job: str = "
     who = f"{job}: " if job else ""
 
     def stop() -> None:
-        requested.failed_before = _failure_of(queries)
+        requested._note(_failure_of(queries))
         if isinstance(queries, QueryGroup):
             queries.stop()
             return
@@ -181,15 +194,17 @@ def stop_on_signals(queries: Sequence[StreamingQuery] | QueryGroup, job: str = "
 
 
 def _failure_of(queries: Sequence[StreamingQuery] | QueryGroup) -> BaseException | None:
-    """The first failure among ``queries`` now: the group's own, or a query's that ended."""
+    """The first failure among ``queries`` now: the group's own, or a query's (Spark records
+    it before the query counts as ended)."""
     group_error = queries.error if isinstance(queries, QueryGroup) else None
     if group_error is not None:
         return group_error
     listed = queries.queries if isinstance(queries, QueryGroup) else queries
     try:
         for query in listed:
-            if not query.isActive and query.exception() is not None:
-                return query.exception()  # type: ignore[return-value]
+            error = query.exception()
+            if error is not None:
+                return error  # type: ignore[return-value]
     except Exception as exc:  # noqa: BLE001 - the JVM may be going down with us
         log.warning("reading the queries' state before stopping them: %s", type(exc).__name__)
     return None

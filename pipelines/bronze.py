@@ -202,7 +202,8 @@ def run(
         spark: a session to use (given the ``[s3]`` settings); default:
             :func:`pipelines.settings.clients.open_session`.
         handle_signals: SIGTERM/SIGINT stop the queries (:func:`stop_on_signals`; the
-            command line's choice), and the run then ends without an error.
+            command line's choice), and the run then ends without an error, unless a query
+            had failed before the signal came (that failure is raised).
 
     Raises:
         pyspark.errors.StreamingQueryException: a query failed.

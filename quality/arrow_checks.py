@@ -3,12 +3,12 @@
 :func:`evaluate_arrow` is :func:`quality.compiled.evaluate` for a small batch the driver holds as
 Arrow: one pass over the rows gives each row-level rule's mask of unexpected rows (Spark's
 ``coalesce(predicate, false)``) and the ``found`` row the Spark aggregation gives (``__rows``,
-``__any_quarantine``, ``m{i}_unexpected``, ``m{i}_values``, ``m{i}_domain``, ``m{i}_nulls``,
-``m{i}_value``, with Spark's nulls: a count over no rows is None, as a ``sum``; the min of no
-values is None), equal to Spark's but for the uniqueness rules' ``m{i}_values`` (below), from
-which :func:`quality.compiled.rule_metrics` fills each rule's ``metrics``; the later samples
-are the first ``sample_size`` unexpected values in row order (Spark's ``limit`` over a local
-relation). Values are Spark's collected values (a timestamp is the naive local ``datetime``
+``__any_quarantine``, ``m{i}_unexpected``, ``m{i}_domain``, ``m{i}_nulls``, ``m{i}_value``,
+with Spark's nulls: a count over no rows is None, as a ``sum``; the min of no values is None),
+plus the uniqueness rules' samples (``m{i}_values``, collected as it counts: Spark reads them
+after, below), from which :func:`quality.compiled.rule_metrics` fills each rule's
+``metrics``; the other samples are the first ``sample_size`` unexpected values in row order
+(Spark's ``limit`` over a local relation). Values are Spark's collected values (a timestamp is the naive local ``datetime``
 PySpark's ``TimestampType.fromInternal`` gives, a compound key a ``Row``).
 
 The rules come from ``compile_rule(..., columns=False)``: the compiled decision, without Spark
@@ -59,9 +59,8 @@ from quality.compiled import (
     ROW_COUNT,
     WINDOWED,
     CompiledRule,
+    lists_sample,
     rule_metrics,
-    sampled_in_aggregation,
-    sampled_later,
 )
 from quality.regex_subset import has_line_terminator, line_sensitive, python_regex
 
@@ -109,7 +108,7 @@ def evaluate_arrow(
             masks[c.flag] = pa.array(mask, pa.bool_())
     for i, c in enumerate(compiled):
         c.metrics = rule_metrics(i, c, found, sample_size)
-        if sampled_later(c, sample_size) and c.metrics[f"{c.map_metric}.unexpected_count"]:
+        if _sampled_later(c, sample_size) and c.metrics[f"{c.map_metric}.unexpected_count"]:
             sample = _first(marks[i], columns.get(c.kwargs["column"]).spark, sample_size)
             c.metrics[f"{c.map_metric}.unexpected_values"] = sample
     return ArrowChecks(found, masks)
@@ -301,7 +300,8 @@ def _is_int(value: Any) -> bool:
 def _aggregates(
     i: int, c: CompiledRule, mask: list[bool] | None, columns: Columns, sample_size: int
 ) -> dict[str, Any]:
-    """The rule's ``m{i}_...`` entries of Spark's aggregation row (``compiled.evaluate``)."""
+    """The rule's ``m{i}_...`` entries of Spark's aggregation row (``compiled.evaluate``), and
+    a windowed rule's sample (``m{i}_values``)."""
     n = columns.rows
     if c.metric is not None:
         if c.metric == ROW_COUNT:
@@ -311,7 +311,7 @@ def _aggregates(
         return {f"m{i}_value": pick(present) if present else None}
     assert mask is not None
     out: dict[str, Any] = {f"m{i}_unexpected": _count_if(n, mask)}
-    if sampled_in_aggregation(c, sample_size):
+    if lists_sample(c, sample_size) and c.rule.expectation in WINDOWED:
         out[f"m{i}_values"] = _first(mask, _values_of(c, columns), sample_size)
     if c.rule.expectation in MULTICOLUMN:
         keys = zip(*(columns.get(col).values for col in c.kwargs["column_list"]), strict=True)
@@ -321,8 +321,14 @@ def _aggregates(
     return out
 
 
+def _sampled_later(c: CompiledRule, sample_size: int) -> bool:
+    """Whether the rule's sample is read after the counts (the windowed rules' is collected
+    as they count: :func:`_aggregates`)."""
+    return lists_sample(c, sample_size) and c.rule.expectation not in WINDOWED
+
+
 def _values_of(c: CompiledRule, columns: Columns) -> Callable[[int], Any]:
-    """What Spark collects for row i of a windowed rule: the value, or a ``Row`` of the key."""
+    """Row i's value in a windowed rule's sample, as Spark reads it (a ``Row`` of a key)."""
     assert c.rule.expectation in WINDOWED
     if "column_list" not in c.kwargs:
         return columns.get(c.kwargs["column"]).spark

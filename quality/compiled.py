@@ -36,7 +36,7 @@ same arguments and column types) without building the Spark columns: for an eval
 own, :mod:`quality.arrow_checks`, which computes the same metrics over a ``pyarrow.Table`` in
 the driver and fills them with :func:`rule_metrics`. The names that evaluator shares with this
 module are public: :data:`FLAG`, :data:`NULL_CHECKS`, :data:`MULTICOLUMN`, :data:`WINDOWED`,
-:func:`rule_metrics`, :func:`sampled_in_aggregation`, :func:`sampled_later`.
+:func:`rule_metrics`, :func:`lists_sample`.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ _STRING_ONLY = frozenset(
 WINDOWED = frozenset({"expect_column_values_to_be_unique", "expect_compound_columns_to_be_unique"})
 """Rules whose condition is a window over the batch (uniqueness): GE counts their rows instead
 of summing a flag (0, not None, over no rows), and :mod:`quality.arrow_checks` collects their
-sample while it counts (:func:`sampled_in_aggregation`)."""
+sample while it counts (:func:`lists_sample`)."""
 _BETWEEN = frozenset(
     {
         "expect_column_values_to_be_between",
@@ -197,17 +197,9 @@ def evaluate(
     found = row.asDict(recursive=False)
     for i, c in enumerate(compiled):
         c.metrics = rule_metrics(i, c, found, sample_size)
-        if _sampled_after(c, sample_size) and c.metrics[f"{c.map_metric}.unexpected_count"]:
+        if lists_sample(c, sample_size) and c.metrics[f"{c.map_metric}.unexpected_count"]:
             c.metrics[f"{c.map_metric}.unexpected_values"] = _sample(flagged, c, sample_size)
     return flagged, found
-
-
-def _sampled_after(c: CompiledRule, sample_size: int) -> bool:
-    """Whether :func:`evaluate` reads the rule's unexpected sample by a query of its own, after
-    the aggregation: every rule that lists one, the windowed ones too (collected in the
-    aggregation, a sample would hold every unexpected value of the batch in one buffer before
-    its first ``sample_size`` were kept)."""
-    return sampled_later(c, sample_size) or sampled_in_aggregation(c, sample_size)
 
 
 def validation_result(
@@ -266,18 +258,13 @@ def _has_sample(c: CompiledRule, sample_size: int) -> bool:
     return sample_size > 0 and c.rule.expectation != "expect_column_values_to_not_be_null"
 
 
-def sampled_in_aggregation(c: CompiledRule, sample_size: int) -> bool:
-    """Whether :mod:`quality.arrow_checks` collects the rule's unexpected sample as it counts
-    (``m{i}_values``): the windowed rules (:data:`WINDOWED`), when results list samples
-    (``sample_size > 0``). :func:`evaluate` reads theirs after the aggregation."""
-    return _has_sample(c, sample_size) and c.rule.expectation in WINDOWED
-
-
-def sampled_later(c: CompiledRule, sample_size: int) -> bool:
-    """Whether the rule's unexpected sample is read after the aggregation, by a query of its own
-    (:func:`_sample`), when the rule found unexpected rows: the row-level rules that are not
-    windowed, except ``expect_column_values_to_not_be_null`` (its sample is nulls)."""
-    return _has_sample(c, sample_size) and c.row_level and c.rule.expectation not in WINDOWED
+def lists_sample(c: CompiledRule, sample_size: int) -> bool:
+    """Whether the rule's result lists unexpected values (``sample_size > 0``): the row-level
+    rules, but ``expect_column_values_to_not_be_null`` (its sample is nulls, from the count).
+    :func:`evaluate` reads each such sample after the aggregation (:func:`_sample`), when the
+    rule found unexpected rows; :mod:`quality.arrow_checks` collects the windowed rules' as
+    it counts (``m{i}_values``)."""
+    return _has_sample(c, sample_size) and c.row_level
 
 
 def _sample(flagged: DataFrame, c: CompiledRule, sample_size: int) -> list[Any]:
@@ -297,9 +284,9 @@ def rule_metrics(
     the module docstring) from the aggregated row ``found`` (``__rows``, ``m{i}_unexpected``,
     ``m{i}_values``, ``m{i}_domain``, ``m{i}_nulls``, ``m{i}_value``, with Spark's nulls).
 
-    A later sample (:func:`sampled_later`) is not in ``found``: the caller sets its
-    ``<map metric>.unexpected_values``; ``expect_column_values_to_not_be_null``'s sample is one
-    ``None`` per unexpected row (up to ``sample_size``), as GE's.
+    A sample read after the aggregation (:func:`lists_sample`) is not in ``found``: the caller
+    sets its ``<map metric>.unexpected_values``; ``expect_column_values_to_not_be_null``'s
+    sample is one ``None`` per unexpected row (up to ``sample_size``), as GE's.
     """
     rows = int(found["__rows"])
     metrics: dict[str, Any] = {ROW_COUNT: rows}

@@ -205,7 +205,8 @@ def run(
             run returns following bronze (``result.group.stop()`` ends it).
         resolver: a schema resolver to use (default: :func:`open_resolver`).
         handle_signals: SIGTERM/SIGINT stop a processing-time run, which then ends without
-            an error (the command line's choice).
+            an error unless a query or the table watcher had failed before the signal came
+            (the command line's choice).
 
     Only an awaited run releases its writer lease and its checkpoints' locks
     (:mod:`lakehouse.checkpoint_guard`); a run that lost the lease raises

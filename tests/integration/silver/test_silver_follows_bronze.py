@@ -81,8 +81,12 @@ def _what_silver_did(spark: Any, lake: str, result: Any) -> str:
         f"{q.name}: active={q.isActive} status={q.status} batches={len(q.recentProgress)}"
         for q in result.queries
     ]
+    try:
+        invariant = check_invariant(spark, lake, while_running=True).summary()
+    except Exception as exc:  # noqa: BLE001 - the timeout's message matters more
+        invariant = f"invariant not read: {exc!r}"
     return (
-        f"silver {_silver_counts(spark, lake)}; {check_invariant(spark, lake).summary()}; "
+        f"silver {_silver_counts(spark, lake)}; {invariant}; "
         f"watcher saw {sorted(result.watcher.seen)}, queries {queries}"
     )
 

@@ -565,6 +565,30 @@ def test_protoc_failing_without_a_word_on_the_files_is_not_the_schemas_fault(
     assert resolver.resolve_id(25).message_type_for([0]) == "dsc.env25.A"  # not remembered
 
 
+def test_protoc_quoting_a_traceback_from_the_schema_is_the_schemas_fault():
+    crash = "Traceback (most recent call last):"
+    reg = MemoryRegistry()
+    reg.add(29, text(f'syntax = "{crash}";\nmessage A {{}}\n'))
+    with pytest.raises(SchemaInvalid, match="Unrecognized syntax identifier"):
+        SchemaResolver(reg).resolve_id(29)
+
+
+def test_protoc_output_or_scratch_folder_that_cannot_be_written_is_not_the_schemas_fault(
+    monkeypatch, tmp_path
+):
+    import tempfile
+
+    from codec import SchemaCompilerUnavailable
+    from codec.protoc import generate_python
+
+    (tmp_path / "a.proto").write_text('syntax = "proto3";\nmessage A {}\n')
+    with pytest.raises(SchemaCompilerUnavailable, match="protoc could not write: .*/gone"):
+        generate_python(tmp_path, ["a.proto"], tmp_path / "gone")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-folder"))
+    with pytest.raises(SchemaCompilerUnavailable, match="protoc's scratch files: .*No such file"):
+        SchemaResolver(_schema_with_text(30, "message A {}\n")).resolve_id(30)
+
+
 def test_a_full_disk_is_not_the_schemas_fault_a_name_too_long_is(monkeypatch):
     import errno
     from pathlib import Path

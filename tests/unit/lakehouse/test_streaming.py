@@ -205,6 +205,30 @@ def test_a_stop_explains_the_failures_it_causes_but_not_one_met_before() -> None
     assert isinstance(in_group.failed_before, OSError)
 
 
+class SlowToRead(LiveQuery):
+    """A query whose state takes a while to read (a loaded JVM)."""
+
+    def exception(self) -> Exception | None:
+        time.sleep(0.3)
+        return self.error
+
+
+def test_a_stop_is_not_taken_for_a_failure_the_stop_thread_has_yet_to_see() -> None:
+    failed = SlowToRead("failed")
+    failed.error = RuntimeError("registry down")
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        requested = stop_on_signals([failed], "job")
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert requested.wait(5)
+        # asked at once, as a caller whose await ended with the failure does
+        assert not requested.explains_failure()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert requested.failed_before is failed.error
+
+
 def _delta_table(path: Path) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
