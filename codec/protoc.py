@@ -13,7 +13,8 @@ diagnostics are in the message), `SchemaCompilerUnavailable` when protoc could n
 failed without judging the files (grpcio-tools missing, killed, slower than
 `PROTOC_TIMEOUT_SECONDS`, a Python exception or no output, a source or its output that could
 not be written). A `SchemaInvalid` is remembered as the schema's for good and sends its
-records to quarantine; a `SchemaCompilerUnavailable` fails the batch, to be tried again.
+records to quarantine; a `SchemaCompilerUnavailable` fails the batch, to be tried again,
+once protoc has been run `PROTOC_TRIES` times (once when out of time).
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ import atexit
 import errno
 import importlib.resources
 import importlib.util
+import logging
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
@@ -37,7 +40,11 @@ from google.protobuf import descriptor_pb2
 
 from .errors import SchemaCompilerUnavailable, SchemaInvalid
 
+log = logging.getLogger(__name__)
+
 PROTOC_TIMEOUT_SECONDS = 120
+#: runs of protoc before a failure of the machine's fails the caller (see `_invoke`)
+PROTOC_TRIES = 3
 #: how a Python process that failed with an exception begins its last words
 _PYTHON_CRASH = "Traceback (most recent call last):"
 #: errors of writing a file that come from the machine, whatever the file's name
@@ -216,19 +223,36 @@ def _write_sources(src: Path, sources: dict[str, str]) -> None:
 
 def _invoke(proto_dir: Path, flags: Sequence[str], targets: Iterable[str], output: Path) -> None:
     """Run protoc; raise as the module docstring says. ``output``: the file or folder protoc
-    writes (a diagnostic about it is the machine's, never the schema's)."""
+    writes (a diagnostic about it is the machine's, never the schema's). A run that failed for
+    the machine's reasons is tried again, up to :data:`PROTOC_TRIES` runs a short pause apart;
+    one out of time is not (the machine is loaded: another run would only add to it)."""
     args = [sys.executable, "-m", "grpc_tools.protoc", f"-I{proto_dir}", *include_args()]
     args += [*flags, *targets]
-    try:
-        done = subprocess.run(
-            args, capture_output=True, text=True, timeout=PROTOC_TIMEOUT_SECONDS, check=False
-        )
-    except subprocess.TimeoutExpired:
-        raise SchemaCompilerUnavailable(
-            f"protoc did not finish within {PROTOC_TIMEOUT_SECONDS} s"
-        ) from None
-    except OSError as exc:
-        raise SchemaCompilerUnavailable(f"protoc could not be started: {exc}") from None
+    for run in range(1, PROTOC_TRIES + 1):
+        try:
+            done = subprocess.run(
+                args, capture_output=True, text=True, timeout=PROTOC_TIMEOUT_SECONDS, check=False
+            )
+            _judge(done, proto_dir, output)
+            return
+        except subprocess.TimeoutExpired:
+            raise SchemaCompilerUnavailable(
+                f"protoc did not finish within {PROTOC_TIMEOUT_SECONDS} s"
+            ) from None
+        except OSError as exc:
+            failure = SchemaCompilerUnavailable(f"protoc could not be started: {exc}")
+        except SchemaCompilerUnavailable as exc:
+            failure = exc
+        if run < PROTOC_TRIES:
+            log.warning(
+                "%s; running protoc again (%d of %d)", failure.message, run + 1, PROTOC_TRIES
+            )
+            time.sleep(0.5 * run)
+    raise failure
+
+
+def _judge(done: subprocess.CompletedProcess[str], proto_dir: Path, output: Path) -> None:
+    """Raise for a protoc run that failed: `SchemaInvalid` when protoc judged the files."""
     if done.returncode < 0:  # killed by a signal (out of memory, ...): no answer
         raise SchemaCompilerUnavailable(f"protoc was killed by signal {-done.returncode}")
     if done.returncode != 0:

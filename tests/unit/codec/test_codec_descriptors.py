@@ -550,10 +550,11 @@ def test_protoc_killed_by_a_signal_is_not_the_schemas_fault(monkeypatch, tmp_pat
 def test_protoc_failing_without_a_word_on_the_files_is_not_the_schemas_fault(
     monkeypatch, tmp_path, child, said
 ):
-    from codec import SchemaCompilerUnavailable
+    from codec import SchemaCompilerUnavailable, protoc
 
+    runs = tmp_path / "runs"
     python = tmp_path / "python"
-    python.write_text(f"#!/bin/sh\n{child}\n")
+    python.write_text(f"#!/bin/sh\necho run >> {runs}\n{child}\n")
     python.chmod(0o755)
     reg = _schema_with_text(25, "message A { string s = 1; }\n")
     resolver = SchemaResolver(reg)
@@ -561,8 +562,29 @@ def test_protoc_failing_without_a_word_on_the_files_is_not_the_schemas_fault(
     monkeypatch.setattr(sys, "executable", str(python))
     with pytest.raises(SchemaCompilerUnavailable, match=f"failed before judging the files: {said}"):
         resolver.resolve_id(25)
+    assert len(runs.read_text().splitlines()) == protoc.PROTOC_TRIES  # tried again, in vain
     monkeypatch.setattr(sys, "executable", real)
     assert resolver.resolve_id(25).message_type_for([0]) == "dsc.env25.A"  # not remembered
+
+
+def test_protoc_failing_once_for_the_machine_is_run_again(monkeypatch, tmp_path, caplog):
+    from codec import protoc
+
+    failed = tmp_path / "failed-once"
+    python = tmp_path / "python"
+    python.write_text(
+        f"#!/bin/sh\nif [ ! -e {failed} ]; then touch {failed}; exit 3; fi\n"
+        f'exec {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(python))
+    resolved = SchemaResolver(_schema_with_text(31, "message A {}\n")).resolve_id(31)
+    assert resolved.message_type_for([0]) == "dsc.env31.A"
+    [again] = [r.getMessage() for r in caplog.records if r.name == "codec.protoc"]
+    assert again == (
+        "protoc failed before judging the files: exit code 3, no output; "
+        f"running protoc again (2 of {protoc.PROTOC_TRIES})"
+    )
 
 
 def test_protoc_quoting_a_traceback_from_the_schema_is_the_schemas_fault():
