@@ -13,8 +13,9 @@ diagnostics are in the message), `SchemaCompilerUnavailable` when protoc could n
 failed without judging the files (grpcio-tools missing, killed, slower than
 `PROTOC_TIMEOUT_SECONDS`, a Python exception or no output, a source or its output that could
 not be written). A `SchemaInvalid` is remembered as the schema's for good and sends its
-records to quarantine; a `SchemaCompilerUnavailable` fails the batch, to be tried again,
-once protoc has been run `PROTOC_TRIES` times (once when out of time).
+records to quarantine; a `SchemaCompilerUnavailable` fails the batch, to be tried again
+(a protoc that could not start or failed before judging the files is first run again, up to
+`PROTOC_TRIES` runs).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from .errors import SchemaCompilerUnavailable, SchemaInvalid
 log = logging.getLogger(__name__)
 
 PROTOC_TIMEOUT_SECONDS = 120
-#: runs of protoc before a failure of the machine's fails the caller (see `_invoke`)
+#: runs of protoc before its process's failure fails the caller (see `_invoke`)
 PROTOC_TRIES = 3
 #: how a Python process that failed with an exception begins its last words
 _PYTHON_CRASH = "Traceback (most recent call last):"
@@ -223,12 +224,15 @@ def _write_sources(src: Path, sources: dict[str, str]) -> None:
 
 def _invoke(proto_dir: Path, flags: Sequence[str], targets: Iterable[str], output: Path) -> None:
     """Run protoc; raise as the module docstring says. ``output``: the file or folder protoc
-    writes (a diagnostic about it is the machine's, never the schema's). A run that failed for
-    the machine's reasons is tried again, up to :data:`PROTOC_TRIES` runs a short pause apart;
-    one out of time is not (the machine is loaded: another run would only add to it)."""
+    writes (a diagnostic about it is the machine's, never the schema's). A run that could not
+    start or whose process failed before judging the files is tried again, up to
+    :data:`PROTOC_TRIES` runs a short pause apart; a run out of time, killed by a signal (the
+    out-of-memory killer's, maybe) or unable to write its output is not: another run would
+    only add to the machine's trouble."""
     args = [sys.executable, "-m", "grpc_tools.protoc", f"-I{proto_dir}", *include_args()]
     args += [*flags, *targets]
-    for run in range(1, PROTOC_TRIES + 1):
+    tries = max(1, PROTOC_TRIES)
+    for run in range(1, tries + 1):
         try:
             done = subprocess.run(
                 args, capture_output=True, text=True, timeout=PROTOC_TIMEOUT_SECONDS, check=False
@@ -241,14 +245,16 @@ def _invoke(proto_dir: Path, flags: Sequence[str], targets: Iterable[str], outpu
             ) from None
         except OSError as exc:
             failure = SchemaCompilerUnavailable(f"protoc could not be started: {exc}")
-        except SchemaCompilerUnavailable as exc:
+        except _Crashed as exc:
             failure = exc
-        if run < PROTOC_TRIES:
-            log.warning(
-                "%s; running protoc again (%d of %d)", failure.message, run + 1, PROTOC_TRIES
-            )
+        if run < tries:
+            log.warning("%s; running protoc again (%d of %d)", failure.message, run + 1, tries)
             time.sleep(0.5 * run)
-    raise failure
+    raise SchemaCompilerUnavailable(failure.message)  # the public kind, whatever the run
+
+
+class _Crashed(SchemaCompilerUnavailable):
+    """protoc's process failed before judging the files: worth another run (:func:`_invoke`)."""
 
 
 def _judge(done: subprocess.CompletedProcess[str], proto_dir: Path, output: Path) -> None:
@@ -263,7 +269,7 @@ def _judge(done: subprocess.CompletedProcess[str], proto_dir: Path, output: Path
         # the machine's (a full disk); either, or no output at all, says nothing of the schema.
         if not lines or _PYTHON_CRASH in lines:
             last = lines[-1] if lines else f"exit code {done.returncode}, no output"
-            raise SchemaCompilerUnavailable(f"protoc failed before judging the files: {last}")
+            raise _Crashed(f"protoc failed before judging the files: {last}")
         on_output = [line for line in said.splitlines() if line.startswith(str(output))]
         if on_output:
             raise SchemaCompilerUnavailable(f"protoc could not write: {on_output[0]}")

@@ -527,12 +527,28 @@ def test_protoc_out_of_time_fails_the_batch_and_is_not_remembered(monkeypatch):
 def test_protoc_killed_by_a_signal_is_not_the_schemas_fault(monkeypatch, tmp_path):
     from codec import SchemaCompilerUnavailable
 
+    runs = tmp_path / "runs"
     killer = tmp_path / "python"
-    killer.write_text("#!/bin/sh\nkill -9 $$\n")
+    killer.write_text(f"#!/bin/sh\necho run >> {runs}\nkill -9 $$\n")
     killer.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(killer))
     with pytest.raises(SchemaCompilerUnavailable, match="killed by signal 9"):
         SchemaResolver(_schema_with_text(22, "message A {}\n")).resolve_id(22)
+    assert runs.read_text() == "run\n"  # maybe the out-of-memory killer: not run again
+
+
+def test_protoc_out_of_time_is_not_run_again(monkeypatch, tmp_path):
+    from codec import SchemaCompilerUnavailable, protoc
+
+    runs = tmp_path / "runs"
+    slow = tmp_path / "python"
+    slow.write_text(f"#!/bin/sh\necho run >> {runs}\nexec sleep 5\n")
+    slow.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(slow))
+    monkeypatch.setattr(protoc, "PROTOC_TIMEOUT_SECONDS", 0.5)
+    with pytest.raises(SchemaCompilerUnavailable, match="did not finish within 0.5 s"):
+        SchemaResolver(_schema_with_text(32, "message A {}\n")).resolve_id(32)
+    assert runs.read_text() == "run\n"
 
 
 @pytest.mark.parametrize(
