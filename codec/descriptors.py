@@ -376,13 +376,8 @@ class SchemaResolver:
                 raise  # remembers its 404 for a while (negative_ttl)
             # said when remembered (once per resolver and cache entry): every record of the
             # schema fails with it from now on
-            log.warning(
-                "schema %s is %s for good (%s): %s",
-                schema_id if schema_id is not None else schema_guid,
-                exc.code,
-                exc.stage,
-                exc.message,
-            )
+            key = schema_id if schema_id is not None else schema_guid
+            log.warning("schema %s is %s for good (%s): %s", key, exc.code, exc.stage, exc.message)
             return exc.copy()  # permanent for this id: remember it (not its traceback)
         return ResolvedSchema.from_file_descriptor_set(
             fds, root, schema_id=schema_id, schema_guid=schema_guid

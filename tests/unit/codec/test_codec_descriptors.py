@@ -524,14 +524,21 @@ def test_protoc_out_of_time_fails_the_batch_and_is_not_remembered(monkeypatch):
     assert decoder.decode(frame).message.s == "x"
 
 
+def _python_as(monkeypatch, tmp_path, body):
+    """Make ``sys.executable`` (protoc's interpreter) a shell script running ``body``, which
+    first adds a line to the returned file: one per run."""
+    runs = tmp_path / "runs"
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\necho run >> {runs}\n{body}\n")
+    python.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(python))
+    return runs
+
+
 def test_protoc_killed_by_a_signal_is_not_the_schemas_fault(monkeypatch, tmp_path):
     from codec import SchemaCompilerUnavailable
 
-    runs = tmp_path / "runs"
-    killer = tmp_path / "python"
-    killer.write_text(f"#!/bin/sh\necho run >> {runs}\nkill -9 $$\n")
-    killer.chmod(0o755)
-    monkeypatch.setattr(sys, "executable", str(killer))
+    runs = _python_as(monkeypatch, tmp_path, "kill -9 $$")
     with pytest.raises(SchemaCompilerUnavailable, match="killed by signal 9"):
         SchemaResolver(_schema_with_text(22, "message A {}\n")).resolve_id(22)
     assert runs.read_text() == "run\n"  # maybe the out-of-memory killer: not run again
@@ -540,11 +547,7 @@ def test_protoc_killed_by_a_signal_is_not_the_schemas_fault(monkeypatch, tmp_pat
 def test_protoc_out_of_time_is_not_run_again(monkeypatch, tmp_path):
     from codec import SchemaCompilerUnavailable, protoc
 
-    runs = tmp_path / "runs"
-    slow = tmp_path / "python"
-    slow.write_text(f"#!/bin/sh\necho run >> {runs}\nexec sleep 5\n")
-    slow.chmod(0o755)
-    monkeypatch.setattr(sys, "executable", str(slow))
+    runs = _python_as(monkeypatch, tmp_path, "exec sleep 5")
     monkeypatch.setattr(protoc, "PROTOC_TIMEOUT_SECONDS", 0.5)
     with pytest.raises(SchemaCompilerUnavailable, match="did not finish within 0.5 s"):
         SchemaResolver(_schema_with_text(32, "message A {}\n")).resolve_id(32)
@@ -568,14 +571,10 @@ def test_protoc_failing_without_a_word_on_the_files_is_not_the_schemas_fault(
 ):
     from codec import SchemaCompilerUnavailable, protoc
 
-    runs = tmp_path / "runs"
-    python = tmp_path / "python"
-    python.write_text(f"#!/bin/sh\necho run >> {runs}\n{child}\n")
-    python.chmod(0o755)
     reg = _schema_with_text(25, "message A { string s = 1; }\n")
     resolver = SchemaResolver(reg)
     real = sys.executable
-    monkeypatch.setattr(sys, "executable", str(python))
+    runs = _python_as(monkeypatch, tmp_path, child)
     with pytest.raises(SchemaCompilerUnavailable, match=f"failed before judging the files: {said}"):
         resolver.resolve_id(25)
     assert len(runs.read_text().splitlines()) == protoc.PROTOC_TRIES  # tried again, in vain
@@ -587,13 +586,8 @@ def test_protoc_failing_once_for_the_machine_is_run_again(monkeypatch, tmp_path,
     from codec import protoc
 
     failed = tmp_path / "failed-once"
-    python = tmp_path / "python"
-    python.write_text(
-        f"#!/bin/sh\nif [ ! -e {failed} ]; then touch {failed}; exit 3; fi\n"
-        f'exec {sys.executable} "$@"\n'
-    )
-    python.chmod(0o755)
-    monkeypatch.setattr(sys, "executable", str(python))
+    body = f'if [ ! -e {failed} ]; then touch {failed}; exit 3; fi\nexec {sys.executable} "$@"'
+    _python_as(monkeypatch, tmp_path, body)
     resolved = SchemaResolver(_schema_with_text(31, "message A {}\n")).resolve_id(31)
     assert resolved.message_type_for([0]) == "dsc.env31.A"
     [again] = [r.getMessage() for r in caplog.records if r.name == "codec.protoc"]
