@@ -30,9 +30,9 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 
-from airflow.sdk import DAG, AssetAlias, task
+from airflow.sdk import DAG, task
 from protolake_support.environment import env_int
-from protolake_support.spark_submit import SILVER_ALIAS, ProtolakeSparkSubmitOperator
+from protolake_support.spark_submit import ProtolakeSparkSubmitOperator
 
 SCHEDULE = os.environ.get("PROTOLAKE_INGEST_SCHEDULE", "*/15 * * * *")
 TIMEOUT = timedelta(minutes=env_int("PROTOLAKE_INGEST_TIMEOUT_MINUTES", 60))
@@ -68,7 +68,6 @@ with DAG(
         refuse_when_streaming=True,
         skip_when_caught_up=True,
         publish_silver=True,
-        outlets=[AssetAlias(SILVER_ALIAS)],
         execution_timeout=TIMEOUT,
     )
 

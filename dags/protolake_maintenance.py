@@ -29,10 +29,10 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 
-from airflow.sdk import DAG, AssetAlias, chain
+from airflow.sdk import DAG, chain
 from protolake_support.environment import env_int
 from protolake_support.run_state import fail_run_when_a_task_failed
-from protolake_support.spark_submit import SILVER_ALIAS, ProtolakeSparkSubmitOperator
+from protolake_support.spark_submit import ProtolakeSparkSubmitOperator
 
 SCHEDULE = os.environ.get("PROTOLAKE_MAINTENANCE_SCHEDULE", "@daily")
 RETENTION_HOURS = env_int("PROTOLAKE_VACUUM_RETENTION_HOURS", 168)
@@ -82,7 +82,6 @@ with DAG(
             subcommand="replay",
             subcommand_args=REPLAY_ARGS,
             publish_silver=True,
-            outlets=[AssetAlias(SILVER_ALIAS)],
             retries=0,
             trigger_rule="all_done",  # a failed maintenance of one group does not block it
         ),

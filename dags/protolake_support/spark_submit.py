@@ -25,9 +25,9 @@ from protolake_support.environment import (
     registry_env,
     spark_bin_dir,
 )
-from protolake_support.published import baseline, changed_tables, remember_published
+from protolake_support.published import SILVER_ALIAS, baseline, publish
 
-SILVER_ALIAS = "protolake-silver"
+__all__ = ["SILVER_ALIAS", "ProtolakeSparkSubmitOperator"]
 
 
 class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
@@ -53,9 +53,10 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
 
     ``publish_silver`` (silver only): after the job, an asset event
     ``protolake://silver/<table>`` is added to the ``protolake-silver`` asset alias for every
-    silver table whose Delta version changed since the last publication
-    (:mod:`protolake_support.published`: a run that failed after committing some tables has
-    them announced by the next run that succeeds).
+    silver table whose Delta version changed since the events Airflow recorded last announced
+    it (:mod:`protolake_support.published`: a run that failed after committing some tables has
+    them announced by the next run that succeeds). The operator then declares the alias as an
+    outlet and as an inlet (it reads those events).
     """
 
     ui_color = "#ffd8a8"
@@ -76,6 +77,8 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
         self.subcommand = subcommand
         self.subcommand_args = list(subcommand_args)
         self.publish_silver = publish_silver
+        if publish_silver:
+            self._declare_silver_alias()
         self.refuse_when_streaming = refuse_when_streaming
         if skip_when_caught_up and (
             subcommand not in ("bronze", "silver") or "available-now" not in self.subcommand_args
@@ -86,7 +89,6 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> None:
         from pipelines.jobs import RUN_SCRIPT, build_py_files
         from pipelines.spark import REDACTION_REGEX, find_spark_jars, is_local_master, local_conf
-        from protolake_support.tables import silver_versions
 
         config = config_path()
         if self.refuse_when_streaming:
@@ -124,10 +126,21 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
         self._hook = None  # rebuilt by execute() from the settings above
         before = None
         if self.publish_silver:  # the baseline is stored before the job may change a table
-            before = baseline(lakehouse, lambda: silver_versions(config))
+            before = self._baseline(context, lakehouse, config)
         super().execute(context)
         if self.publish_silver:
             self._publish_since(context, lakehouse, config, before)
+
+    def _declare_silver_alias(self) -> None:
+        """Declare the alias the events go through as an outlet (to add them) and as an inlet
+        (to read those recorded before), unless the DAG already did."""
+        from airflow.sdk import AssetAlias
+
+        alias = AssetAlias(SILVER_ALIAS)
+        if alias not in self.outlets:
+            self.add_outlets([alias])
+        if alias not in self.inlets:
+            self.add_inlets([alias])
 
     @staticmethod
     def _refuse_when_streaming() -> None:
@@ -159,26 +172,30 @@ class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
     def _publish_since(
         self, context: Any, lakehouse: str, config: str, before: dict[str, int] | None
     ) -> None:
-        """An asset event per silver table changed since the last publication
-        (:mod:`protolake_support.published`), which then records the versions published."""
-        from airflow.sdk import Asset, AssetAlias
+        """An asset event per silver table changed since the events recorded last announced
+        it (:mod:`protolake_support.published`)."""
+        from airflow.sdk import AssetAlias
 
         from protolake_support.tables import silver_versions
 
         if before is None:  # (not read yet by this try)
-            before = baseline(lakehouse, lambda: silver_versions(config))
+            before = self._baseline(context, lakehouse, config)
         try:
             after = silver_versions(config)
         except Exception as exc:  # noqa: BLE001 - the job has committed: it succeeded
-            # the baseline stays: the next run that reads the tables publishes these changes
+            # nothing announced: the next run that reads the tables announces these changes
             self.log.warning("silver tables not read after the run, no asset events: %s", exc)
             return
-        changed = changed_tables(before, after)
-        events = context["outlet_events"][AssetAlias(SILVER_ALIAS)]
-        for table in changed:
-            events.add(
-                Asset(f"protolake://silver/{table}"),
-                extra={"table": table, "delta_version": after[table]},
-            )
-        remember_published(lakehouse, after)
+        changed = publish(
+            context["outlet_events"][AssetAlias(SILVER_ALIAS)], lakehouse, before, after
+        )
         self.log.info("silver tables changed since the last publication: %s", changed or "none")
+
+    @staticmethod
+    def _baseline(context: Any, lakehouse: str, config: str) -> dict[str, int]:
+        from airflow.sdk import AssetAlias
+
+        from protolake_support.tables import silver_versions
+
+        events = context["inlet_events"][AssetAlias(SILVER_ALIAS)]
+        return baseline(events, lakehouse, lambda: silver_versions(config))

@@ -47,6 +47,7 @@ for dag_id, dag in bag.dags.items():
                 "retry_delay": t.retry_delay.total_seconds(),
                 "timeout": t.execution_timeout.total_seconds() if t.execution_timeout else None,
                 "outlets": [repr(o) for o in t.outlets],
+                "inlets": [repr(i) for i in t.inlets],
                 "args": list(getattr(t, "subcommand_args", [])),
                 "subcommand": getattr(t, "subcommand", None),
                 "conn_id": getattr(t, "_conn_id", None),
@@ -124,8 +125,9 @@ def test_ingest_runs_bronze_then_silver_then_summary_and_publishes_silver(run_py
         assert tasks[job]["subcommand"] == job
         assert tasks[job]["args"] == ["--trigger", "available-now"]
         assert tasks[job]["conn_id"] == "spark_default"
-    assert tasks["silver"]["outlets"] == ["AssetAlias(name='protolake-silver', group='asset')"]
-    assert tasks["bronze"]["outlets"] == []
+    # silver announces its tables' changes through the alias, and reads what it announced
+    assert tasks["silver"]["outlets"] == tasks["silver"]["inlets"] == ["AssetAlias(name='protolake-silver', group='asset')"]
+    assert tasks["bronze"]["outlets"] == tasks["bronze"]["inlets"] == []
 
 
 def test_ingest_schedule_and_timeout_come_from_the_environment(run_python):
@@ -171,7 +173,7 @@ def test_maintenance_maintains_each_table_group_in_turn_with_the_retention(run_p
     }
     assert tasks["replay"]["subcommand"] == "replay"
     assert tasks["replay"]["args"] == ["--reason", "UNKNOWN_SCHEMA"]
-    assert tasks["replay"]["outlets"] == ["AssetAlias(name='protolake-silver', group='asset')"]
+    assert tasks["replay"]["outlets"] == tasks["replay"]["inlets"] == ["AssetAlias(name='protolake-silver', group='asset')"]
     for group in ("bronze", "silver", "quarantine", "quality"):
         t = tasks[f"maintain_{group}"]
         assert t["subcommand"] == "maintain"
