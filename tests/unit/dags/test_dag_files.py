@@ -126,7 +126,11 @@ def test_ingest_runs_bronze_then_silver_then_summary_and_publishes_silver(run_py
         assert tasks[job]["args"] == ["--trigger", "available-now"]
         assert tasks[job]["conn_id"] == "spark_default"
     # silver announces its tables' changes through the alias, and reads what it announced
-    assert tasks["silver"]["outlets"] == tasks["silver"]["inlets"] == ["AssetAlias(name='protolake-silver', group='asset')"]
+    assert (
+        tasks["silver"]["outlets"]
+        == tasks["silver"]["inlets"]
+        == ["AssetAlias(name='protolake-silver', group='asset')"]
+    )
     assert tasks["bronze"]["outlets"] == tasks["bronze"]["inlets"] == []
 
 
@@ -173,7 +177,11 @@ def test_maintenance_maintains_each_table_group_in_turn_with_the_retention(run_p
     }
     assert tasks["replay"]["subcommand"] == "replay"
     assert tasks["replay"]["args"] == ["--reason", "UNKNOWN_SCHEMA"]
-    assert tasks["replay"]["outlets"] == tasks["replay"]["inlets"] == ["AssetAlias(name='protolake-silver', group='asset')"]
+    assert (
+        tasks["replay"]["outlets"]
+        == tasks["replay"]["inlets"]
+        == ["AssetAlias(name='protolake-silver', group='asset')"]
+    )
     for group in ("bronze", "silver", "quarantine", "quality"):
         t = tasks[f"maintain_{group}"]
         assert t["subcommand"] == "maintain"
