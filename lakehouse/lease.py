@@ -70,7 +70,12 @@ CONDITIONAL_ETAG = "fs.option.create.conditional.overwrite.etag"
 
 
 class WriterLeaseError(RuntimeError):
-    """Another driver holds the writer lease; the message names it."""
+    """Another driver holds the writer lease; the message names it, and ``holder`` is that
+    driver's lease as read (None: the lease was lost, or not read)."""
+
+    def __init__(self, message: str, holder: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 @dataclass
@@ -89,6 +94,17 @@ class WriterLease:
     _renewer: threading.Thread | None = None
     _renewal_error: str = ""  # the store's error of the last renewal that failed
     _losing: threading.Lock = field(default_factory=threading.Lock)
+    _notes: dict[str, Any] = field(default_factory=dict)
+
+    def note(self, key: str, value: Any) -> None:
+        """Publish ``value`` (JSON) under ``key`` in the lease from its next renewal on, for
+        whoever reads the lease (e.g. a refused driver: ``WriterLeaseError.holder``)."""
+        self._notes = {**self._notes, key: value}
+
+    @property
+    def released(self) -> bool:
+        """Whether :meth:`release` was called."""
+        return self._stop.is_set()
 
     def loss(self) -> str | None:
         """Why this driver no longer holds the lease, or None while it does. A lease this
@@ -161,7 +177,7 @@ class WriterLease:
                 self._lose(f"the writer lease expired before it was renewed{self._why()}")
                 return
             expires = time.time() + self.ttl
-            content = _content(self.owner, self.ttl, expires)
+            content = _content(self.owner, self.ttl, expires, self._notes)
             # over the version just read, ours: a lease another driver put since fails the put
             _write(self._fs, self._path, content, conditional=False, if_match=etag)
             if self._stop.is_set():  # released meanwhile: the put must not bring the lease back
@@ -273,7 +289,8 @@ def acquire_writer_lease(
                 raise WriterLeaseError(
                     f"{location}: held by another driver ({holder.get('owner')}) until "
                     f"{time.strftime('%H:%M:%S', time.localtime(float(holder['expires'])))}; "
-                    "one driver writes these tables at a time on an object store"
+                    "one driver writes these tables at a time on an object store",
+                    holder,
                 ) from exc
             log.warning(
                 "writer lease %s of %s expired, or its process on this machine ended: taking "
@@ -314,8 +331,9 @@ def _confirm_takeover(fs: Any, path: Any, location: str, owner: str) -> None:
         raise WriterLeaseError(f"{location}: taken over by another driver meanwhile ({other})")
 
 
-def _content(owner: str, ttl: float, expires: float) -> str:
-    return json.dumps({"owner": owner, "expires": expires, "ttl": ttl, **this_process()})
+def _content(owner: str, ttl: float, expires: float, notes: dict[str, Any] | None = None) -> str:
+    lease = {"owner": owner, "expires": expires, "ttl": ttl, **this_process()}
+    return json.dumps({**lease, **({"notes": notes} if notes else {})})
 
 
 def _replaced(fs: Any, path: Any, text: str, etag: str, owner: str) -> bool:

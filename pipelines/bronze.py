@@ -69,6 +69,7 @@ from pipelines.settings.clients import (
     prepare_session,
     writer_lease,
 )
+from pipelines.stream_maintenance import MAINTAINER_WAIT_SECONDS, start_maintainer
 
 log = logging.getLogger(__name__)
 
@@ -224,17 +225,23 @@ def run(
     # their catalog comments included; a lease of queries left running is renewed until this
     # process ends.
     lease = writer_lease(spark, cfg, JOB, on_lost=stop_streams_on_loss(spark))
+    maintainer = None
     try:
         with run_locks(await_termination) as locks:
             register_bronze(spark, cfg)
             rows = read_kafka(spark, cfg).transform(to_bronze_rows)
             queries = write_bronze(rows, cfg, trigger, locks)
+            maintainer = start_maintainer(
+                spark, cfg, JOB, trigger, lease, lambda: any(q.isActive for q in queries)
+            )
             if await_termination:
                 _await(queries, handle_signals)
                 if lease is not None:
                     lease.raise_if_lost()  # the streams stopped because the lease was lost
                 register_bronze(spark, cfg)  # the tables this run created
     finally:
+        if maintainer is not None and await_termination:
+            maintainer.stop(timeout=MAINTAINER_WAIT_SECONDS)
         if lease is not None and await_termination:
             lease.release()
     return queries

@@ -21,6 +21,12 @@ This command line is stable: the maintenance DAG (dags/protolake_maintenance.py)
 
 Exit code 0; 2 for a refused retention; 1 when a table failed (the others are still done).
 
+On an object store, a group whose writer lease a processing-time stream holds is refused
+(``lakehouse.lease``), unless that stream keeps the group itself
+(``pipelines.stream_maintenance``: its passes are on time and none failed): the command then
+says so and exits 0 without touching it (``--json``: ``{"group", "skipped"}``). ``all``
+needs both leases.
+
 VACUUM lists files with ``spark.sql.sources.parallelPartitionDiscovery.parallelism`` tasks
 (Spark's default 10000, sized for clusters: minutes of empty tasks on ``local[2]``); unless
 the Spark configuration sets it, this command uses twice the default parallelism meanwhile.
@@ -48,7 +54,7 @@ from functools import partial
 from typing import Any
 
 from lakehouse.layout import LAYERS, Layout
-from lakehouse.lease import holds_no_lease, raise_if_lost
+from lakehouse.lease import WriterLeaseError, holds_no_lease, raise_if_lost
 from lakehouse.tables import list_delta_tables, table_version
 from pipelines.ops.common import emit, loaded_config, progress, table
 from pipelines.ops.retention import (
@@ -60,6 +66,7 @@ from pipelines.ops.retention import (
 from pipelines.ops.unread_bronze import silver_unread_since, vacuum_unsafe
 from pipelines.settings.clients import open_session, writer_lease
 from pipelines.spark import configured
+from pipelines.stream_maintenance import maintained_by_holder
 
 log = logging.getLogger("pipelines.ops.maintain")
 
@@ -305,7 +312,13 @@ def run_from_args(args: argparse.Namespace) -> int:
     leases: list[Any] = []
     try:
         for job in jobs:  # one by one: a refused second lease releases the first (finally)
-            leases.append(writer_lease(spark, cfg, job))
+            try:
+                leases.append(writer_lease(spark, cfg, job))
+            except WriterLeaseError as exc:
+                kept = maintained_by_holder(exc.holder, args.table_group)
+                if kept is None:
+                    raise
+                return _skipped(args.table_group, kept, args.json)
         raise_if_lost(leases)
         pruned = prune_results_of(spark, cfg, args.table_group, dry_run=args.dry_run)
         data = maintain(
@@ -327,6 +340,13 @@ def run_from_args(args: argparse.Namespace) -> int:
         data["quality_results_pruned"] = pruned
     emit(args.json, data, lambda console: render(console, data))
     return 1 if data["failed"] else 0
+
+
+def _skipped(group: str, why: str, as_json: bool) -> int:
+    """A group the stream holding its lease keeps: said, nothing done, exit code 0."""
+    data = {"group": group, "skipped": why}
+    emit(as_json, data, lambda console: console.print(f"maintain {group}: skipped, {why}"))
+    return 0
 
 
 def prune_results_of(spark: Any, cfg: Any, group: str, *, dry_run: bool) -> int | None:

@@ -76,6 +76,12 @@ def check_config(cfg: ProtolakeConfig) -> None:
     if cfg.quality.results_retention_days < 0:
         raise ConfigError("quality.results_retention_days: must be >= 0 (0 keeps every result)")
     _check_quality_rules(cfg.quality.expectations)
+    m = cfg.maintenance
+    if m.stream_optimize_minutes < 0 or m.stream_vacuum_hours < 0:
+        raise ConfigError(
+            "maintenance.stream_optimize_minutes / maintenance.stream_vacuum_hours: must be >= 0"
+            " (0: never)"
+        )
 
 
 def _check_registry(r: RegistryConfig) -> None:

@@ -77,6 +77,12 @@ Example (every key, with its default)::
     kwargs = { column = "order_id" }
     policy = "quarantine"                    # warn | quarantine | fail
 
+    [maintenance]                            # processing-time streams on an object store keep
+                                             # the tables they write (`protolake maintain` is
+                                             # refused their writer lease while they run):
+    stream_optimize_minutes = 60.0           # OPTIMIZE them this often (0: never)
+    stream_vacuum_hours = 24.0               # VACUUM them this often, keeping 168 h (0: never)
+
     [catalog]                                # where every table is registered by name
     metastore_uri = ""                       # "thrift://127.0.0.1:9083": a shared Hive metastore
                                              # (infra/stack.sh up metastore); empty: the session's own
@@ -184,6 +190,14 @@ class QualityConfig:
     results_retention_days: int = 0
 
 
+@dataclass(frozen=True)
+class MaintenanceConfig:
+    # processing-time streams on an object store maintain the tables they write
+    # (pipelines.stream_maintenance); 0 turns either off
+    stream_optimize_minutes: float = 60.0
+    stream_vacuum_hours: float = 24.0
+
+
 # The database of each layer by default: lakehouse.catalog.CatalogDatabases spells them.
 _DATABASES = CatalogDatabases()
 
@@ -225,6 +239,7 @@ class ProtolakeConfig:
     bronze: BronzeConfig = field(default_factory=BronzeConfig)
     silver: SilverConfig = field(default_factory=SilverConfig)
     quality: QualityConfig = field(default_factory=QualityConfig)
+    maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     catalog: CatalogConfig = field(default_factory=CatalogConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
@@ -249,6 +264,7 @@ _SECTIONS: dict[str, type] = {
     "bronze": BronzeConfig,
     "silver": SilverConfig,
     "quality": QualityConfig,
+    "maintenance": MaintenanceConfig,
     "catalog": CatalogConfig,
     "metrics": MetricsConfig,
     "spark": SparkConfig,

@@ -61,6 +61,11 @@ from pipelines.settings.clients import (
     prepare_session,
     writer_lease,
 )
+from pipelines.stream_maintenance import (
+    MAINTAINER_WAIT_SECONDS,
+    StreamMaintainer,
+    start_maintainer,
+)
 
 from .batch import SilverBatch
 from .stats import RunTotals
@@ -134,13 +139,15 @@ class SilverRun:
     """The queries of one run and their batch functions (for summaries and tests).
 
     ``group`` holds the queries (it grows while a processing-time run follows bronze);
-    ``missing`` names the requested bronze tables an available-now run did not find.
+    ``missing`` names the requested bronze tables an available-now run did not find;
+    ``maintainer`` keeps the tables of a processing-time run on an object store.
     """
 
     group: QueryGroup = field(default_factory=QueryGroup)
     batches: list[SilverBatch] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     watcher: TableWatcher | None = None
+    maintainer: StreamMaintainer | None = None
 
     @property
     def queries(self) -> list[StreamingQuery]:
@@ -279,8 +286,16 @@ def _start_queries(
         if lease is not None:
             where = lease.location
             lease.call_on_loss(lambda why: _fail(out.group, WriterLeaseError(f"{where}: {why}")))
+        group = out.group
+        out.maintainer = start_maintainer(
+            spark, cfg, JOB, trigger, lease, lambda: not group.stopping
+        )
         if await_termination:
-            _await_group(out.group, handle_signals)
+            try:
+                _await_group(out.group, handle_signals)
+            finally:  # before the lease goes: a pass under way commits under it
+                if out.maintainer is not None:
+                    out.maintainer.stop(timeout=MAINTAINER_WAIT_SECONDS)
     else:
         out = take_available(
             spark, cfg, resolver, checker, bronze_table_names, await_termination, lease, locks

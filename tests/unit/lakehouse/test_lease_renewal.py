@@ -365,3 +365,22 @@ def test_a_lease_replaced_on_every_look_is_never_put_over_blindly() -> None:
     lease.renew_once()
     assert store.changes == puts  # no put of this renewal
     assert "changed on every read" in lease._renewal_error and lease.loss() is None
+
+
+def test_notes_go_out_with_the_next_renewal_and_reach_a_refused_driver(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = MemoryStore()
+    lease = _held(store, "me", time.time() + 120)
+    lease.note("maintenance", {"groups": ["bronze"], "last_pass": 12.5})
+    assert "notes" not in json.loads(store.objects["lease"])  # not before the renewal
+    lease.renew_once()
+    assert json.loads(store.objects["lease"])["notes"] == {
+        "maintenance": {"groups": ["bronze"], "last_pass": 12.5}
+    }
+    monkeypatch.setattr(lease_module, "hadoop_path", lambda _spark, _loc: (None, "lease", store))
+    with pytest.raises(WriterLeaseError, match=r"held by another driver \(me\)") as refused:
+        acquire_writer_lease(None, "s3a://b/lh/_writers/bronze")  # type: ignore[arg-type]
+    assert refused.value.holder is not None
+    assert refused.value.holder["notes"]["maintenance"]["groups"] == ["bronze"]
+    assert refused.value.holder["owner"] == "me"

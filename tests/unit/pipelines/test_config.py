@@ -276,6 +276,22 @@ def test_quality_results_retention(tmp_path: Path) -> None:
         load_config(write(tmp_path, MINIMAL + "[quality]\nresults_retention_days = -1\n"))
 
 
+def test_stream_maintenance_intervals(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, MINIMAL))
+    assert (cfg.maintenance.stream_optimize_minutes, cfg.maintenance.stream_vacuum_hours) == (
+        60.0,
+        24.0,
+    )
+    text = MINIMAL + "[maintenance]\nstream_optimize_minutes = 15\nstream_vacuum_hours = 0\n"
+    cfg = load_config(write(tmp_path, text))
+    assert (cfg.maintenance.stream_optimize_minutes, cfg.maintenance.stream_vacuum_hours) == (
+        15.0,
+        0.0,
+    )
+    with pytest.raises(ConfigError, match="maintenance.stream_optimize_minutes"):
+        load_config(write(tmp_path, MINIMAL + "[maintenance]\nstream_optimize_minutes = -5\n"))
+
+
 def test_layers_may_leave_their_database_out_together(tmp_path: Path) -> None:
     text = MINIMAL + "[catalog]\nbronze_database = ''\nquality_database = ''\n"
     cfg = load_config(write(tmp_path, text))
