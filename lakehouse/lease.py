@@ -96,10 +96,18 @@ class WriterLease:
     _losing: threading.Lock = field(default_factory=threading.Lock)
     _notes: dict[str, Any] = field(default_factory=dict)
 
+    _expire_only: bool = False
+
     def note(self, key: str, value: Any) -> None:
-        """Publish ``value`` (JSON) under ``key`` in the lease from its next renewal on, for
-        whoever reads the lease (e.g. a refused driver: ``WriterLeaseError.holder``)."""
-        self._notes = {**self._notes, key: value}
+        """Publish ``value`` (JSON; None: take ``key`` out) in the lease from its next renewal
+        on, for whoever reads it (e.g. a refused driver: ``WriterLeaseError.holder``)."""
+        notes = {k: v for k, v in self._notes.items() if k != key}
+        self._notes = notes if value is None else {**notes, key: value}
+
+    def expire_only(self) -> None:
+        """Make :meth:`release` stop renewing without deleting the lease, which then expires
+        at its time: for a driver that may still commit (a thread that did not stop)."""
+        self._expire_only = True
 
     @property
     def released(self) -> bool:
@@ -142,6 +150,10 @@ class WriterLease:
         self._stop.set()
         if self._renewer is not None:  # a renewal under way would put the lease back
             self._renewer.join(timeout=self.ttl / 4)  # (one still under way deletes it itself)
+        if self._expire_only:
+            until = time.strftime("%H:%M:%S", time.localtime(self._expires))
+            log.warning("writer lease %s left to expire at %s", self.location, until)
+            return
         try:
             if self._delete_if_mine():
                 log.info("writer lease %s released", self.location)

@@ -15,7 +15,7 @@ too) and keeps what they say in the Airflow Variable :func:`variable_key` of the
 with the time of the newest event it has read, so that each run reads only the events since
 (and :data:`OVERLAP` before, for an event whose transaction committed after a newer one's).
 The Variable only ever holds what recorded events said, never what a task was about to
-publish. Before any event, the versions at the start of the first run are the baseline (kept
+publish. Before any record, the versions at the start of the first run are the baseline (kept
 in the Variable: a first run that fails leaves its retry that baseline). Two DAGs publishing
 at once may announce a change twice.
 
@@ -141,7 +141,10 @@ def stored_announced(lakehouse: str) -> Announced | None:
 
 
 def _before(through: str) -> str | None:
+    """:data:`OVERLAP` before ``through``; None (every event is read again) for what is not a
+    time with its zone (Airflow compares aware times)."""
     try:
-        return (datetime.fromisoformat(through) - OVERLAP).isoformat()
+        when = datetime.fromisoformat(through)
     except ValueError:
-        return None  # not a time: every event is read again
+        return None
+    return None if when.tzinfo is None else (when - OVERLAP).isoformat()

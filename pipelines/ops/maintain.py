@@ -23,9 +23,10 @@ Exit code 0; 2 for a refused retention; 1 when a table failed (the others are st
 
 On an object store, a group whose writer lease a processing-time stream holds is refused
 (``lakehouse.lease``), unless that stream keeps the group itself
-(``pipelines.stream_maintenance``: its passes are on time and none failed): the command then
-says so and exits 0 without touching it (``--json``: ``{"group", "skipped"}``). ``all``
-needs both leases.
+(``pipelines.stream_maintenance``: its passes on time, none failed, and its VACUUM keeping
+``--retention-hours`` unless ``--no-vacuum``): the command then says so and exits 0 without
+touching it (``--json``: ``{"group", "skipped"}``); otherwise the refusal names why the stream's
+maintenance does not do. ``all`` needs both leases.
 
 VACUUM lists files with ``spark.sql.sources.parallelPartitionDiscovery.parallelism`` tasks
 (Spark's default 10000, sized for clusters: minutes of empty tasks on ``local[2]``); unless
@@ -66,7 +67,7 @@ from pipelines.ops.retention import (
 from pipelines.ops.unread_bronze import silver_unread_since, vacuum_unsafe
 from pipelines.settings.clients import open_session, writer_lease
 from pipelines.spark import configured
-from pipelines.stream_maintenance import maintained_by_holder
+from pipelines.stream_maintenance import stream_keeps
 
 log = logging.getLogger("pipelines.ops.maintain")
 
@@ -315,10 +316,16 @@ def run_from_args(args: argparse.Namespace) -> int:
             try:
                 leases.append(writer_lease(spark, cfg, job))
             except WriterLeaseError as exc:
-                kept = maintained_by_holder(exc.holder, args.table_group)
+                vacuum = not args.no_vacuum
+                hours = args.retention_hours
+                kept = stream_keeps(
+                    exc.holder, args.table_group, retention_hours=hours, vacuum=vacuum
+                )
                 if kept is None:
                     raise
-                return _skipped(args.table_group, kept, args.json)
+                if not kept[0]:  # the stream keeps the group, not as asked: say why not
+                    raise WriterLeaseError(f"{exc}; {kept[1]}", exc.holder) from exc
+                return _skipped(args.table_group, kept[1], args.json)
         raise_if_lost(leases)
         pruned = prune_results_of(spark, cfg, args.table_group, dry_run=args.dry_run)
         data = maintain(

@@ -12,11 +12,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from pipelines.settings.config import SAFE_RETENTION_HOURS
 from pipelines.spark import configured
 
 log = logging.getLogger("pipelines.ops.maintain")
 
-SAFE_RETENTION_HOURS = 168
+__all__ = [
+    "SAFE_RETENTION_HOURS",
+    "RetentionRefusedError",
+    "forced_retention",
+    "retention_as_asked",
+    "retention_check_off",
+]
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 # on in Delta 4.4: VACUUM's RETAIN n HOURS is ignored for the table's
 # delta.deletedFileRetentionDuration (7 days by default) unless n is 0

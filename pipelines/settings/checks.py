@@ -13,6 +13,7 @@ from lakehouse.bronze_columns import BRONZE_TABLE_COLUMNS
 from lakehouse.layout import LAYERS
 from lakehouse.streaming import TRIGGERS
 from pipelines.settings.config import (
+    SAFE_RETENTION_HOURS,
     CatalogConfig,
     ConfigError,
     ProtolakeConfig,
@@ -81,6 +82,11 @@ def check_config(cfg: ProtolakeConfig) -> None:
         raise ConfigError(
             "maintenance.stream_optimize_minutes / maintenance.stream_vacuum_hours: must be >= 0"
             " (0: never)"
+        )
+    if m.stream_retention_hours < SAFE_RETENTION_HOURS:
+        raise ConfigError(
+            f"maintenance.stream_retention_hours: must be >= {SAFE_RETENTION_HOURS} (Delta's "
+            "safety minimum: a running stream's VACUUM never goes below it)"
         )
 
 

@@ -81,7 +81,8 @@ Example (every key, with its default)::
                                              # the tables they write (`protolake maintain` is
                                              # refused their writer lease while they run):
     stream_optimize_minutes = 60.0           # OPTIMIZE them this often (0: never)
-    stream_vacuum_hours = 24.0               # VACUUM them this often, keeping 168 h (0: never)
+    stream_vacuum_hours = 24.0               # VACUUM them this often (0: never),
+    stream_retention_hours = 168.0           # keeping files removed this recently (>= 168)
 
     [catalog]                                # where every table is registered by name
     metastore_uri = ""                       # "thrift://127.0.0.1:9083": a shared Hive metastore
@@ -190,12 +191,18 @@ class QualityConfig:
     results_retention_days: int = 0
 
 
+#: VACUUM's least retention: Delta's own safety minimum (running streams and readers keep
+#: their files)
+SAFE_RETENTION_HOURS = 168
+
+
 @dataclass(frozen=True)
 class MaintenanceConfig:
     # processing-time streams on an object store maintain the tables they write
     # (pipelines.stream_maintenance); 0 turns either off
     stream_optimize_minutes: float = 60.0
     stream_vacuum_hours: float = 24.0
+    stream_retention_hours: float = float(SAFE_RETENTION_HOURS)
 
 
 # The database of each layer by default: lakehouse.catalog.CatalogDatabases spells them.

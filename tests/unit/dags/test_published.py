@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
-from protolake_support.published import announced_in, changed_tables
+from protolake_support.published import _before, announced_in, changed_tables
 
 LAKE = "s3a://bucket/lake"
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -46,3 +46,10 @@ def test_other_lakehouses_and_foreign_extras_are_passed_over() -> None:
 
 def test_changed_tables_are_new_ones_and_those_at_another_version() -> None:
     assert changed_tables({"a": 1, "b": 2}, {"a": 1, "b": 3, "c": 0}) == ["b", "c"]
+
+
+def test_events_are_read_again_from_a_while_before_the_newest_read() -> None:
+    assert _before("2026-12-01T10:00:00+00:00") == "2026-12-01T09:50:00+00:00"
+    # not a time, or a time without its zone (a hand-edited Variable): every event again
+    assert _before("yesterday") is None
+    assert _before("2026-12-01T10:00:00") is None

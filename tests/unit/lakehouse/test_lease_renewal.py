@@ -384,3 +384,15 @@ def test_notes_go_out_with_the_next_renewal_and_reach_a_refused_driver(
     assert refused.value.holder is not None
     assert refused.value.holder["notes"]["maintenance"]["groups"] == ["bronze"]
     assert refused.value.holder["owner"] == "me"
+
+
+def test_a_lease_to_expire_only_is_not_deleted_at_its_release() -> None:
+    store = MemoryStore()
+    lease = _held(store, "me", time.time() + 120)
+    lease.note("maintenance", {"groups": ["bronze"]})
+    lease.note("maintenance", None)
+    lease.renew_once()
+    assert "notes" not in json.loads(store.objects["lease"])  # taken out again
+    lease.expire_only()  # e.g. a maintenance pass that may still commit
+    lease.release()
+    assert store.holder("lease") == "me"

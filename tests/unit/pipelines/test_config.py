@@ -290,6 +290,9 @@ def test_stream_maintenance_intervals(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="maintenance.stream_optimize_minutes"):
         load_config(write(tmp_path, MINIMAL + "[maintenance]\nstream_optimize_minutes = -5\n"))
+    assert cfg.maintenance.stream_retention_hours == 168.0
+    with pytest.raises(ConfigError, match="stream_retention_hours: must be >= 168"):
+        load_config(write(tmp_path, MINIMAL + "[maintenance]\nstream_retention_hours = 24\n"))
 
 
 def test_layers_may_leave_their_database_out_together(tmp_path: Path) -> None:

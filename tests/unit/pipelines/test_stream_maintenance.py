@@ -1,65 +1,122 @@
 """When ``protolake maintain`` steps aside for the stream holding a group's writer lease
-(:func:`pipelines.stream_maintenance.maintained_by_holder`): only for a stream that keeps that
-group, whose passes are on time and did not fail; and which streams keep their tables."""
+(:func:`pipelines.stream_maintenance.stream_keeps`): only for a stream that keeps that group
+as asked, its passes on time and none failed; which streams keep their tables; and a
+maintainer's note in the lease, there while it runs and gone when it stops."""
 
 from __future__ import annotations
 
+import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from pipelines.settings import parse_config
-from pipelines.stream_maintenance import (
-    GRACE_SECONDS,
-    NOTE,
-    maintained_by_holder,
-    start_maintainer,
-)
+from pipelines.stream_maintenance import GRACE_SECONDS, NOTE, start_maintainer, stream_keeps
+
+RAW = {"lakehouse": {"path": "/tmp/lh"}, "kafka": {"bootstrap_servers": "x:1", "topics": ["t"]}}
+HOUR = 3600.0
 
 
 def _holder(**note: Any) -> dict[str, Any]:
-    base = {"groups": ["silver", "quarantine", "quality"], "interval_seconds": 3600.0}
+    base = {
+        "groups": ["silver", "quarantine", "quality"],
+        "interval_seconds": HOUR,
+        "vacuum_every_seconds": 24 * HOUR,
+        "retention_hours": 168.0,
+        "since": time.time() - 2 * HOUR,
+        "last_pass": time.time() - 60,
+        "last_vacuum": time.time() - HOUR,
+        "failed": [],
+    }
     return {"owner": "host:1:ab", "notes": {NOTE: {**base, **note}}}
 
 
-def test_a_stream_with_a_pass_on_time_keeps_its_groups() -> None:
-    holder = _holder(since=time.time() - 7200, last_pass=time.time() - 60, failed=[])
+def _keeps(holder: dict[str, Any] | None, group: str = "silver", **asked: Any) -> Any:
+    return stream_keeps(holder, group, **{"retention_hours": 168.0, "vacuum": True, **asked})
+
+
+def test_a_stream_with_passes_on_time_keeps_its_groups() -> None:
     for group in ("silver", "quarantine", "quality"):
-        why = maintained_by_holder(holder, group)
-        assert why is not None and "host:1:ab" in why and "every 60 min" in why
-    assert maintained_by_holder(holder, "bronze") is None  # not one of its groups
+        kept, why = _keeps(_holder(), group)
+        assert kept and "host:1:ab" in why and "every 60 min" in why
+    assert _keeps(_holder(), "bronze") is None  # not one of its groups
 
 
 def test_a_stream_before_its_first_pass_keeps_them_for_one_interval() -> None:
-    assert maintained_by_holder(_holder(since=time.time() - 60, last_pass=None), "silver")
-    late = time.time() - 3600 - GRACE_SECONDS - 60
-    assert maintained_by_holder(_holder(since=late, last_pass=None), "silver") is None
+    fresh = _holder(since=time.time() - 60, last_pass=None, last_vacuum=None)
+    assert _keeps(fresh)[0]
+    late = time.time() - HOUR - GRACE_SECONDS - 60
+    kept, why = _keeps(_holder(since=late, last_pass=None, last_vacuum=None))
+    assert not kept and "is late" in why
 
 
 @pytest.mark.parametrize(
-    "note",
+    ("note", "asked", "why"),
     [
-        {"last_pass": time.time() - 3600 - GRACE_SECONDS - 60, "failed": []},  # late
-        {"last_pass": time.time(), "failed": [{"table": "t", "error": "boom"}]},  # failed
+        ({"last_pass": time.time() - HOUR - GRACE_SECONDS - 60}, {}, "pass"),
+        ({"failed": [{"table": "t", "error": "boom"}]}, {}, "failed: boom"),
+        ({"vacuum_every_seconds": 0.0}, {}, "does not VACUUM"),
+        ({}, {"retention_hours": 720.0}, "keeping 168 h, not 720 h"),
+        ({"last_vacuum": time.time() - 25 * HOUR - GRACE_SECONDS}, {}, "last VACUUM"),
     ],
 )
-def test_a_late_or_failed_pass_does_not_count(note: dict[str, Any]) -> None:
-    assert maintained_by_holder(_holder(since=time.time() - 9000, **note), "silver") is None
+def test_a_stream_that_does_not_keep_a_group_as_asked_says_why(
+    note: dict[str, Any], asked: dict[str, Any], why: str
+) -> None:
+    kept, reason = _keeps(_holder(**note), **asked)
+    assert not kept and why in reason
+
+
+def test_without_vacuum_asked_its_vacuum_does_not_matter() -> None:
+    assert _keeps(_holder(vacuum_every_seconds=0.0), vacuum=False)[0]
+    assert _keeps(_holder(), retention_hours=720.0, vacuum=False)[0]
 
 
 def test_a_driver_that_publishes_no_maintenance_keeps_nothing() -> None:
-    assert maintained_by_holder({"owner": "x", "expires": 1e12}, "bronze") is None
-    assert maintained_by_holder(None, "bronze") is None
-    assert maintained_by_holder({"notes": {NOTE: "not a note"}}, "bronze") is None
+    assert _keeps({"owner": "x", "expires": 1e12}) is None
+    assert _keeps(None) is None
+    assert _keeps({"notes": {NOTE: "not a note"}}) is None
 
 
-def test_only_a_processing_time_stream_holding_a_lease_maintains() -> None:
-    raw = {"lakehouse": {"path": "/tmp/lh"}, "kafka": {"bootstrap_servers": "x:1", "topics": ["t"]}}
-    cfg = parse_config(raw)
-    lease: Any = object()
+class _Lease:
+    """The part of a ``WriterLease`` a maintainer uses."""
+
+    location = "s3a://b/lh/_writers/bronze"
+    released = False
+
+    def __init__(self) -> None:
+        self.notes: dict[str, Any] = {}
+
+    def note(self, key: str, value: Any) -> None:
+        self.notes.pop(key, None) if value is None else self.notes.update({key: value})
+
+    def loss(self) -> None:
+        return None
+
+
+def test_a_maintainer_notes_itself_while_it_runs_and_only_where_a_lease_is_held() -> None:
+    cfg = parse_config(RAW)
+    cancelled: list[str] = []
+    spark: Any = SimpleNamespace(
+        sparkContext=SimpleNamespace(
+            setJobGroup=lambda *a, **k: None, cancelJobGroup=cancelled.append
+        )
+    )
+    lease: Any = _Lease()
+    started = start_maintainer(spark, cfg, "silver", "processing-time", lease, lambda: True)
+    assert started is not None
+    note = lease.notes[NOTE]
+    assert note["groups"] == ["silver", "quarantine", "quality"]
+    assert (note["interval_seconds"], note["vacuum_every_seconds"]) == (3600.0, 86400.0)
+    assert note["retention_hours"] == 168.0 and note["last_pass"] is None
+    assert [t for t in threading.enumerate() if t.name == "silver-maintenance"]
+    assert started.stop(timeout=10)
+    assert [c.startswith("protolake-silver-maintenance-") for c in cancelled] == [True]
+    assert NOTE not in lease.notes  # a stopped maintainer keeps nothing
     # a local lakehouse (no lease), an available-now run, or maintenance turned off: none
-    assert start_maintainer(None, cfg, "bronze", "processing-time", None, lambda: True) is None  # type: ignore[arg-type]
-    assert start_maintainer(None, cfg, "bronze", "available-now", lease, lambda: True) is None  # type: ignore[arg-type]
-    off = parse_config({**raw, "maintenance": {"stream_optimize_minutes": 0}})
-    assert start_maintainer(None, off, "bronze", "processing-time", lease, lambda: True) is None  # type: ignore[arg-type]
+    assert start_maintainer(spark, cfg, "bronze", "processing-time", None, lambda: True) is None
+    assert start_maintainer(spark, cfg, "bronze", "available-now", lease, lambda: True) is None
+    off = parse_config({**RAW, "maintenance": {"stream_optimize_minutes": 0}})
+    assert start_maintainer(spark, off, "bronze", "processing-time", lease, lambda: True) is None
