@@ -180,10 +180,11 @@ LONG_FILES_FIRST = (
     "tests/integration/silver/test_silver_follows_bronze.py",  # ~140 s: three jobs in turn
     "tests/integration/catalog/test_metastore_postgres.py",  # ~140 s: PostgreSQL, a restart
     "tests/integration/demo/test_demo_end_to_end.py",  # ~120 s
+    "tests/integration/s3/test_s3_stream_maintenance.py",  # ~100 s: two streams on the store
     "tests/integration/quality/test_quality_compiled_parity.py",  # ~95 s
     "tests/integration/dags/test_streaming_dag.py",  # ~85 s
     "tests/unit/dags/test_stream_supervision.py",  # ~50 s: real processes supervised
-    "tests/unit/dags/test_run_state.py",  # ~55 s: an Airflow database, five DAG runs
+    "tests/unit/dags/test_run_state.py",  # ~65 s: an Airflow database, seven DAG runs
     "tests/integration/s3/test_s3_store_outage.py",  # ~90 s: a private store stopped
     "tests/integration/s3/test_s3_two_writers.py",  # ~50 s
     "tests/integration/bronze/test_bronze_kill_restart.py",  # ~40 s

@@ -140,7 +140,9 @@ class SilverRun:
 
     ``group`` holds the queries (it grows while a processing-time run follows bronze);
     ``missing`` names the requested bronze tables an available-now run did not find;
-    ``maintainer`` keeps the tables of a processing-time run on an object store.
+    ``maintainer`` keeps the tables of a processing-time run on an object store, under
+    ``lease``, the run's writer lease there (a caller that did not await the run stops the
+    group and the maintainer, then releases it).
     """
 
     group: QueryGroup = field(default_factory=QueryGroup)
@@ -148,6 +150,7 @@ class SilverRun:
     missing: list[str] = field(default_factory=list)
     watcher: TableWatcher | None = None
     maintainer: StreamMaintainer | None = None
+    lease: WriterLease | None = None
 
     @property
     def queries(self) -> list[StreamingQuery]:
@@ -283,6 +286,7 @@ def _start_queries(
     register_lakehouse(spark, Layout(cfg.lakehouse_path), catalog_databases(cfg))
     if trigger == "processing-time":
         out = follow_bronze(spark, cfg, resolver, checker, bronze_table_names, locks)
+        out.lease = lease
         if lease is not None:
             where = lease.location
             lease.call_on_loss(lambda why: _fail(out.group, WriterLeaseError(f"{where}: {why}")))

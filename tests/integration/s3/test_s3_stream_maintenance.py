@@ -1,8 +1,9 @@
-"""A processing-time bronze stream on the object store keeps the tables it writes
-(``pipelines.stream_maintenance``): while its micro-batches land, it compacts and vacuums
-them through its own driver, says so in its writer lease, and ``protolake maintain`` of that
-group steps aside (exit 0) instead of failing on the held lease. Every Kafka record is in
-bronze once throughout."""
+"""Processing-time bronze and silver streams on the object store keep the tables they write
+(``pipelines.stream_maintenance``): while their micro-batches land, each compacts and
+vacuums its tables through its own driver and says so in its writer lease, and ``protolake
+maintain`` of such a group steps aside (exit 0) instead of failing on the held lease, or
+names why the stream's maintenance does not do what was asked. Every Kafka record is in
+bronze once, and in silver or quarantine once, throughout."""
 
 from __future__ import annotations
 
@@ -21,16 +22,17 @@ from lakehouse.checkpoints import read_text_lines
 from lakehouse.layout import Layout
 from lakehouse.lease import WriterLeaseError
 from lakehouse.tables import is_delta_table
-from pipelines import bronze
+from pipelines import bronze, silver
 from pipelines.naming import bronze_table_of_topic
 from pipelines.ops import maintain as maintain_mod
+from pipelines.quarantine import check_invariant
 from pipelines.settings import parse_config
-from pipelines.stream_maintenance import NOTE
-from tests.support.stack import BOOTSTRAP
+from pipelines.stream_maintenance import GROUPS_OF_JOB, NOTE
+from tests.support.stack import BOOTSTRAP, REGISTRY
 
 pytestmark = pytest.mark.integration
 
-RECORDS = 120
+RECORDS = 120  # values that are not Confluent-framed: silver quarantines every one
 PER_BATCH = 20  # kafka.max_offsets_per_trigger: six micro-batches, a file each at least
 S3_FROM_ENV = {
     "endpoint": "${env:AWS_ENDPOINT_URL}",
@@ -59,7 +61,9 @@ def _raw_config(root: str, topic: str) -> dict[str, Any]:
             "max_offsets_per_trigger": PER_BATCH,
         },
         "s3": S3_FROM_ENV,
+        "registry": {"url": REGISTRY},
         "bronze": {"processing_interval": "1 second"},
+        "silver": {"processing_interval": "1 second"},
         # a pass every 6 s, with VACUUM every other pass or so
         "maintenance": {"stream_optimize_minutes": 0.1, "stream_vacuum_hours": 0.003},
     }
@@ -84,7 +88,17 @@ def _wait(what: str, check: Any, errors: list[BaseException], timeout: float = 2
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_a_stream_keeps_its_tables_and_maintain_steps_aside(
+def _note(spark: Any, layout: Layout, job: str) -> dict[str, Any]:
+    """The maintenance note in ``job``'s writer lease ({}: none)."""
+    lines = read_text_lines(spark, layout.writer_lease(job)) or []
+    return json.loads("".join(lines) or "{}").get("notes", {}).get(NOTE, {})
+
+
+def _operations(spark: Any, path: str) -> set[str]:
+    return {h["operation"] for h in _history(spark, path)}
+
+
+def test_streams_keep_their_tables_and_maintain_steps_aside(
     spark, s3_store, bucket, tmp_path, monkeypatch, capsys
 ):
     for key, value in s3_store.environment.items():
@@ -100,40 +114,42 @@ def test_a_stream_keeps_its_tables_and_maintain_steps_aside(
     table = layout.bronze_table(bronze_table_of_topic(topic))
     errors: list[BaseException] = []
 
-    def run() -> None:  # as the command line runs it: awaited, the lease released at the end
+    def run_bronze() -> None:  # as the command line runs it: awaited, its lease released
         try:
             bronze.run(cfg, "processing-time", spark=spark)
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             errors.append(exc)
 
-    job = threading.Thread(target=run, name="bronze-stream")
+    job = threading.Thread(target=run_bronze, name="bronze-stream")
     job.start()
+    followed = silver.run(cfg, "processing-time", spark=spark, await_termination=False)
     try:
-        # a pass of the stream's maintainer, published in its lease
-        def a_pass() -> dict[str, Any] | None:
-            lines = read_text_lines(spark, layout.writer_lease("bronze")) or []
-            note = json.loads("".join(lines) or "{}").get("notes", {}).get(NOTE, {})
-            return note if note.get("last_pass") else None
+        # each stream's maintainer passes, published in its writer lease
+        for name in ("bronze", "silver"):
+            note = _wait(
+                f"{name}'s first pass",
+                lambda n=name: _note(spark, layout, n).get("last_pass"),
+                errors,
+            )
+            note = _note(spark, layout, name)
+            assert note["groups"] == list(GROUPS_OF_JOB[name]) and note["failed"] == [], note
+        _wait(
+            "a VACUUM of the bronze table",
+            lambda: "VACUUM END" in _operations(spark, table),
+            errors,
+        )
 
-        note = _wait("the stream's first maintenance pass", a_pass, errors)
-        assert note["groups"] == ["bronze"] and note["failed"] == [], note
-
-        def vacuumed() -> bool:
-            return any(h["operation"] == "VACUUM END" for h in _history(spark, table))
-
-        _wait("a VACUUM of the bronze table", vacuumed, errors)
-
-        # more batches land meanwhile; a later pass compacts them (no data change)
+        # more batches land meanwhile; later passes compact them (no data change)
         _produce(topic, RECORDS, RECORDS)
-
-        def compacted() -> list[Any]:
-            return [h for h in _history(spark, table) if h["operation"] == "OPTIMIZE"]
-
-        optimized = _wait("an OPTIMIZE commit", compacted, errors)
+        for path in (table, layout.quarantine):
+            _wait(
+                f"an OPTIMIZE of {path}", lambda p=path: "OPTIMIZE" in _operations(spark, p), errors
+            )
+        optimized = [h for h in _history(spark, table) if h["operation"] == "OPTIMIZE"]
         metrics = optimized[0]["operationMetrics"]
         assert int(metrics["numRemovedFiles"]) >= 2 and int(metrics["numAddedFiles"]) >= 1
 
-        # protolake maintain of the group the stream keeps: skipped, exit 0, nothing done
+        # protolake maintain of a group a stream keeps: skipped, exit 0, nothing done
         config_file = tmp_path / "protolake.toml"
         config_file.write_text(_toml(raw))
         args = argparse.Namespace(
@@ -146,28 +162,35 @@ def test_a_stream_keeps_its_tables_and_maintain_steps_aside(
             dry_run=False,
             json=True,
         )
-        capsys.readouterr()
-        assert maintain_mod.run_from_args(args) == 0
-        said = json.loads(capsys.readouterr().out)
-        assert said["group"] == "bronze" and "kept by the stream" in said["skipped"], said
+        for group in ("bronze", "quarantine"):
+            capsys.readouterr()
+            assert (
+                maintain_mod.run_from_args(
+                    argparse.Namespace(**{**vars(args), "table_group": group})
+                )
+                == 0
+            )
+            said = json.loads(capsys.readouterr().out)
+            assert said["group"] == group and "kept by the stream" in said["skipped"], said
         # asked for another retention than the stream's VACUUM keeps: refused, and why
         longer = argparse.Namespace(**{**vars(args), "retention_hours": 720.0})
         with pytest.raises(WriterLeaseError, match="keeping 168 h, not 720 h"):
             maintain_mod.run_from_args(longer)
-        # the silver group is no one's here: maintain takes its lease and runs (no tables)
-        silver_args = argparse.Namespace(**{**vars(args), "table_group": "silver"})
-        assert maintain_mod.run_from_args(silver_args) == 0
-        assert json.loads(capsys.readouterr().out)["tables"] == []
 
-        # every record landed once, compaction or not
+        # every record landed once: in bronze, and in quarantine (none decodes)
         def all_landed() -> bool:
-            return spark.read.format("delta").load(table).count() >= 2 * RECORDS
+            report = check_invariant(spark, root)
+            return report.holds and report.bronze_records == 2 * RECORDS
 
-        _wait("every record in bronze", all_landed, errors)
+        _wait("every record in bronze and quarantine", all_landed, errors)
         rows = spark.read.format("delta").load(table)
-        assert rows.count() == 2 * RECORDS
-        assert rows.select("offset").distinct().count() == 2 * RECORDS
+        assert rows.count() == rows.select("offset").distinct().count() == 2 * RECORDS
     finally:
+        followed.group.stop()
+        if followed.maintainer is not None:
+            followed.maintainer.stop()
+        if followed.lease is not None:
+            followed.lease.release()
         deadline = time.monotonic() + 60
         while job.is_alive() and not spark.streams.active and time.monotonic() < deadline:
             time.sleep(0.5)  # (a failure before the queries started ends the run by itself)
@@ -176,9 +199,10 @@ def test_a_stream_keeps_its_tables_and_maintain_steps_aside(
         job.join(timeout=120)
         admin.delete_topics([topic])
     assert not job.is_alive() and not errors, errors
-    # the run released its lease, and its maintainer ended with it
-    assert read_text_lines(spark, layout.writer_lease("bronze")) is None
-    assert not [t for t in threading.enumerate() if t.name == "bronze-maintenance"]
+    # the runs released their leases, and their maintainers ended with them
+    for name in ("bronze", "silver"):
+        assert read_text_lines(spark, layout.writer_lease(name)) is None
+        assert not [t for t in threading.enumerate() if t.name == f"{name}-maintenance"]
 
 
 def _toml(raw: dict[str, Any]) -> str:
