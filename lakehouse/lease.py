@@ -94,9 +94,8 @@ class WriterLease:
     _renewer: threading.Thread | None = None
     _renewal_error: str = ""  # the store's error of the last renewal that failed
     _losing: threading.Lock = field(default_factory=threading.Lock)
-    _notes: dict[str, Any] = field(default_factory=dict)
-
-    _expire_only: bool = False
+    _notes: dict[str, Any] = field(default_factory=dict)  # published at each renewal
+    _expire_only: bool = False  # release() leaves the lease to expire
 
     def note(self, key: str, value: Any) -> None:
         """Publish ``value`` (JSON; None: take ``key`` out) in the lease from its next renewal
