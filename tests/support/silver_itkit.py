@@ -1,6 +1,6 @@
 """Helpers of the silver integration tests: configuration for a test's lakehouse, a registry
 test server that can be stopped and restarted on its port, unique topic prefixes, and the
-records per Kafka partition in Kafka and in bronze."""
+records per Kafka partition in Kafka and in bronze, and the rows per message type in silver."""
 
 from __future__ import annotations
 
@@ -49,6 +49,18 @@ def bronze_partition_counts(spark: Any, lake: str) -> dict[tuple[str, int], int]
             spark.read.format("delta").load(path).groupBy("topic", "partition").count().collect()
         ):
             out[(r["topic"], int(r["partition"]))] = int(r["count"])
+    return out
+
+
+def silver_counts(spark: Any, lake: str) -> dict[str, int]:
+    """Rows per message type in the silver tables of ``lake`` (a type may span tables)."""
+    from lakehouse.layout import Layout
+    from lakehouse.tables import list_delta_tables
+
+    out: dict[str, int] = {}
+    for path in list_delta_tables(Layout(lake).silver, spark):
+        for r in spark.read.format("delta").load(path).groupBy("_message_type").count().collect():
+            out[r["_message_type"]] = out.get(r["_message_type"], 0) + int(r["count"])
     return out
 
 

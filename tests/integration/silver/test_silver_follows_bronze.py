@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import functions as F  # noqa: N812
 
 from lakehouse.layout import Layout
-from lakehouse.tables import is_delta_table, list_delta_tables
+from lakehouse.tables import is_delta_table
 from pipelines import bronze, silver
 from pipelines.demo.produce import produce_demo_stream
 from pipelines.quarantine import check_invariant
@@ -26,6 +26,7 @@ from pipelines.silver.cli import _print_summary
 from tests.support.silver_itkit import (
     bronze_partition_counts,
     kafka_partition_counts,
+    silver_counts,
     unique_prefix,
     wait_for,
 )
@@ -62,7 +63,7 @@ def _silver_reached(spark: Any, lake: str, result: Any, expected: dict[str, int]
     quarantined = _quarantined(spark, lake)
     if quarantined:  # the stream has no poison records
         raise AssertionError(f"records quarantined: {quarantined}")
-    return _silver_counts(spark, lake) == expected
+    return silver_counts(spark, lake) == expected
 
 
 def _quarantined(spark: Any, lake: str) -> dict[str, str]:
@@ -86,7 +87,7 @@ def _what_silver_did(spark: Any, lake: str, result: Any) -> str:
     except Exception as exc:  # noqa: BLE001 - the timeout's message matters more
         invariant = f"invariant not read: {exc!r}"
     return (
-        f"silver {_silver_counts(spark, lake)}; {invariant}; "
+        f"silver {silver_counts(spark, lake)}; {invariant}; "
         f"watcher saw {sorted(result.watcher.seen)}, queries {queries}"
     )
 
@@ -96,14 +97,6 @@ def _assert_bronze_holds_kafka(spark: Any, lake: str, topics: list[str]) -> None
     in_kafka = kafka_partition_counts(topics)
     assert sum(in_kafka.values()) > 0
     assert bronze_partition_counts(spark, lake) == in_kafka
-
-
-def _silver_counts(spark: Any, lake: str) -> dict[str, int]:
-    out: Counter[str] = Counter()
-    for path in list_delta_tables(Layout(lake).silver, spark):
-        for r in spark.read.format("delta").load(path).groupBy("_message_type").count().collect():
-            out[r["_message_type"]] += int(r["count"])
-    return dict(out)
 
 
 @pytest.mark.timeout(900)

@@ -28,6 +28,7 @@ from tests.support.silver_itkit import (
     bronze_partition_counts,
     kafka_partition_counts,
     make_config,
+    silver_counts,
     unique_prefix,
     wait_for,
     write_config_file,
@@ -41,15 +42,6 @@ def _quarantine_by_reason(spark: Any, lake: str) -> dict[str, int]:
         return {}
     rows = spark.read.format("delta").load(Layout(lake).quarantine).groupBy("reason_code").count()
     return {r["reason_code"]: int(r["count"]) for r in rows.collect()}
-
-
-def _silver_counts(spark: Any, lake: str) -> dict[str, int]:
-    out = {}
-    for path in list_delta_tables(f"{lake}/silver", spark):
-        df = spark.read.format("delta").load(path)
-        for r in df.groupBy("_message_type").count().collect():
-            out[r["_message_type"]] = int(r["count"])
-    return out
 
 
 def _add(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
@@ -104,7 +96,7 @@ def test_demo_stream_every_record_once_with_its_reason(
     assert _quarantine_by_reason(spark, lake) == summary.expected_quarantine_by_reason(
         quarantine_rules=()
     )
-    assert _silver_counts(spark, lake) == summary.per_message_type
+    assert silver_counts(spark, lake) == summary.per_message_type
     for message_type in summary.per_message_type:  # one table per type, named by the rule
         assert Path(lake, "silver", table_name_for(message_type), "_delta_log").is_dir()
     # the registry was asked once per schema (and its references), never per record
@@ -123,7 +115,7 @@ def test_demo_stream_every_record_once_with_its_reason(
     # a second run finds nothing new and changes nothing
     silver.run(cfg, trigger="available-now", spark=spark)
     assert check_invariant(spark, lake).holds
-    assert _silver_counts(spark, lake) == summary.per_message_type
+    assert silver_counts(spark, lake) == summary.per_message_type
 
     # another engine reads the same tables by path: delta-rs (the `deltalake` package)
     from deltalake import DeltaTable
@@ -156,7 +148,7 @@ def test_registry_outage_fails_the_batch_and_quarantines_nothing(
     lake = cfg.lakehouse_path
     bronze.run(cfg, trigger="available-now", spark=spark)
     silver.run(cfg, trigger="available-now", spark=spark)
-    assert _silver_counts(spark, lake) == first.per_message_type
+    assert silver_counts(spark, lake) == first.per_message_type
 
     second = produce_demo_stream(
         bootstrap, registry.url, topic_prefix=prefix, records=80, seed=2, poison_every=0
@@ -167,7 +159,7 @@ def test_registry_outage_fails_the_batch_and_quarantines_nothing(
         with pytest.raises(Exception, match="REGISTRY_UNAVAILABLE|RegistryUnavailable|registry"):
             silver.run(cfg, trigger="available-now", spark=spark)
         assert _quarantine_by_reason(spark, lake) == {}
-        assert _silver_counts(spark, lake) == first.per_message_type
+        assert silver_counts(spark, lake) == first.per_message_type
     finally:
         registry.start()
 
@@ -175,7 +167,7 @@ def test_registry_outage_fails_the_batch_and_quarantines_nothing(
     report = check_invariant(spark, lake)
     assert report.holds, report.summary()
     assert _quarantine_by_reason(spark, lake) == {}
-    assert _silver_counts(spark, lake) == _add(first.per_message_type, second.per_message_type)
+    assert silver_counts(spark, lake) == _add(first.per_message_type, second.per_message_type)
 
 
 @pytest.mark.timeout(3000)
@@ -236,7 +228,7 @@ def test_sigkill_of_a_processing_time_job_then_restart(
     report = check_invariant(spark, cfg.lakehouse_path)
     assert report.holds, report.summary() + f" {report.offenders}"
     assert report.bronze_records == first.records + second.records
-    assert _silver_counts(spark, cfg.lakehouse_path) == _add(
+    assert silver_counts(spark, cfg.lakehouse_path) == _add(
         first.per_message_type, second.per_message_type
     )
     expected_q = _add(
@@ -247,4 +239,4 @@ def test_sigkill_of_a_processing_time_job_then_restart(
     # tables are registered by name in the catalog
     some_type = sorted(first.per_message_type)[0]
     n = spark.sql(f"SELECT count(*) FROM silver.{table_name_for(some_type)}").first()[0]
-    assert n == _silver_counts(spark, cfg.lakehouse_path)[some_type]
+    assert n == silver_counts(spark, cfg.lakehouse_path)[some_type]
