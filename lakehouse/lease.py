@@ -32,8 +32,8 @@ replaced a lease another driver took over meanwhile: it is a loss too, and that 
 our lease in its place at its next renewal and stops as well (neither writes on). This bounds,
 without fencing tokens, how long two drivers can both believe they write: by the clocks'
 difference beyond the margin. A renewal that comes back after the lease was released deletes
-what it put. Local
-lakehouses take no lease: one machine's Delta log store serializes commits by itself, and
+what it put, unless the lease is to expire only (:meth:`WriterLease.expire_only`: a thread of
+the driver may still commit under it). Local lakehouses take no lease: one machine's Delta log store serializes commits by itself, and
 each streaming query's checkpoint is locked by the process that runs it
 (:mod:`lakehouse.checkpoint_guard`).
 """
@@ -80,7 +80,7 @@ class WriterLeaseError(RuntimeError):
 
 @dataclass
 class WriterLease:
-    """A held lease; :meth:`release` deletes it (also when the owner stops renewing)."""
+    """A held lease; :meth:`release` deletes it (unless :meth:`expire_only` was called)."""
 
     location: str
     owner: str
@@ -141,14 +141,15 @@ class WriterLease:
             raise WriterLeaseError(f"{self.location}: {why}")
 
     def release(self) -> None:
-        """Stop renewing and delete the lease if it is still this driver's.
+        """Stop renewing and delete the lease if it is still this driver's (after
+        :meth:`expire_only`, leave it to expire at its time).
 
         Never raises: a store that cannot be reached now (the job may be failing because of
         it) leaves the lease to expire at its time.
         """
         self._stop.set()
         if self._renewer is not None:  # a renewal under way would put the lease back
-            self._renewer.join(timeout=self.ttl / 4)  # (one still under way deletes it itself)
+            self._renewer.join(timeout=self.ttl / 4)  # (one still under way ends as release does)
         if self._expire_only:
             until = time.strftime("%H:%M:%S", time.localtime(self._expires))
             log.warning("writer lease %s left to expire at %s", self.location, until)
@@ -192,7 +193,8 @@ class WriterLease:
             # over the version just read, ours: a lease another driver put since fails the put
             _write(self._fs, self._path, content, conditional=False, if_match=etag)
             if self._stop.is_set():  # released meanwhile: the put must not bring the lease back
-                self._delete_if_mine()
+                if not self._expire_only:
+                    self._delete_if_mine()
                 return
             if self._lost is not None or time.time() >= self._deadline():
                 # another driver may have taken it over meanwhile

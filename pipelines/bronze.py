@@ -199,7 +199,8 @@ def run(
         await_termination: wait until the queries end (available-now) or fail; with
             processing-time this waits until they are stopped. Only an awaited run releases
             its writer lease and raises :class:`lakehouse.lease.WriterLeaseError` when it
-            lost it.
+            lost it (a processing-time run's maintenance on an object store,
+            ``pipelines.stream_maintenance``, ends once its queries have stopped).
         spark: a session to use (given the ``[s3]`` settings); default:
             :func:`pipelines.settings.clients.open_session`.
         handle_signals: SIGTERM/SIGINT stop the queries (:func:`stop_on_signals`; the

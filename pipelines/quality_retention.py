@@ -1,8 +1,10 @@
 """How long quality results are kept: ``[quality] results_retention_days``.
 
-Silver prunes when it starts, and ``protolake maintain`` for the ``quality`` (or ``all``)
-group prunes before compacting (a long-running stream never restarts). Both call
-:func:`prune_quality_results`, the one place the setting meets ``quality.results``.
+Silver prunes when it starts; ``protolake maintain`` for the ``quality`` (or ``all``) group,
+and a processing-time silver on an object store at each maintenance pass
+(``pipelines.stream_maintenance``), prune before compacting (a long-running stream does not
+restart). All call :func:`prune_quality_results`, the one place the setting meets
+``quality.results``.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.lease import WriterLease, WriterLeaseError, raise_if_lost
+from pipelines.failure_line import failure_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -108,7 +109,7 @@ class StreamMaintainer:
         try:
             self.spark.sparkContext.cancelJobGroup(self._job_group)
         except Exception as exc:  # noqa: BLE001 - the JVM may be going down
-            log.warning("maintenance: its Spark jobs not cancelled: %s", _first_line(exc))
+            log.warning("maintenance: its Spark jobs not cancelled: %s", failure_line(exc))
         self._thread.join(timeout)
         if self._thread.is_alive():
             log.warning("maintenance: a pass is still under way; the writer lease will expire")
@@ -149,7 +150,7 @@ class StreamMaintainer:
             try:
                 failed += self._maintain(group, vacuum)
             except Exception as exc:  # noqa: BLE001 - the next pass tries again
-                failed.append({"table": group, "error": _first_line(exc)})
+                failed.append({"table": group, "error": failure_line(exc)})
         for f in failed:
             log.warning("maintenance of %s failed (tried again next pass): %s", *f.values())
         self._status.update(last_pass=time.time(), failed=failed)
@@ -163,6 +164,7 @@ class StreamMaintainer:
         from pipelines.quality_retention import prune_quality_results
 
         if group == "quality":
+            self._still_writer()
             prune_quality_results(self.spark, self.cfg)
         done = maintain(
             self.spark,
@@ -174,10 +176,6 @@ class StreamMaintainer:
             still_writer=self._still_writer,
         )
         return list(done["failed"])
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [repr(exc)])[0][:500]
 
 
 def start_maintainer(
@@ -221,7 +219,8 @@ def stream_keeps(
         if kept != retention_hours:
             return False, f"it VACUUMs keeping {kept:g} h, not {retention_hours:g} h"
         last_vacuum = float(note.get("last_vacuum") or since)
-        if now - last_vacuum > vacuum_every + GRACE_SECONDS:
+        # a VACUUM runs with a pass: up to a pass's interval after it falls due
+        if now - last_vacuum > vacuum_every + every + GRACE_SECONDS:
             return False, f"its last VACUUM ({_clock(last_vacuum)}) is late"
     owner = (holder or {}).get("owner")
     done = f"last pass {_clock(last)}" if note.get("last_pass") else f"since {_clock(since)}"

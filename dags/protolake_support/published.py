@@ -14,10 +14,9 @@ succeeds announces those tables.
 too) and keeps what they say in the Airflow Variable :func:`variable_key` of the lakehouse,
 with the time of the newest event it has read, so that each run reads only the events since
 (and :data:`OVERLAP` before, for an event whose transaction committed after a newer one's).
-The Variable only ever holds what recorded events said, never what a task was about to
-publish. Before any record, the versions at the start of the first run are the baseline (kept
-in the Variable: a first run that fails leaves its retry that baseline). Two DAGs publishing
-at once may announce a change twice.
+The Variable holds only what recorded events said. Before any record, the versions at the
+start of the first run are the baseline (kept in the Variable: a first run that fails leaves
+its retry that baseline). Two DAGs publishing at once may announce a change twice.
 
 Importing this module loads only the standard library (the DAG files import its importer).
 """

@@ -57,6 +57,7 @@ from typing import Any
 from lakehouse.layout import LAYERS, Layout
 from lakehouse.lease import WriterLeaseError, holds_no_lease, raise_if_lost
 from lakehouse.tables import list_delta_tables, table_version
+from pipelines.failure_line import failure_line
 from pipelines.ops.common import emit, loaded_config, progress, table
 from pipelines.ops.retention import (
     SAFE_RETENTION_HOURS,
@@ -145,9 +146,11 @@ def maintain_table(
     vacuum: bool,
     dry_run: bool,
     unread_since: float | None = None,
+    still_writer: Callable[[], None] = holds_no_lease,
 ) -> dict[str, Any]:
     """Optimize and/or vacuum one table; return what was (or would be) done. VACUUM is
-    skipped when ``unread_since`` (:func:`pipelines.ops.unread_bronze.vacuum_unsafe`) says so."""
+    skipped when ``unread_since`` (:func:`pipelines.ops.unread_bronze.vacuum_unsafe`) says so;
+    ``still_writer`` is called again before it (see :func:`maintain`)."""
     from delta.tables import DeltaTable
 
     detail = spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").first()
@@ -168,6 +171,7 @@ def maintain_table(
         log.warning("maintain: %s: VACUUM skipped: %s", path, why)
         out["vacuum"] = {"skipped": why}
     elif vacuum:
+        still_writer()
         out["vacuum"] = _vacuum(spark, path, retention_hours, dry_run=dry_run)
     if not dry_run:
         after = spark.sql(f"DESCRIBE DETAIL {_sql_path(path)}").first()
@@ -252,11 +256,14 @@ def maintain(
                         vacuum=vacuum,
                         dry_run=dry_run,
                         unread_since=silver_unread_since(spark, layout, path) if vacuum else None,
+                        still_writer=still_writer,
                     )
                 )
+            except WriterLeaseError:
+                raise  # every table after it is another driver's too
             except Exception as exc:  # noqa: BLE001 - one table's failure must not stop the rest
-                log.error("maintain: %s failed: %s", path, str(exc).splitlines()[0])
-                failed.append({"table": path, "error": str(exc).splitlines()[0][:500]})
+                log.error("maintain: %s failed: %s", path, failure_line(exc))
+                failed.append({"table": path, "error": failure_line(exc)})
     return {
         "group": group,
         "dry_run": dry_run,
@@ -313,19 +320,10 @@ def run_from_args(args: argparse.Namespace) -> int:
     leases: list[Any] = []
     try:
         for job in jobs:  # one by one: a refused second lease releases the first (finally)
-            try:
-                leases.append(writer_lease(spark, cfg, job))
-            except WriterLeaseError as exc:
-                vacuum = not args.no_vacuum
-                hours = args.retention_hours
-                kept = stream_keeps(
-                    exc.holder, args.table_group, retention_hours=hours, vacuum=vacuum
-                )
-                if kept is None:
-                    raise
-                if not kept[0]:  # the stream keeps the group, not as asked: say why not
-                    raise WriterLeaseError(f"{exc}; {kept[1]}", exc.holder) from exc
-                return _skipped(args.table_group, kept[1], args.json)
+            lease = _lease_unless_kept(spark, cfg, job, args)
+            if isinstance(lease, str):
+                return _skipped(args.table_group, lease, args.json)
+            leases.append(lease)
         raise_if_lost(leases)
         pruned = prune_results_of(spark, cfg, args.table_group, dry_run=args.dry_run)
         data = maintain(
@@ -347,6 +345,26 @@ def run_from_args(args: argparse.Namespace) -> int:
         data["quality_results_pruned"] = pruned
     emit(args.json, data, lambda console: render(console, data))
     return 1 if data["failed"] else 0
+
+
+def _lease_unless_kept(spark: Any, cfg: Any, job: str, args: argparse.Namespace) -> Any:
+    """``job``'s writer lease (None: a local lakehouse), or why the stream holding it keeps
+    ``args.table_group`` as asked (``pipelines.stream_maintenance.stream_keeps``).
+
+    Raises:
+        WriterLeaseError: another driver holds it, and keeps no such group, or not as asked
+            (the message then says why not).
+    """
+    try:
+        return writer_lease(spark, cfg, job)
+    except WriterLeaseError as exc:
+        asked = {"retention_hours": args.retention_hours, "vacuum": not args.no_vacuum}
+        kept = stream_keeps(exc.holder, args.table_group, **asked)
+        if kept is None:
+            raise
+        if not kept[0]:  # the stream keeps the group, not as asked: say why not
+            raise WriterLeaseError(f"{exc}; {kept[1]}", exc.holder) from exc
+        return kept[1]
 
 
 def _skipped(group: str, why: str, as_json: bool) -> int:

@@ -1,4 +1,5 @@
-"""VACUUM's retention in ``protolake maintain``: the safety minimum and what a run below it
+"""VACUUM's retention in ``pipelines.ops.maintain`` (``protolake maintain``, and a stream's
+own maintenance, ``pipelines.stream_maintenance``): the safety minimum and what a run below it
 turns off for its own length (Delta's retention check), and the retention VACUUM keeps.
 
 Both settings are the session's: each is changed for the run only and given back after.

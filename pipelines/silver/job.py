@@ -212,7 +212,8 @@ def run(
         await_termination: wait for the queries (available-now: until drained, one query
             after the other; processing-time: until stopped). With False, available-now
             queries are still started together and returned running, and a processing-time
-            run returns following bronze (``result.group.stop()`` ends it).
+            run returns following bronze (``result.group.stop()`` ends it; on an object store
+            stop ``result.maintainer`` too, then release ``result.lease``).
         resolver: a schema resolver to use (default: :func:`open_resolver`).
         handle_signals: SIGTERM/SIGINT stop a processing-time run, which then ends without
             an error unless a query or the table watcher had failed before the signal came

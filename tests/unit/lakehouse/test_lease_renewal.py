@@ -386,6 +386,20 @@ def test_notes_go_out_with_the_next_renewal_and_reach_a_refused_driver(
     assert refused.value.holder["owner"] == "me"
 
 
+def test_a_renewal_that_comes_back_after_the_release_of_a_lease_to_expire_keeps_it() -> None:
+    store = MemoryStore()
+    lease = _held(store, "me", time.time() + 0.8, ttl=0.8)  # the release waits 0.2 s at most
+    store.write_seconds = 0.6
+    lease.expire_only()
+    lease._renewer = threading.Thread(target=lease.renew_once)
+    lease._renewer.start()
+    time.sleep(0.05)  # the renewal has read the lease and is putting it
+    lease.release()
+    assert lease._renewer.is_alive()  # the release did not wait for it
+    lease._renewer.join()
+    assert store.holder("lease") == "me"  # left to expire
+
+
 def test_a_lease_to_expire_only_is_not_deleted_at_its_release() -> None:
     store = MemoryStore()
     lease = _held(store, "me", time.time() + 120)
