@@ -137,7 +137,8 @@ class StreamMaintainer:
 
     def run_pass(self) -> dict[str, Any]:
         """One pass over the groups (VACUUM too when due); published in the lease. Never
-        raises: a failure is published and the next pass tries again."""
+        raises: a failure is published and the next pass tries again (a pass cut short by
+        :meth:`stop` publishes nothing)."""
         now = time.time()
         last_vacuum = self._status["last_vacuum"]
         vacuum = self.vacuum_every > 0 and (
@@ -151,6 +152,9 @@ class StreamMaintainer:
                 failed += self._maintain(group, vacuum)
             except Exception as exc:  # noqa: BLE001 - the next pass tries again
                 failed.append({"table": group, "error": failure_line(exc)})
+        if self._stop.is_set():  # cut short by the job's stop: not a failure, nothing to publish
+            log.info("maintenance: pass cut short, the job is stopping")
+            return dict(self._status)
         for f in failed:
             log.warning("maintenance of %s failed (tried again next pass): %s", *f.values())
         self._status.update(last_pass=time.time(), failed=failed)

@@ -12,8 +12,15 @@ from typing import Any
 
 import pytest
 
+from lakehouse.lease import WriterLeaseError
 from pipelines.settings import parse_config
-from pipelines.stream_maintenance import GRACE_SECONDS, NOTE, start_maintainer, stream_keeps
+from pipelines.stream_maintenance import (
+    GRACE_SECONDS,
+    NOTE,
+    StreamMaintainer,
+    start_maintainer,
+    stream_keeps,
+)
 
 RAW = {"lakehouse": {"path": "/tmp/lh"}, "kafka": {"bootstrap_servers": "x:1", "topics": ["t"]}}
 HOUR = 3600.0
@@ -125,3 +132,40 @@ def test_a_maintainer_notes_itself_while_it_runs_and_only_where_a_lease_is_held(
     assert start_maintainer(spark, cfg, "bronze", "available-now", lease, lambda: True) is None
     off = parse_config({**RAW, "maintenance": {"stream_optimize_minutes": 0}})
     assert start_maintainer(spark, off, "bronze", "processing-time", lease, lambda: True) is None
+
+
+def test_a_pass_cut_short_by_the_stop_publishes_no_failure(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = parse_config(RAW)
+    spark: Any = SimpleNamespace(sparkContext=SimpleNamespace(cancelJobGroup=lambda _g: None))
+    lease: Any = _Lease()
+    maintainer = StreamMaintainer(spark, cfg, "silver", lease)
+    groups: list[str] = []
+
+    def maintain_then_stop(group: str, _vacuum: bool) -> list[dict[str, str]]:
+        groups.append(group)
+        maintainer.stop()  # e.g. SIGTERM while the first group's tables are maintained
+        raise WriterLeaseError("s3a://b/lh/_writers/silver: the job is stopping")
+
+    monkeypatch.setattr(maintainer, "_maintain", maintain_then_stop)
+    with caplog.at_level("WARNING", logger="pipelines.stream_maintenance"):
+        status = maintainer.run_pass()
+    assert groups == ["silver"]  # no group started after the stop
+    assert status["last_pass"] is None and status["failed"] == []
+    assert not caplog.records and NOTE not in lease.notes
+
+
+def test_a_failed_pass_is_published_with_its_reason() -> None:
+    cfg = parse_config(RAW)
+    lease: Any = _Lease()
+    maintainer = StreamMaintainer(None, cfg, "bronze", lease)  # type: ignore[arg-type]
+
+    def fail(_group: str, _vacuum: bool) -> list[dict[str, str]]:
+        raise RuntimeError()  # no message: the reason is its type
+
+    maintainer._maintain = fail  # type: ignore[method-assign]
+    status = maintainer.run_pass()
+    assert status["failed"] == [{"table": "bronze", "error": "RuntimeError"}]
+    assert lease.notes[NOTE]["failed"] == status["failed"] and status["last_pass"] is not None
+    assert status["last_vacuum"] is None  # a VACUUM due but failed stays due
