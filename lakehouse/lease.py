@@ -150,15 +150,14 @@ class WriterLease:
         self._stop.set()
         if self._renewer is not None:  # a renewal under way would put the lease back
             self._renewer.join(timeout=self.ttl / 4)  # (one still under way ends as release does)
+        until = time.strftime("%H:%M:%S", time.localtime(self._expires))
         if self._expire_only:
-            until = time.strftime("%H:%M:%S", time.localtime(self._expires))
             log.warning("writer lease %s left to expire at %s", self.location, until)
             return
         try:
             if self._delete_if_mine():
                 log.info("writer lease %s released", self.location)
         except Exception as exc:  # noqa: BLE001 - py4j error from the store
-            until = time.strftime("%H:%M:%S", time.localtime(self._expires))
             log.warning(
                 "writer lease %s not released (%s); it expires at %s", self.location, exc, until
             )

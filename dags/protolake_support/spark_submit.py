@@ -27,8 +27,6 @@ from protolake_support.environment import (
 )
 from protolake_support.published import SILVER_ALIAS, baseline, publish
 
-__all__ = ["SILVER_ALIAS", "ProtolakeSparkSubmitOperator"]
-
 
 class ProtolakeSparkSubmitOperator(SparkSubmitOperator):
     """``spark-submit pipelines/jobs/run.py <subcommand> --config $PROTOLAKE_CONFIG [args]``.

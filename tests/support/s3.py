@@ -18,6 +18,16 @@ import pytest
 
 from tests.support.stack import run_dir
 
+#: an ``[s3]`` configuration section whose settings come from the store's environment
+#: (:attr:`S3Store.environment`) through ``${env:...}``, as a user's file names them
+S3_FROM_ENV: dict[str, Any] = {
+    "endpoint": "${env:AWS_ENDPOINT_URL}",
+    "region": "${env:AWS_REGION}",
+    "path_style_access": True,
+    "access_key_id": "${env:AWS_ACCESS_KEY_ID}",
+    "secret_access_key": "${env:AWS_SECRET_ACCESS_KEY}",
+}
+
 
 @dataclass(frozen=True)
 class S3Store:

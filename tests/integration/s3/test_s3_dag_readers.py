@@ -27,20 +27,13 @@ from pipelines.settings.object_store import delta_storage_options
 from pipelines.settings.preflight import StoreError
 from tests.support.airflow_kit import make_airflow
 from tests.support.checkpoints import checkpoint_batch_files, delta_source_offset
-from tests.support.s3 import S3Store
+from tests.support.s3 import S3_FROM_ENV, S3Store
 from tests.support.stack import BOOTSTRAP, free_port
 
 pytestmark = pytest.mark.integration
 
 BRONZE = "s3it_dag_orders"  # bronze table, named after a topic Kafka does not have
 TOPIC = "s3it-dag-readers-no-such-topic"
-S3_FROM_ENV = {
-    "endpoint": "${env:AWS_ENDPOINT_URL}",
-    "region": "${env:AWS_REGION}",
-    "path_style_access": True,
-    "access_key_id": "${env:AWS_ACCESS_KEY_ID}",
-    "secret_access_key": "${env:AWS_SECRET_ACCESS_KEY}",
-}
 
 
 REFUSED_SNIPPET = """

@@ -28,19 +28,13 @@ from pipelines.ops import maintain as maintain_mod
 from pipelines.quarantine import check_invariant
 from pipelines.settings import parse_config
 from pipelines.stream_maintenance import GROUPS_OF_JOB, NOTE
+from tests.support.s3 import S3_FROM_ENV
 from tests.support.stack import BOOTSTRAP, REGISTRY
 
 pytestmark = pytest.mark.integration
 
 RECORDS = 120  # values that are not Confluent-framed: silver quarantines every one
 PER_BATCH = 20  # kafka.max_offsets_per_trigger: six micro-batches, a file each at least
-S3_FROM_ENV = {
-    "endpoint": "${env:AWS_ENDPOINT_URL}",
-    "region": "${env:AWS_REGION}",
-    "path_style_access": True,
-    "access_key_id": "${env:AWS_ACCESS_KEY_ID}",
-    "secret_access_key": "${env:AWS_SECRET_ACCESS_KEY}",
-}
 
 
 def _produce(topic: str, start: int, count: int) -> None:
